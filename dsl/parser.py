@@ -1,0 +1,393 @@
+"""Text to syntax tree: a lark LALR parser and a transformer into `dsl.ast` classes."""
+
+from __future__ import annotations
+
+import ast as python_ast
+import threading
+from functools import cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from . import ast
+from .source import SourceFile, Span
+
+GRAMMAR = Path(__file__).with_name("grammar.lark")
+
+# How expected terminals are named in messages.
+_TERMINAL_WORDS = {
+    "NAME": "a name",
+    "INT": "an integer",
+    "FLOAT": "a number",
+    "STRING": "a string",
+    "$END": "end of file",
+}
+
+
+_NOT_PRECEDENCE = 3
+_PRECEDENCE = {
+    "OR": 1, "AND": 2, "EQ": 4, "NE": 4, "LE": 4, "GE": 4, "LT": 4, "GT": 4, "BAR": 5,
+    "CARET": 6, "AMP": 7, "LSHIFT": 8, "RSHIFT": 8, "PLUS": 9, "MINUS": 9, "STAR": 10,
+    "SLASH": 10, "PERCENT": 10,
+}
+
+
+class PipeSyntaxError(Exception):
+    def __init__(self, message: str, span: Span, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.hint = hint
+
+
+@cache
+def _parser() -> tuple[Lark, _ToAst]:
+    # Every token stays in the tree so that spans come from tokens, and the transformer runs
+    # inside the parser instead of over a finished tree: lark's position propagation and tree
+    # walk each cost more than the parse itself on pipelines of thousands of nodes. The
+    # analysed grammar is cached on disk by lark (keyed by the grammar's text).
+    transformer = _ToAst()
+    lark = Lark.open(str(GRAMMAR), parser="lalr", keep_all_tokens=True, maybe_placeholders=True,
+                     start=["start", "expr"], transformer=transformer, cache=True)
+    return lark, transformer
+
+
+_lock = threading.Lock()
+
+
+def _run(start: str, source: SourceFile, offset: int, text: str):
+    lark, transformer = _parser()
+    with _lock:
+        transformer.source, transformer.offset = source, offset
+        try:
+            return lark.parse(text, start=start)
+        except UnexpectedInput as error:
+            raise _syntax_error(source, error, offset) from None
+
+
+def parse(source: SourceFile) -> ast.Module:
+    """Parse a whole `.pipe` file; raises `PipeSyntaxError` at the first syntax error."""
+    return _run("start", source, 0, source.text)
+
+
+def parse_expression(source: SourceFile, start: int, end: int) -> ast.Expr:
+    """Parse the expression at `source.text[start:end]` (a `pipec:` annotation in a kernel
+    source); spans point into `source`."""
+    return _run("expr", source, start, source.text[start:end])
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TERMINAL_WORDS:
+        return _TERMINAL_WORDS[name]
+    try:
+        return f"`{_parser()[0].get_terminal(name).pattern.value}`"
+    except KeyError:
+        return name.lower()
+
+
+def _expected_phrase(expected: set[str]) -> str:
+    words = sorted({_describe_terminal(name) for name in expected})
+    if len(words) > 6:
+        words = [w for w in words if not w.startswith("`")][:4] + ["..."]
+    if not words:
+        return ""
+    if len(words) == 1:
+        return f"expected {words[0]}"
+    return "expected one of " + ", ".join(words)
+
+
+def _syntax_error(source: SourceFile, error: UnexpectedInput, base: int = 0) -> PipeSyntaxError:
+    if isinstance(error, UnexpectedToken) and error.token.type == "$END":
+        error = UnexpectedEOF(error.expected)
+    if isinstance(error, UnexpectedEOF):
+        end = len(source.text) if base == 0 else base
+        span = Span(source, end, end)
+        expected = _expected_phrase(set(error.expected))
+        return PipeSyntaxError(f"unexpected end of file; {expected}", span, _hint_for_eof(source))
+    if isinstance(error, UnexpectedCharacters):
+        offset = base + error.pos_in_stream
+        char = source.text[offset] if offset < len(source.text) else ""
+        span = Span(source, offset, offset + 1)
+        hint = None
+        if char == "'":
+            hint = "strings use double quotes"
+        elif char == ";":
+            hint = "statements need no `;`"
+        return PipeSyntaxError(f"unexpected character `{char}`", span, hint)
+    assert isinstance(error, UnexpectedToken)
+    token = error.token
+    start = base + (token.start_pos if token.start_pos is not None else 0)
+    span = Span(source, start, start + len(str(token)))
+    expected = _expected_phrase(set(error.expected))
+    message = f"unexpected `{token}`"
+    if expected:
+        message += f"; {expected}"
+    return PipeSyntaxError(message, span, _hint_for_token(token, set(error.expected)))
+
+
+def _hint_for_token(token: Token, expected: set[str]) -> str | None:
+    text = str(token)
+    if text == "(" and any("<<<" in _describe_terminal(e) for e in expected):
+        return "a launch needs its configuration: `launch kernel<<<grid, block>>>(args...)`"
+    if text == "=" and "NAME" not in expected and "EQUAL" not in expected:
+        return "comparisons use `==`"
+    if text in ("elif", "while", "return", "def"):
+        return f"`{text}` is not part of the language; see docs/language.md"
+    if token.type == "NAME" and "RBRACE" in expected:
+        return "a statement starts with `launch`, `fill`, `copy`, `for`, `if`, `parallel` or a graph name"
+    return None
+
+
+def _hint_for_eof(source: SourceFile) -> str | None:
+    if source.text.count("{") > source.text.count("}"):
+        return "a `{` is never closed"
+    return None
+
+
+def _unescape(token: Token) -> str:
+    return python_ast.literal_eval(str(token))
+
+
+def _int(text: str) -> int:
+    return int(text.replace("_", ""), 0 if text[:2].lower() == "0x" else 10)
+
+
+_KEPT_TOKENS = {"NAME", "INT", "FLOAT", "STRING", "NOT", "MINUS", "PLUS", "TILDE", *_PRECEDENCE}
+
+
+class _ToAst(Transformer):
+    """Builds `dsl.ast` nodes. The parser keeps every token, so each node's span runs from its
+    first token to its last; punctuation and keywords are dropped here."""
+
+    source: SourceFile  # set before each parse
+    offset: int = 0
+
+    def _tok(self, token: Token) -> Span:
+        return Span(self.source, self.offset + token.start_pos, self.offset + token.end_pos)
+
+    def _edge(self, item, first: bool) -> int | None:
+        if item is None:
+            return None
+        if isinstance(item, Token):
+            return self.offset + (item.start_pos if first else item.end_pos)
+        if isinstance(item, tuple):
+            for sub in (item if first else reversed(item)):
+                edge = self._edge(sub, first)
+                if edge is not None:
+                    return edge
+            return None
+        if isinstance(item, str):
+            return None
+        return item.span.start if first else item.span.end
+
+    def _span(self, children) -> Span:
+        start = next((e for c in children if (e := self._edge(c, True)) is not None), self.offset)
+        end = next((e for c in reversed(children) if (e := self._edge(c, False)) is not None), start)
+        return Span(self.source, start, end)
+
+    @staticmethod
+    def _parts(children) -> list:
+        return [c for c in children if not isinstance(c, Token) or c.type in _KEPT_TOKENS]
+
+    def _ident(self, token: Token) -> ast.Ident:
+        return ast.Ident(str(token), self._tok(token))
+
+    def _str(self, token: Token) -> ast.StrLit:
+        return ast.StrLit(_unescape(token), self._tok(token))
+
+    # --- declarations -----------------------------------------------------------------------
+
+    def start(self, children):
+        return ast.Module(tuple(self._parts(children)), Span(self.source, 0, len(self.source.text)))
+
+    def import_all(self, children):
+        (path,) = self._parts(children)
+        return ast.Import(self._str(path), None, self._span(children))
+
+    def import_names(self, children):
+        path, *names = self._parts(children)
+        return ast.Import(self._str(path), tuple(map(self._ident, names)), self._span(children))
+
+    def const_decl(self, children):
+        name, value = self._parts(children)
+        return ast.ConstDecl(self._ident(name), value, self._span(children))
+
+    def buffer_decl(self, children):
+        name, dtype, shape, *modifiers = self._parts(children)
+        parts = dict(modifiers)
+        return ast.BufferDecl(
+            self._ident(name), self._ident(dtype), shape, "mapped" in parts,
+            parts.get("labels", ()), parts.get("init"), self._span(children),
+        )
+
+    def shape(self, children):
+        return tuple(self._parts(children))
+
+    def mapped(self, children):
+        return ("mapped", True)
+
+    def labels(self, children):
+        return ("labels", tuple(map(self._ident, self._parts(children))))
+
+    def buffer_init(self, children):
+        return ("init", self._parts(children)[0])
+
+    def graph_decl(self, children):
+        name, params, body = self._parts(children)
+        return ast.GraphDecl(self._ident(name), params or (), body, self._span(children))
+
+    def graph_params(self, children):
+        return tuple(self._ident(c) for c in self._parts(children) if c is not None)
+
+    def step_decl(self, children):
+        return ast.StepDecl(self._parts(children)[0], self._span(children))
+
+    def init_decl(self, children):
+        return ast.InitDecl(self._parts(children)[0], self._span(children))
+
+    def option_decl(self, children):
+        name, value = self._parts(children)
+        return ast.OptionDecl(self._ident(name), value, self._span(children))
+
+    def waive_decl(self, children):
+        rule, kernel, reason = self._parts(children)
+        return ast.WaiveDecl(self._ident(rule), self._ident(kernel), self._str(reason), self._span(children))
+
+    # --- statements -------------------------------------------------------------------------
+
+    def block(self, children):
+        return ast.Block(tuple(self._parts(children)), self._span(children))
+
+    def launch(self, children):
+        kernel, grid, block, *rest = self._parts(children)
+        shared = next((r for r in rest if r is not None and not isinstance(r, ast.Arg)), None)
+        args = tuple(r for r in rest if isinstance(r, ast.Arg))
+        return ast.Launch(self._ident(kernel), grid, block, shared, args, self._span(children))
+
+    def arg(self, children):
+        access, value = self._parts(children)
+        return ast.Arg(access, value, self._span(children))
+
+    def access_in(self, _):
+        return "in"
+
+    def access_out(self, _):
+        return "out"
+
+    def access_inout(self, _):
+        return "inout"
+
+    def fill(self, children):
+        target, value = self._parts(children)
+        return ast.Fill(target, value, self._span(children))
+
+    def copy(self, children):
+        src, dst = self._parts(children)
+        return ast.Copy(src, dst, self._span(children))
+
+    def for_stmt(self, children):
+        var, start, stop, body = self._parts(children)
+        return ast.For(self._ident(var), start, stop, body, self._span(children))
+
+    def if_stmt(self, children):
+        cond, then, *rest = self._parts(children)
+        orelse = next((r for r in rest if r is not None), None)
+        return ast.If(cond, then, orelse, self._span(children))
+
+    def parallel(self, children):
+        return ast.Parallel(self._parts(children)[0], self._span(children))
+
+    def graph_call(self, children):
+        name, args = self._parts(children)
+        return ast.GraphCall(self._ident(name), args or (), self._span(children))
+
+    def call_args(self, children):
+        return tuple(c for c in self._parts(children) if c is not None)
+
+    # --- expressions ------------------------------------------------------------------------
+
+    def expr(self, children):
+        items = list(reversed(self._parts(children)))
+        value = self._climb(items, 0)
+        assert not items, "the grammar admits only operand (operator operand)* sequences"
+        return value
+
+    def _climb(self, items: list, min_precedence: int) -> ast.Expr:
+        """Precedence climbing over the flat operand/operator sequence (popped from the end)."""
+        head = items.pop()
+        if isinstance(head, Token) and head.type == "NOT":
+            operand = self._climb(items, _NOT_PRECEDENCE)
+            left: ast.Expr = ast.Unary("not", operand, self._tok(head).to(operand.span))
+        else:
+            left = head
+        while items and _PRECEDENCE[items[-1].type] >= min_precedence:
+            op = items.pop()
+            right = self._climb(items, _PRECEDENCE[op.type] + 1)
+            left = ast.Binary(str(op), left, right, left.span.to(right.span))
+        return left
+
+    def unary(self, children):
+        op, operand = self._parts(children)
+        return ast.Unary(str(op), operand, self._span(children))
+
+    def call(self, children):
+        func, *args = self._parts(children)
+        args = [a for a in args if a is not None]
+        positional = tuple(a for a in args if not isinstance(a, ast.Keyword))
+        keywords = tuple(a for a in args if isinstance(a, ast.Keyword))
+        return ast.Call(func, positional, keywords, self._span(children))
+
+    def keyword(self, children):
+        name, value = self._parts(children)
+        return ast.Keyword(self._ident(name), value, self._span(children))
+
+    def subscript(self, children):
+        base, sub = self._parts(children)
+        span = self._span(children)
+        if sub[0] == "slice":
+            return ast.Slice(base, sub[1], sub[2], span)
+        return ast.Index(base, sub[1], span)
+
+    def index(self, children):
+        return ("index", self._parts(children)[0])
+
+    def slice(self, children):
+        colon = next(i for i, c in enumerate(children) if isinstance(c, Token) and c.type == "COLON")
+        start = children[colon - 1] if colon > 0 else None
+        stop = children[colon + 1] if colon + 1 < len(children) else None
+        return ("slice", start, stop)
+
+    def attribute(self, children):
+        base, name = self._parts(children)
+        return ast.Attribute(base, self._ident(name), self._span(children))
+
+    def tuple_lit(self, children):
+        return ast.TupleLit(tuple(self._parts(children)), self._span(children))
+
+    def int_lit(self, children):
+        (token,) = children
+        return ast.IntLit(_int(str(token)), self._tok(token))
+
+    def float_lit(self, children):
+        (token,) = children
+        return ast.FloatLit(float(str(token).replace("_", "")), self._tok(token))
+
+    def str_lit(self, children):
+        return self._str(children[0])
+
+    def true_lit(self, children):
+        return ast.BoolLit(True, self._span(children))
+
+    def false_lit(self, children):
+        return ast.BoolLit(False, self._span(children))
+
+    def null_lit(self, children):
+        return ast.NullLit(self._span(children))
+
+    def step_ref(self, children):
+        return ast.StepRef(self._span(children))
+
+    def name(self, children):
+        ident = self._ident(children[0])
+        return ast.Name(ident, ident.span)
