@@ -1,0 +1,48 @@
+"""PC305 atomics, PC306 inter-block spin waits, PC307 fences used as barriers: found in the PTX
+of every kernel the step launches, unless a `waive` declaration exempts the kernel. Also PC003,
+a waiver that exempts nothing."""
+
+from __future__ import annotations
+
+from ..diagnostics import Label
+from ..model import LaunchNode
+from .context import CheckContext
+
+RULE_CODES = {"atomics": "PC305", "spin-wait": "PC306", "fence-barrier": "PC307"}
+MESSAGES = {
+    "atomics": ("performs an atomic operation", "atomics make replays non-deterministic and turn "
+                "a stale pointer into a dead context; reduce in two stages (per-block partials, then "
+                "one block) or allocate slots with a prefix sum"),
+    "spin-wait": ("spins on memory that other blocks write", "blocks of one launch have no ordering "
+                  "guarantee; split the kernel into nodes and let a graph edge order them"),
+    "fence-barrier": ("uses a device-wide fence, which does not order the blocks of one launch",
+                      "a fence orders one thread's memory operations, it does not wait for other "
+                      "blocks; split the kernel at that point into two nodes"),
+}
+
+
+def forbidden_instructions(ctx: CheckContext) -> None:
+    if ctx.program.step is None:
+        return
+    first_use: dict[str, LaunchNode] = {}
+    for node in ctx.launches(ctx.program.step):
+        first_use.setdefault(node.kernel.name, node)
+    waived = {(w.rule, w.kernel.name): w for w in ctx.program.waivers}
+    used_waivers = set()
+    for name, node in first_use.items():
+        for finding in node.kernel.findings:
+            key = (finding.rule, name)
+            if key in waived:
+                used_waivers.add(key)
+                continue
+            what, hint = MESSAGES[finding.rule]
+            labels = [Label(node.span, "launched in the step here")]
+            if finding.inlined_into is not None:
+                labels.append(Label(finding.inlined_into, "inlined into the kernel here"))
+            ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what} (`{finding.instruction}`)",
+                         finding.span, f"{hint}; or exempt it: `waive {finding.rule.replace('-', '_')} "
+                         f"for {name}: \"reason\"`", labels=tuple(labels))
+    for key, waiver in waived.items():
+        if key not in used_waivers:
+            ctx.sink.add("PC003", f"nothing to waive: the step's `{waiver.kernel.name}` has no "
+                         f"{waiver.rule} finding", waiver.span, "remove the waiver")

@@ -1,0 +1,28 @@
+"""PC204: a constant that the scalar parameter (or a fill's element type) cannot hold."""
+
+from __future__ import annotations
+
+from ..model import FillNode, ValueArg
+from ..resolve import representable
+from .context import CheckContext
+
+
+def scalar_out_of_range(ctx: CheckContext) -> None:
+    for node, param, arg in ctx.bindings():
+        if param.kind != "scalar" or param.dtype is None or not isinstance(arg, ValueArg):
+            continue
+        value = arg.value
+        if isinstance(value, str):
+            problem = f"`{arg.span.text}` is a string"
+        elif param.dtype.kind == "b":
+            problem = None if isinstance(value, bool) or value in (0, 1) else f"`{value!r}` is not a boolean"
+        else:
+            problem = representable(value, param.dtype)
+        if problem:
+            ctx.sink.add("PC204", f"{param.describe()} of `{node.kernel.name}`: {problem}", arg.span,
+                         f"pass a value a `{param.ctype}` can hold")
+    for body in ctx.program.bodies():
+        for node in body.walk():
+            if isinstance(node, FillNode) and (problem := representable(node.value, node.buffer.dtype)):
+                ctx.sink.add("PC204", f"fill of `{node.buffer.name}`: {problem}", node.span,
+                             f"fill with a value a `{node.buffer.dtype.name}` can hold")

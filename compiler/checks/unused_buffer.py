@@ -1,0 +1,17 @@
+"""PC402: a buffer that no node of the init block or the step reads or writes."""
+
+from __future__ import annotations
+
+from .context import CheckContext
+
+
+def unused_buffer(ctx: CheckContext) -> None:
+    program = ctx.program
+    if program.step is None and program.init is None:
+        return  # a file of shared declarations
+    used = {a.buffer.name for body in program.bodies() for node in body.walk() for a in node.accesses}
+    used |= {arg.buffer.name for _, _, arg in ctx.bindings() if getattr(arg, "buffer", None) is not None}
+    for name, buffer in program.buffers.items():
+        if name not in used and buffer.span.source.path == program.path:
+            ctx.sink.add("PC402", f"buffer `{name}` is never used", buffer.span,
+                         "remove it, or bind it where it is meant to be used")

@@ -1,0 +1,36 @@
+"""Code the compiler generates: the glue kernels for copies and wide fills, from templates."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import jinja2
+
+GLUE_MODULE_NAME = "pipec_glue.cu"
+# Copy kernel widths in bytes, widest first, with the C type that moves one unit.
+COPY_WIDTHS = ((16, "uint4"), (8, "unsigned long long"), (4, "unsigned int"), (2, "unsigned short"), (1, "unsigned char"))
+THREADS = 256
+MAX_BLOCKS = 1024
+
+
+@cache
+def glue_source() -> str:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    return env.get_template("glue_kernels.cu.j2").render(widths=COPY_WIDTHS)
+
+
+def copy_width(*byte_quantities: int) -> int:
+    """The widest unit that divides every offset and the size."""
+    for width, _ in COPY_WIDTHS:
+        if all(q % width == 0 for q in byte_quantities):
+            return width
+    return 1
+
+
+def grid_for(units: int) -> int:
+    return max(1, min(MAX_BLOCKS, -(-units // THREADS)))

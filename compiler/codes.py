@@ -1,0 +1,119 @@
+"""The rule table: every diagnostic the compiler can emit has one stable code here.
+
+Each code's long explanation (what it catches, why, an example, what to write instead) lives
+in `compiler/explanations/<CODE>.md`; `pipec --explain CODE` prints it and `docs/rules.md` is
+generated from the same files (`python -m pipec.compiler.codes > docs/rules.md`).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+EXPLANATIONS = Path(__file__).with_name("explanations")
+
+
+class Severity(enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+
+    def explanation(self) -> str:
+        return (EXPLANATIONS / f"{self.code}.md").read_text(encoding="utf-8")
+
+
+_E, _W = Severity.ERROR, Severity.WARNING
+
+RULES: tuple[Rule, ...] = (
+    # PC0xx: about the linting itself
+    Rule("PC001", "unused-suppression", _W, "a `# pipec: ignore[...]` comment suppresses nothing"),
+    Rule("PC002", "suppression-without-reason", _E, "a suppression comment gives no reason"),
+    Rule("PC003", "unused-waiver", _W, "a `waive` declaration waives nothing"),
+    # PC1xx: reading the program
+    Rule("PC101", "syntax-error", _E, "the file does not follow the grammar"),
+    Rule("PC102", "import-error", _E, "an imported file is missing, cyclic or not importable"),
+    Rule("PC103", "undefined-name", _E, "a name refers to nothing that is declared"),
+    Rule("PC104", "duplicate-definition", _E, "a name is declared twice"),
+    Rule("PC105", "constant-error", _E, "a compile-time expression is invalid"),
+    Rule("PC106", "kernel-source-error", _E, "a kernel source does not compile or lacks the kernel"),
+    Rule("PC107", "buffer-declaration-error", _E, "a buffer's type, shape or initial value is invalid"),
+    Rule("PC108", "invalid-option", _E, "an `option` or waiver names nothing known or has a bad value"),
+    # PC2xx: binding launches to kernels
+    Rule("PC201", "argument-count", _E, "a launch or graph use binds more or fewer arguments than it takes"),
+    Rule("PC202", "argument-kind", _E, "a pointer parameter gets a value or a scalar parameter a buffer"),
+    Rule("PC203", "pointer-type-mismatch", _E, "a buffer's element type differs from the pointer's"),
+    Rule("PC204", "scalar-out-of-range", _E, "a constant does not fit the scalar parameter's type"),
+    Rule("PC205", "access-conflict", _E, "an access qualifier contradicts the parameter"),
+    Rule("PC206", "slice-out-of-bounds", _E, "a slice lies outside its buffer"),
+    # PC3xx: graph safety
+    Rule("PC301", "host-branch", _E, "a decision depends on device data or the step index"),
+    Rule("PC302", "baked-per-step-value", _E, "a value that changes between steps is passed by value"),
+    Rule("PC303", "copy-mismatch", _E, "a copy's ends differ in type or size, or overlap"),
+    Rule("PC304", "host-transfer-in-step", _E, "a copy or fill moves data between host and device"),
+    Rule("PC305", "atomic-operation", _E, "a kernel the step uses performs atomic operations"),
+    Rule("PC306", "inter-block-spin-wait", _E, "a kernel spins on memory that other blocks write"),
+    Rule("PC307", "fence-as-barrier", _E, "a kernel orders its blocks with a device-wide fence"),
+    Rule("PC308", "shared-cufunction", _E, "two graphs, or a graph and eager launches, share a kernel handle"),
+    Rule("PC309", "null-pointer-argument", _E, "a pointer parameter is bound to `null`"),
+    Rule("PC310", "buffer-smaller-than-extent", _E, "a buffer is smaller than the extent the kernel declares"),
+    Rule("PC311", "block-too-large", _E, "a block has more threads than the device or the kernel allows"),
+    Rule("PC312", "shared-memory-over-limit", _E, "dynamic shared memory exceeds the device's limit"),
+    Rule("PC313", "invalid-grid", _E, "a launch has no blocks, no threads, or more blocks than a grid holds"),
+    Rule("PC314", "unordered-conflict", _E, "two nodes touch the same data, one writing, with no path between them"),
+    Rule("PC315", "graph-cycle", _E, "a graph uses itself"),
+    # PC4xx: warnings
+    Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it"),
+    Rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer"),
+)
+
+BY_CODE: dict[str, Rule] = {rule.code: rule for rule in RULES}
+BY_NAME: dict[str, Rule] = {rule.name: rule for rule in RULES}
+
+
+def lookup(code_or_name: str) -> Rule | None:
+    key = code_or_name.strip()
+    return BY_CODE.get(key.upper()) or BY_NAME.get(key.lower())
+
+
+def select(patterns: list[str]) -> set[str]:
+    """Codes matching any pattern: a full code, a prefix (`PC3`), a rule name or `ALL`."""
+    chosen: set[str] = set()
+    for pattern in patterns:
+        key = pattern.strip()
+        if key.upper() == "ALL":
+            chosen.update(BY_CODE)
+        elif key.lower() in BY_NAME:
+            chosen.add(BY_NAME[key.lower()].code)
+        else:
+            chosen.update(code for code in BY_CODE if code.startswith(key.upper()))
+    return chosen
+
+
+def rules_markdown() -> str:
+    """docs/rules.md: every rule's explanation, in code order."""
+    lines = [
+        "# Rules",
+        "",
+        "Every diagnostic `pipec` emits, with the failure it prevents. Generated from",
+        "`compiler/explanations/` by `python -m pipec.compiler.codes`; `pipec --explain CODE`",
+        "prints one entry.",
+        "",
+        "| code | name | severity | summary |",
+        "| --- | --- | --- | --- |",
+    ]
+    lines += [f"| {r.code} | `{r.name}` | {r.severity.value} | {r.summary} |" for r in RULES]
+    for rule in RULES:
+        lines += ["", rule.explanation().rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(rules_markdown(), end="")

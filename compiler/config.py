@@ -1,0 +1,82 @@
+"""Settings: `[tool.pipec]` in the nearest pyproject.toml, then the command line on top."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .resolve import CompileOptions
+
+KEYS = {"select", "ignore", "include-dirs", "compiler", "arch", "lanes"}
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    compile: CompileOptions = field(default_factory=CompileOptions)
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+    config_path: Path | None = None
+
+
+def find_pyproject(start: Path) -> Path | None:
+    folder = start if start.is_dir() else start.parent
+    for candidate in (folder.resolve(), *folder.resolve().parents):
+        path = candidate / "pyproject.toml"
+        if path.is_file():
+            return path
+    return None
+
+
+def load_settings(start: Path) -> Settings:
+    path = find_pyproject(start)
+    if path is None:
+        return Settings()
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{path}: {error}") from error
+    table = data.get("tool", {}).get("pipec", {})
+    unknown = set(table) - KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown key{'s' * (len(unknown) > 1)} in [tool.pipec]: "
+                          f"{', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
+    base = path.parent
+    options = CompileOptions(
+        include_dirs=tuple((base / d).resolve() for d in _list(table, "include-dirs", path)),
+        compiler=_string(table, "compiler", "nvrtc", path),
+        arch=_string(table, "arch", "sm_90", path),
+        lanes=table.get("lanes"),
+    )
+    if options.lanes is not None and (not isinstance(options.lanes, int) or options.lanes < 1):
+        raise ConfigError(f"{path}: [tool.pipec] lanes must be a positive integer")
+    return Settings(options, tuple(_list(table, "select", path)) or ("ALL",),
+                    tuple(_list(table, "ignore", path)), path)
+
+
+def _list(table: dict, key: str, path: Path) -> list[str]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: [tool.pipec] {key} must be a list of strings")
+    return value
+
+
+def _string(table: dict, key: str, default: str, path: Path) -> str:
+    value = table.get(key, default)
+    if not isinstance(value, str):
+        raise ConfigError(f"{path}: [tool.pipec] {key} must be a string")
+    return value
+
+
+def override(settings: Settings, **changes) -> Settings:
+    """Command-line values on top of the file's; None means "not given"."""
+    compile_changes = {k: v for k, v in changes.items()
+                       if k in ("include_dirs", "compiler", "arch", "lanes") and v is not None}
+    if "include_dirs" in compile_changes:
+        compile_changes["include_dirs"] = settings.compile.include_dirs + tuple(compile_changes["include_dirs"])
+    rest = {k: v for k, v in changes.items() if k in ("select", "ignore") and v is not None}
+    return replace(settings, compile=replace(settings.compile, **compile_changes), **rest)

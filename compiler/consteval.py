@@ -1,0 +1,225 @@
+"""Evaluation of compile-time expressions.
+
+Values are Python ints (exact, range-checked where they are used), floats, bools and strings.
+A name that denotes device data (a buffer, one of its elements, or `step`) is not a constant:
+evaluation raises `RuntimeValue`, and the caller decides which rule that breaks (a host
+branch in an `if`, a baked value in a kernel argument).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable
+
+from ..dsl import ast
+from ..dsl.source import Span
+
+Value = int | float | bool | str
+
+
+class ConstError(Exception):
+    def __init__(self, message: str, span: Span, hint: str, code: str = "PC105") -> None:
+        super().__init__(message)
+        self.message, self.span, self.hint, self.code = message, span, hint, code
+
+
+class RuntimeValue(Exception):
+    """The expression reads device data or the step index."""
+
+    def __init__(self, description: str, span: Span, buffer_name: str | None = None) -> None:
+        super().__init__(description)
+        self.description, self.span, self.buffer_name = description, span, buffer_name
+
+
+# lookup(name) returns the constant's value, or raises ConstError / RuntimeValue itself.
+Lookup = Callable[[ast.Ident], Value]
+
+_NUMERIC = (int, float)
+
+
+def _number(value: Value, span: Span) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, _NUMERIC):
+        raise ConstError(f"expected a number, found {_describe(value)}", span,
+                         "use an integer or float expression")
+    return value
+
+
+def _integer(value: Value, span: Span) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConstError(f"expected an integer, found {_describe(value)}", span,
+                         "use an integer expression (for example `ceil_div(a, b)`)")
+    return value
+
+
+def _describe(value: Value) -> str:
+    if isinstance(value, bool):
+        return f"the boolean `{str(value).lower()}`"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, float):
+        return f"the float `{value!r}`"
+    return f"the integer `{value}`"
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _arith(op: str, a: Value, b: Value, span: Span) -> Value:
+    a, b = _number(a, span), _number(b, span)
+    if op in ("/", "%") and b == 0:
+        raise ConstError("division by zero", span, "check the divisor's value")
+    if isinstance(a, int) and isinstance(b, int):
+        if op == "/":
+            return _c_div(a, b)
+        if op == "%":
+            return a - _c_div(a, b) * b
+    if op == "%":
+        return math.fmod(a, b)
+    return {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}[op](a, b)
+
+
+def _bitwise(op: str, a: Value, b: Value, span: Span) -> int:
+    a, b = _integer(a, span), _integer(b, span)
+    if op in ("<<", ">>"):
+        if not 0 <= b < 256:
+            raise ConstError(f"shift by {b} bits", span, "shift counts lie in 0..255")
+        return a << b if op == "<<" else a >> b
+    return {"&": operator.and_, "|": operator.or_, "^": operator.xor}[op](a, b)
+
+
+_COMPARE = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt,
+    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}
+
+
+def _boolean(value: Value, span: Span) -> bool:
+    if not isinstance(value, bool):
+        raise ConstError(f"expected a boolean, found {_describe(value)}", span,
+                         "compare explicitly, for example `N > 0`")
+    return value
+
+
+def _log2(x: Value, span: Span) -> int:
+    n = _integer(x, span)
+    if n <= 0 or n & (n - 1):
+        raise ConstError(f"`log2` of {n}, which is not a power of two", span,
+                         "log2 is exact; pass a power of two")
+    return n.bit_length() - 1
+
+
+def _ceil_div(a: Value, b: Value, span: Span) -> int:
+    a, b = _integer(a, span), _integer(b, span)
+    if b <= 0:
+        raise ConstError(f"`ceil_div` by {b}", span, "the divisor must be positive")
+    return -(-a // b)
+
+
+def _sqrt(x: Value, span: Span) -> float:
+    v = _number(x, span)
+    if v < 0:
+        raise ConstError("`sqrt` of a negative number", span, "pass a value >= 0")
+    return math.sqrt(v)
+
+
+def _pow(a: Value, b: Value, span: Span) -> int | float:
+    a, b = _number(a, span), _number(b, span)
+    if isinstance(a, int) and isinstance(b, int) and b >= 0:
+        if b > 4096:
+            raise ConstError("`pow` exponent too large", span, "use an exponent up to 4096")
+        return a**b
+    if a == 0 and b < 0:
+        raise ConstError("`pow(0, negative)`", span, "the base must be non-zero")
+    try:
+        return float(a) ** float(b)
+    except (OverflowError, ValueError):
+        raise ConstError("`pow` result is not a real number", span, "check the operands") from None
+
+
+def _min_max(fn, args: list[Value], span: Span) -> int | float:
+    if not args:
+        raise ConstError("`min`/`max` need at least one argument", span, "pass the values to compare")
+    return fn(_number(a, span) for a in args)
+
+
+FUNCTIONS: dict[str, tuple[int | None, Callable]] = {
+    # name: (arity or None for variadic, implementation taking (*args, span))
+    "min": (None, lambda *a: _min_max(min, list(a[:-1]), a[-1])),
+    "max": (None, lambda *a: _min_max(max, list(a[:-1]), a[-1])),
+    "abs": (1, lambda x, span: abs(_number(x, span))),
+    "log2": (1, _log2),
+    "ceil_div": (2, _ceil_div),
+    "sqrt": (1, _sqrt),
+    "pow": (2, _pow),
+}
+
+
+def evaluate(expr: ast.Expr, lookup: Lookup) -> Value:
+    """The value of a constant expression; raises ConstError or RuntimeValue."""
+    match expr:
+        case ast.IntLit(value=v) | ast.FloatLit(value=v) | ast.BoolLit(value=v) | ast.StrLit(value=v):
+            return v
+        case ast.Name(ident=ident):
+            return lookup(ident)
+        case ast.StepRef(span=span):
+            raise RuntimeValue("`step`, the step index", span)
+        case ast.Index(base=ast.Name(ident=ident), span=span):
+            try:
+                base = lookup(ident)
+            except RuntimeValue as rv:
+                raise RuntimeValue(
+                    f"`{span.text}`, an element of buffer `{ident.text}`", span, rv.buffer_name
+                ) from None
+            raise ConstError(f"{_describe(base)} cannot be indexed", span, "index buffers only")
+        case ast.Unary(op=op, operand=operand, span=span):
+            value = evaluate(operand, lookup)
+            if op == "not":
+                return not _boolean(value, span)
+            if op == "~":
+                return ~_integer(value, span)
+            number = _number(value, span)
+            return -number if op == "-" else number
+        case ast.Binary(op=op, left=left, right=right, span=span):
+            return _binary(op, left, right, span, lookup)
+        case ast.Call(func=ast.Name(ident=func), args=args, keywords=keywords, span=span):
+            return _call(func, args, keywords, span, lookup)
+        case ast.NullLit(span=span):
+            raise ConstError("`null` is not a constant", span, "`null` is only a pointer argument")
+        case _:
+            raise ConstError(f"`{expr.span.text}` is not a constant expression", expr.span,
+                             "constants are numbers, booleans and arithmetic on them")
+
+
+def _binary(op: str, left: ast.Expr, right: ast.Expr, span: Span, lookup: Lookup) -> Value:
+    if op in ("and", "or"):
+        a = _boolean(evaluate(left, lookup), left.span)
+        if (op == "and" and not a) or (op == "or" and a):
+            return a
+        return _boolean(evaluate(right, lookup), right.span)
+    a, b = evaluate(left, lookup), evaluate(right, lookup)
+    if op in _COMPARE:
+        if isinstance(a, bool) != isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
+            raise ConstError(f"cannot compare {_describe(a)} with {_describe(b)}", span,
+                             "compare numbers with numbers, booleans with booleans")
+        return _COMPARE[op](a, b)
+    if op in ("+", "-", "*", "/", "%"):
+        return _arith(op, a, b, span)
+    return _bitwise(op, a, b, span)
+
+
+def _call(func: ast.Ident, args, keywords, span: Span, lookup: Lookup) -> Value:
+    if func.text not in FUNCTIONS:
+        raise ConstError(f"unknown function `{func.text}`", func.span,
+                         "functions: " + ", ".join(sorted(FUNCTIONS)))
+    if keywords:
+        raise ConstError(f"`{func.text}` takes no keyword arguments", keywords[0].span,
+                         "pass the arguments by position")
+    arity, implementation = FUNCTIONS[func.text]
+    if arity is not None and len(args) != arity:
+        raise ConstError(f"`{func.text}` takes {arity} argument{'s' * (arity != 1)}, "
+                         f"found {len(args)}", span, f"write `{func.text}(...)` with {arity}")
+    values = [evaluate(a, lookup) for a in args]
+    return implementation(*values, span)

@@ -1,0 +1,79 @@
+"""Diagnostics as data: a code from the rule table, a message, a span, a hint, extra labels.
+
+Stages and checks never print and rarely raise: they add to a `DiagnosticSink`, and the driver
+decides at each stage boundary whether to go on. Renderers (`pipec.compiler.render`) turn the
+collected diagnostics into text, JSON, SARIF or GitHub annotations.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dsl.source import Span
+from .codes import BY_CODE, Rule, Severity
+
+
+@dataclass(frozen=True)
+class Label:
+    """A secondary location that explains the primary one ("first write here")."""
+
+    span: Span
+    message: str
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    span: Span
+    hint: str
+    label: str = ""
+    labels: tuple[Label, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rule(self) -> Rule:
+        return BY_CODE[self.code]
+
+    @property
+    def severity(self) -> Severity:
+        return self.rule.severity
+
+    def sort_key(self) -> tuple:
+        return (str(self.span.source.path), self.span.start, self.code, self.message)
+
+
+@dataclass
+class DiagnosticSink:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    _seen: set[tuple] = field(default_factory=set)
+
+    def add(
+        self,
+        code: str,
+        message: str,
+        span: Span,
+        hint: str,
+        *,
+        label: str = "",
+        labels: tuple[Label, ...] = (),
+        notes: tuple[str, ...] = (),
+    ) -> None:
+        assert code in BY_CODE, code
+        key = (code, message, id(span.source), span.start, span.end)
+        if key in self._seen:  # one report per cause, however many paths lead to it
+            return
+        self._seen.add(key)
+        self.diagnostics.append(Diagnostic(code, message, span, hint, label, labels, notes))
+
+    def extend(self, other: DiagnosticSink) -> None:
+        for d in other.diagnostics:
+            self.add(d.code, d.message, d.span, d.hint, label=d.label, labels=d.labels,
+                     notes=d.notes)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity is Severity.ERROR for d in self.diagnostics)
+
+    def sorted(self) -> list[Diagnostic]:
+        return sorted(self.diagnostics, key=Diagnostic.sort_key)

@@ -1,0 +1,136 @@
+"""The compiler as a pipeline of stages, each a function from one representation to the next:
+
+    source text --parse--> syntax tree --resolve--> checked model
+                --check--> checked model with DAGs --plan--> plan (runtime: built graph)
+
+Stages report into one sink; the driver stops before planning when errors remain after
+suppressions and the rule selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..dsl import PipeSyntaxError, SourceFile, ast, parse
+from . import codes
+from .checks import CheckContext, run_checks
+from .config import Settings
+from .dag import Dag, build_dag
+from .diagnostics import Diagnostic, DiagnosticSink
+from .model import GraphNode, Program
+from .plan import Plan, build_plan
+from .resolve import Resolver
+from .suppressions import apply_suppressions, find_suppressions
+from .toolchain import get_toolchain
+
+
+@dataclass
+class CheckedProgram:
+    program: Program
+    dags: list[Dag]
+
+
+@dataclass
+class Compilation:
+    """Everything one run of the pipeline produced, whatever stage it reached."""
+
+    path: Path
+    settings: Settings
+    sink: DiagnosticSink = field(default_factory=DiagnosticSink)
+    sources: list[SourceFile] = field(default_factory=list)
+    tree: ast.Module | None = None
+    checked: CheckedProgram | None = None
+    plan: Plan | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def program(self) -> Program | None:
+        return self.checked.program if self.checked else None
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity is codes.Severity.ERROR for d in self.diagnostics)
+
+
+def parse_source(source: SourceFile, c: Compilation) -> ast.Module | None:
+    c.sources.append(source)
+    try:
+        return parse(source)
+    except PipeSyntaxError as error:
+        c.sink.add("PC101", error.message, error.span, error.hint or "see docs/language.md for the syntax")
+        return None
+
+
+def resolve_program(tree: ast.Module, c: Compilation) -> Program:
+    options = c.settings.compile
+    resolver = Resolver(options, c.sink, get_toolchain(options.compiler))
+    program = resolver.resolve(c.sources[0], tree)
+    c.sources[:] = program.sources
+    return program
+
+
+def check_program(program: Program, c: Compilation) -> CheckedProgram:
+    dags = [build_dag(body) for body in _all_bodies(program)]
+    run_checks(CheckContext(program, dags, c.sink, c.settings.compile.arch))
+    return CheckedProgram(program, dags)
+
+
+def plan_program(checked: CheckedProgram, c: Compilation) -> Plan:
+    options = c.settings.compile
+    return build_plan(checked.program, checked.dags, options.arch, options.compiler,
+                      tuple(str(d) for d in options.include_dirs))
+
+
+STAGES: tuple[tuple[str, Callable], ...] = (
+    ("parse", parse_source),
+    ("resolve", resolve_program),
+    ("check", check_program),
+    ("plan", plan_program),
+)
+
+
+def _all_bodies(program: Program):
+    for body in program.bodies():
+        stack = [body]
+        while stack:
+            current = stack.pop()
+            yield current
+            stack.extend(item.body for item in current.items if isinstance(item, GraphNode))
+
+
+def compile_file(path: Path, settings: Settings, *, until: str = "plan") -> Compilation:
+    """Run the stages on one file, up to and including `until`. Raises OSError when the file
+    cannot be read and ToolchainUnavailable when kernels cannot be compiled at all."""
+    c = Compilation(path, settings)
+    value = SourceFile.read(path.resolve())
+    for name, stage in STAGES:
+        if name == "plan":
+            _finish_diagnostics(c)
+            if c.has_errors:
+                break
+        value = stage(value, c)
+        if value is None:
+            break
+        if name == "parse":
+            c.tree = value
+        elif name == "check":
+            c.checked = value
+        elif name == "plan":
+            c.plan = value
+        if name == until:
+            break
+    _finish_diagnostics(c)
+    return c
+
+
+def _finish_diagnostics(c: Compilation) -> None:
+    """Suppressions first, then the rule selection; PC001/PC002 findings join the rest."""
+    meta = DiagnosticSink()
+    suppressions = [s for source in c.sources if source.path.suffix == ".pipe"
+                    for s in find_suppressions(source, meta)]
+    kept = apply_suppressions(c.sink.sorted(), suppressions, meta)
+    selected = codes.select(list(c.settings.select)) - codes.select(list(c.settings.ignore))
+    c.diagnostics = sorted((d for d in kept + meta.diagnostics if d.code in selected),
+                           key=Diagnostic.sort_key)

@@ -1,0 +1,73 @@
+"""Writing the plan for people and tools: JSON (the runtime's input) and Graphviz DOT."""
+
+from __future__ import annotations
+
+import json
+
+from .plan import (
+    ChildGraphNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, Plan, to_json,
+)
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps(to_json(plan), indent=1) + "\n"
+
+
+def _quote(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _label(node) -> str:
+    if isinstance(node, KernelNodeSpec):
+        grid = "x".join(map(str, node.grid))
+        block = "x".join(map(str, node.block))
+        return f"{node.function}\n<<<{grid}, {block}>>>"
+    if isinstance(node, MemsetNodeSpec):
+        return f"memset {node.buffer}\n{node.count} x {node.element_size} B"
+    if isinstance(node, MemcpyNodeSpec):
+        return f"memcpy {node.src} -> {node.dst}\n{node.nbytes} B"
+    return node.name.rsplit("/", 1)[-1]
+
+
+def plan_dot(plan: Plan) -> str:
+    """The step's DAG (and the init block's), child graphs as clusters; hazard edges are solid
+    and labelled, edges added to bound the width dashed."""
+    lines = ["digraph pipec {", "  rankdir=TB;", '  node [shape=box, fontname="monospace", fontsize=10];',
+             '  edge [fontname="monospace", fontsize=8];']
+    roots = [g for g in (plan.init, plan.step) if g is not None]
+    for root in roots:
+        _emit_graph(plan, root, lines, "  ")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _node_id(graph: int, node: int) -> str:
+    return _quote(f"g{graph}n{node}")
+
+
+def _anchor(plan: Plan, graph: int, node: int, last: bool) -> str:
+    """Edges to a child graph attach to its first or last node (DOT has no edges to clusters)."""
+    spec = plan.graphs[graph].nodes[node]
+    if isinstance(spec, ChildGraphNodeSpec) and plan.graphs[spec.graph].nodes:
+        child = plan.graphs[spec.graph]
+        return _anchor(plan, spec.graph, len(child.nodes) - 1 if last else 0, last)
+    return _node_id(graph, node)
+
+
+def _emit_graph(plan: Plan, index: int, lines: list[str], indent: str) -> None:
+    graph = plan.graphs[index]
+    lines.append(f"{indent}subgraph {_quote('cluster_' + str(index))} {{")
+    lines.append(f"{indent}  label={_quote(graph.name)};")
+    for node in graph.nodes:
+        if isinstance(node, ChildGraphNodeSpec):
+            _emit_graph(plan, node.graph, lines, indent + "  ")
+        else:
+            lines.append(f"{indent}  {_node_id(index, node.id)} [label={_quote(_label(node))}];")
+    hazards = {(h.src, h.dst): h for h in graph.hazards}
+    for src, dst in graph.edges:
+        a, b = _anchor(plan, index, src, True), _anchor(plan, index, dst, False)
+        hazard = hazards.get((src, dst))
+        attrs = f"label={_quote(f'{hazard.kind} {hazard.buffer}')}" if hazard else "style=dashed"
+        lines.append(f"{indent}  {a} -> {b} [{attrs}];")
+    lines.append(f"{indent}}}")

@@ -1,0 +1,314 @@
+"""The checked model: what a `.pipe` program means once names, types and loops are resolved.
+
+`resolve` builds it from the syntax tree; checks inspect it; `plan` lowers it. Every node has
+a fixed launch configuration and a list of accesses (buffer, element range, read/write).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Union
+
+from ..dsl.source import SourceFile, Span
+from ..dsl import ast
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    size: int
+    kind: str  # "f" float, "i" signed integer, "u" unsigned integer, "b" bool
+    numpy: str  # the NumPy dtype that holds it on the host (bf16 travels as its raw bits)
+
+    @property
+    def bits(self) -> int:
+        return self.size * 8
+
+    def int_range(self) -> tuple[int, int]:
+        if self.kind == "u":
+            return 0, (1 << self.bits) - 1
+        if self.kind == "b":
+            return 0, 1
+        return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType("f32", 4, "f", "float32"),
+        DType("f16", 2, "f", "float16"),
+        DType("bf16", 2, "f", "uint16"),
+        DType("f64", 8, "f", "float64"),
+        DType("i8", 1, "i", "int8"),
+        DType("i16", 2, "i", "int16"),
+        DType("i32", 4, "i", "int32"),
+        DType("i64", 8, "i", "int64"),
+        DType("u8", 1, "u", "uint8"),
+        DType("u16", 2, "u", "uint16"),
+        DType("u32", 4, "u", "uint32"),
+        DType("u64", 8, "u", "uint64"),
+        DType("bool", 1, "b", "bool"),
+    )
+}
+
+BUFFER_DTYPES = ("f32", "f16", "bf16", "f64", "i32", "u32", "i64", "u64", "u8")
+
+
+class Mode(enum.IntFlag):
+    READ = 1
+    WRITE = 2
+    READ_WRITE = 3
+
+    def describe(self) -> str:
+        return {1: "reads", 2: "writes", 3: "reads and writes"}[int(self)]
+
+
+# --- buffers ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Init:
+    kind: str  # zeros | fill | uniform | normal | load | uninit
+    args: tuple[float | int, ...] = ()
+    seed: int | None = None
+    path: Path | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    mapped: bool
+    labels: tuple[str, ...]
+    init: Init
+    span: Span
+
+    @property
+    def count(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.count * self.dtype.size
+
+    @property
+    def memory(self) -> str:
+        return "mapped" if self.mapped else "device"
+
+
+# --- kernels ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Extent:
+    """`/// pipec: extent NAME = EXPR` on a kernel: the least number of elements NAME needs."""
+
+    expr: ast.Expr
+    span: Span
+
+
+@dataclass(frozen=True)
+class Param:
+    index: int
+    name: str
+    kind: str  # pointer | scalar | unsupported
+    dtype: DType | None  # element type of a pointer (None for void*), or the scalar's type
+    const: bool = False
+    write_only: bool = False
+    extent: Extent | None = None
+    ctype: str = ""  # the C type as the compiler reported it, for messages
+
+    def describe(self) -> str:
+        return f"parameter {self.index + 1} `{self.name}` ({self.ctype})"
+
+
+@dataclass(frozen=True)
+class KernelFinding:
+    """Something a kernel's PTX does that a graph-safety rule forbids."""
+
+    rule: str  # atomics | spin-wait | fence-barrier
+    instruction: str
+    span: Span  # in the CUDA source, from the PTX line info
+    inlined_into: Span | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class KernelSource:
+    path: Path
+    file: SourceFile
+    key: str  # content hash of the source, its includes, the options and the toolchain
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    name: str
+    source: KernelSource
+    params: tuple[Param, ...]
+    max_threads: int | None  # from __launch_bounds__
+    findings: tuple[KernelFinding, ...]
+    decl_span: Span  # the signature in the CUDA source
+    import_span: Span  # the import in the .pipe file
+
+
+# --- nodes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Access:
+    buffer: Buffer
+    start: int
+    stop: int
+    mode: Mode
+    span: Span
+
+    def overlaps(self, other: Access) -> bool:
+        return (
+            self.buffer is other.buffer and self.start < other.stop and other.start < self.stop
+        )
+
+
+@dataclass(frozen=True)
+class PointerArg:
+    buffer: Buffer
+    start: int
+    stop: int
+    sliced: bool
+    qualifier: str | None  # in | out | inout, as written
+    span: Span
+
+
+@dataclass(frozen=True)
+class ValueArg:
+    value: int | float | bool
+    span: Span
+
+
+@dataclass(frozen=True)
+class NullArg:
+    span: Span
+
+
+@dataclass(frozen=True)
+class RuntimeValueArg:
+    """A buffer element or the step index where a value was expected: it would be baked."""
+
+    description: str
+    buffer: Buffer | None
+    span: Span
+
+
+Arg = Union[PointerArg, ValueArg, NullArg, RuntimeValueArg]
+
+
+@dataclass(eq=False)
+class LaunchNode:
+    name: str
+    kernel: Kernel
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    args: tuple[Arg, ...]
+    span: Span
+    config_span: Span
+    accesses: tuple[Access, ...] = ()
+    group: int | None = None
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+@dataclass(eq=False)
+class FillNode:
+    name: str
+    buffer: Buffer
+    start: int
+    stop: int
+    value: int | float
+    span: Span
+    accesses: tuple[Access, ...] = ()
+    group: int | None = None
+
+
+@dataclass(eq=False)
+class CopyNode:
+    name: str
+    src: PointerArg
+    dst: PointerArg
+    span: Span
+    accesses: tuple[Access, ...] = ()
+    group: int | None = None
+
+
+@dataclass(eq=False)
+class GraphNode:
+    """One use of a child graph: its own instance of the graph's nodes."""
+
+    name: str
+    body: GraphBody
+    span: Span
+    group: int | None = None
+
+    @cached_property
+    def accesses(self) -> tuple[Access, ...]:
+        return tuple(a for item in self.body.items for a in item.accesses)
+
+
+Node = Union[LaunchNode, FillNode, CopyNode, GraphNode]
+
+
+@dataclass(eq=False)
+class GraphBody:
+    name: str  # instance path: step, step/learn[1], ...
+    graph: str  # the declared graph's name (or step / init)
+    span: Span
+    items: list[Node] = field(default_factory=list)
+
+    def walk(self):
+        """Every node of this body and of its child graphs, in program order."""
+        for item in self.items:
+            yield item
+            if isinstance(item, GraphNode):
+                yield from item.body.walk()
+
+
+@dataclass(frozen=True)
+class Waiver:
+    rule: str
+    kernel: Kernel
+    reason: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Options:
+    lanes: int = 8
+    copy: str = "memcpy"
+    share_modules: bool = False
+    share_modules_span: Span | None = None
+
+
+@dataclass
+class Program:
+    path: Path
+    sources: list[SourceFile]
+    consts: dict[str, int | float | bool]
+    buffers: dict[str, Buffer]
+    kernels: dict[str, Kernel]
+    step: GraphBody | None
+    init: GraphBody | None
+    options: Options
+    waivers: list[Waiver]
+
+    def bodies(self):
+        for body in (self.init, self.step):
+            if body is not None:
+                yield body

@@ -1,0 +1,405 @@
+"""Checked model to plan: the data structure the runtime builds a CUDA graph from.
+
+Each graph body becomes a `GraphSpec` of primitive nodes (kernel, memset, memcpy, child graph)
+with edges: the hazard DAG, plus the edges that fit it into at most `lanes` parallel chains.
+Measured on an H200 (docs/plan.md), a graph with many independent branches costs the host
+hundreds of microseconds per launch, while a few chains launch in microseconds and keep most
+of the overlap; lanes bound the exposed width without giving up the overlap below it.
+
+Fills become memset nodes with the widest element size the value allows; copies become memcpy
+nodes or generated copy kernels (`option copy`). Every node keeps its `.pipe` location and its
+accesses, so the runtime can name the node behind a failure or a difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Union
+
+from .. import __version__
+from . import codegen
+from .dag import Dag, transitive_reduction
+from .model import (
+    CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, PointerArg, Program, ValueArg,
+)
+
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class AccessSpec:
+    buffer: str
+    start: int  # elements
+    stop: int
+    mode: str  # r | w | rw
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    kind: str  # pointer | scalar
+    ctype: str  # "ptr", or the scalar's type name (f32, i32, u64, bool, ...)
+    buffer: str | None = None
+    byte_offset: int = 0
+    value: int | float | None = None
+
+
+@dataclass(frozen=True)
+class KernelNodeSpec:
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    module: int
+    function: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    args: tuple[ArgSpec, ...]
+
+
+@dataclass(frozen=True)
+class MemsetNodeSpec:
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    buffer: str
+    byte_offset: int
+    element_size: int  # 1, 2 or 4 bytes
+    value: int  # the element's bit pattern
+    count: int  # elements of element_size
+
+
+@dataclass(frozen=True)
+class MemcpyNodeSpec:
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    src: str
+    src_offset: int  # bytes
+    dst: str
+    dst_offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class ChildGraphNodeSpec:
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    graph: int
+
+
+NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec]
+NODE_KINDS = {KernelNodeSpec: "kernel", MemsetNodeSpec: "memset", MemcpyNodeSpec: "memcpy",
+              ChildGraphNodeSpec: "graph"}
+
+
+@dataclass(frozen=True)
+class HazardEdge:
+    src: int
+    dst: int
+    kind: str  # RAW | WAR | WAW
+    buffer: str
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    index: int
+    name: str
+    scope: str  # module instances are per scope: one per child graph, "eager" for eager work
+    nodes: tuple[NodeSpec, ...]
+    edges: tuple[tuple[int, int], ...]  # what the runtime adds: hazards and lane order, reduced
+    hazards: tuple[HazardEdge, ...]  # the reduced hazard DAG, for people and tools
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    index: int
+    name: str
+    path: str | None  # a kernel source file, or None for generated code
+    source: str | None  # generated code
+    include_dirs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InitSpec:
+    kind: str
+    args: tuple[float | int, ...]
+    seed: int | None
+    path: str | None
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    memory: str  # device | mapped
+    init: InitSpec
+    labels: tuple[str, ...]
+    nbytes: int
+    location: Location
+    step_writes: bool
+    step_first_access: str | None  # read | write | None: what the step does to it first
+
+
+@dataclass(frozen=True)
+class Plan:
+    pipe: str
+    pipe_sha256: str
+    pipec_version: str
+    arch: str
+    compiler: str
+    lanes: int
+    buffers: tuple[BufferSpec, ...]
+    modules: tuple[ModuleSpec, ...]
+    graphs: tuple[GraphSpec, ...]
+    step: int | None
+    init: int | None
+
+    def buffer(self, name: str) -> BufferSpec:
+        return next(b for b in self.buffers if b.name == name)
+
+    def leaves(self, graph: int) -> list[NodeSpec]:
+        """Every kernel, memset and memcpy of a graph and its children, in program order:
+        a valid order for eager execution."""
+        out: list[NodeSpec] = []
+        for node in self.graphs[graph].nodes:
+            if isinstance(node, ChildGraphNodeSpec):
+                out.extend(self.leaves(node.graph))
+            else:
+                out.append(node)
+        return out
+
+    def graph_tree(self, graph: int):
+        """A graph and every graph nested in it."""
+        yield self.graphs[graph]
+        for node in self.graphs[graph].nodes:
+            if isinstance(node, ChildGraphNodeSpec):
+                yield from self.graph_tree(node.graph)
+
+
+def to_json(value):
+    """The plan as JSON-ready data; nodes carry their kind."""
+    if is_dataclass(value):
+        data = {}
+        if type(value) in NODE_KINDS:
+            data["kind"] = NODE_KINDS[type(value)]
+        for f in fields(value):
+            data[f.name] = to_json(getattr(value, f.name))
+        return data
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    return value
+
+
+# --- lowering ---------------------------------------------------------------------------------
+
+
+def _location(span) -> Location:
+    return Location(span.source.display_path(), span.line, span.column)
+
+
+def _mode(mode: Mode) -> str:
+    return {Mode.READ: "r", Mode.WRITE: "w", Mode.READ_WRITE: "rw"}[mode]
+
+
+def _accesses(node) -> tuple[AccessSpec, ...]:
+    return tuple(AccessSpec(a.buffer.name, a.start, a.stop, _mode(a.mode)) for a in node.accesses)
+
+
+def fill_pattern(dtype, value) -> tuple[int, int]:
+    """(element size, bit pattern) of one element holding `value`; 4-byte elements for 8-byte
+    types whose two halves agree, since a 32-bit memset moves four times the bytes per clock
+    of an 8-bit one."""
+    if dtype.kind == "f":
+        if dtype.name == "f32":
+            return 4, struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        if dtype.name == "f64":
+            bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+        elif dtype.name == "f16":
+            return 2, struct.unpack("<H", struct.pack("<e", float(value)))[0]
+        else:  # bf16: round the float32 bits to nearest even
+            f32 = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+            return 2, ((f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16) & 0xFFFF
+    else:
+        bits = int(value) & ((1 << dtype.bits) - 1)
+        if dtype.size < 8:
+            return dtype.size, bits
+    low, high = bits & 0xFFFFFFFF, bits >> 32
+    return (4, low) if low == high else (8, bits)
+
+
+class _Lowering:
+    def __init__(self, program: Program, dags: dict[int, Dag], arch: str, compiler: str,
+                 include_dirs: tuple[str, ...]) -> None:
+        self.program = program
+        self.dags = dags
+        self.arch = arch
+        self.compiler = compiler
+        self.include_dirs = include_dirs
+        self.graphs: list[GraphSpec | None] = []
+        self.modules: dict[str, ModuleSpec] = {}
+
+    def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
+        if key not in self.modules:
+            self.modules[key] = ModuleSpec(len(self.modules), name, path, source, self.include_dirs)
+        return self.modules[key].index
+
+    def glue_module(self) -> int:
+        return self.module("<glue>", codegen.GLUE_MODULE_NAME, None, codegen.glue_source())
+
+    def lower_body(self, body: GraphBody, scope: str) -> int:
+        index = len(self.graphs)
+        self.graphs.append(None)  # reserve: children get higher indices
+        nodes = tuple(self.lower_node(i, item, scope) for i, item in enumerate(body.items))
+        dag = self.dags[id(body)]
+        edges = add_lanes(len(nodes), dag.edges, self.program.options.lanes)
+        hazards = tuple(HazardEdge(a, b, h.kind, h.buffer) for (a, b), h in sorted(dag.hazards.items()))
+        self.graphs[index] = GraphSpec(index, body.name, scope, nodes, tuple(edges), hazards)
+        return index
+
+    def lower_node(self, index: int, item, scope: str) -> NodeSpec:
+        location, accesses = _location(item.span), _accesses(item)
+        if isinstance(item, LaunchNode):
+            source = item.kernel.source
+            module = self.module(str(source.path), source.path.name, str(source.path), None)
+            args = tuple(self.lower_arg(p, a) for p, a in zip(item.kernel.params, item.args))
+            return KernelNodeSpec(index, item.name, location, accesses, module, item.kernel.name,
+                                  item.grid, item.block, item.shared_bytes, args)
+        if isinstance(item, FillNode):
+            return self.lower_fill(index, item, location, accesses)
+        if isinstance(item, CopyNode):
+            return self.lower_copy(index, item, location, accesses)
+        assert isinstance(item, GraphNode)
+        # Eager and shared work keeps its one scope; every other child graph gets its own.
+        child_scope = scope if scope in ("eager", "shared") else item.body.name
+        return ChildGraphNodeSpec(index, item.name, location, accesses,
+                                  self.lower_body(item.body, child_scope))
+
+    @staticmethod
+    def lower_arg(param, arg) -> ArgSpec:
+        if isinstance(arg, PointerArg):
+            return ArgSpec("pointer", "ptr", arg.buffer.name, arg.start * arg.buffer.dtype.size)
+        assert isinstance(arg, ValueArg), "checks reject every other binding"
+        value = arg.value
+        if param.dtype.kind == "f":
+            value = float(value)
+        else:
+            value = int(value)
+        return ArgSpec("scalar", param.dtype.name, value=value)
+
+    def lower_fill(self, index, item: FillNode, location, accesses) -> NodeSpec:
+        dtype = item.buffer.dtype
+        size, pattern = fill_pattern(dtype, item.value)
+        offset = item.start * dtype.size
+        count = (item.stop - item.start) * dtype.size // size
+        if size <= 4:
+            return MemsetNodeSpec(index, item.name, location, accesses, item.buffer.name, offset,
+                                  size, pattern, count)
+        args = (ArgSpec("pointer", "ptr", item.buffer.name, offset),
+                ArgSpec("scalar", "u64", value=pattern), ArgSpec("scalar", "u64", value=count))
+        return KernelNodeSpec(index, item.name, location, accesses, self.glue_module(),
+                              "pipec_fill_8", (codegen.grid_for(count), 1, 1),
+                              (codegen.THREADS, 1, 1), 0, args)
+
+    def lower_copy(self, index, item: CopyNode, location, accesses) -> NodeSpec:
+        size = item.src.buffer.dtype.size
+        src_offset, dst_offset = item.src.start * size, item.dst.start * size
+        nbytes = (item.src.stop - item.src.start) * size
+        if self.program.options.copy == "memcpy":
+            return MemcpyNodeSpec(index, item.name, location, accesses, item.src.buffer.name,
+                                  src_offset, item.dst.buffer.name, dst_offset, nbytes)
+        width = codegen.copy_width(src_offset, dst_offset, nbytes)
+        units = nbytes // width
+        args = (ArgSpec("pointer", "ptr", item.src.buffer.name, src_offset),
+                ArgSpec("pointer", "ptr", item.dst.buffer.name, dst_offset),
+                ArgSpec("scalar", "u64", value=units))
+        return KernelNodeSpec(index, item.name, location, accesses, self.glue_module(),
+                              f"pipec_copy_{width}", (codegen.grid_for(units), 1, 1),
+                              (codegen.THREADS, 1, 1), 0, args)
+
+
+def add_lanes(n: int, edges: list[tuple[int, int]], lanes: int) -> list[tuple[int, int]]:
+    """The DAG's edges plus the fewest ordering edges (greedily) that leave at most `lanes`
+    nodes able to run at once: each node joins a chain whose last node already precedes it
+    when one exists, otherwise the chain that frees up first."""
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        preds[b].append(a)
+    ancestors = [0] * n
+    depth = [0] * n
+    tails: list[int | None] = [None] * lanes
+    extra: list[tuple[int, int]] = []
+    for v in range(n):
+        for p in preds[v]:
+            ancestors[v] |= ancestors[p] | (1 << p)
+            depth[v] = max(depth[v], depth[p] + 1)
+        ordered = [lane for lane, t in enumerate(tails) if t is not None and (ancestors[v] >> t) & 1]
+        free = [lane for lane, t in enumerate(tails) if t is None]
+        if ordered:
+            lane = max(ordered, key=lambda l: depth[tails[l]])
+        elif free:
+            lane = free[0]
+        else:
+            lane = min(range(lanes), key=lambda l: depth[tails[l]])
+            tail = tails[lane]
+            extra.append((tail, v))
+            ancestors[v] |= ancestors[tail] | (1 << tail)
+            depth[v] = max(depth[v], depth[tail] + 1)
+        tails[lane] = v
+    return transitive_reduction(n, list(edges) + extra)
+
+
+def _step_first_access(program: Program) -> dict[str, tuple[bool, str | None]]:
+    first: dict[str, str] = {}
+    writes: set[str] = set()
+    if program.step is not None:
+        for node in program.step.walk():
+            if isinstance(node, GraphNode):
+                continue
+            for access in node.accesses:
+                name = access.buffer.name
+                if name not in first:
+                    first[name] = "read" if access.mode & Mode.READ else "write"
+                if access.mode & Mode.WRITE:
+                    writes.add(name)
+    return {name: (name in writes, first.get(name)) for name in program.buffers}
+
+
+def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
+               include_dirs: tuple[str, ...] = ()) -> Plan:
+    lowering = _Lowering(program, {id(d.body): d for d in dags}, arch, compiler, include_dirs)
+    init = lowering.lower_body(program.init, "eager") if program.init is not None else None
+    step_scope = "shared" if program.options.share_modules else "step"
+    step = lowering.lower_body(program.step, step_scope) if program.step is not None else None
+    usage = _step_first_access(program)
+    buffers = tuple(
+        BufferSpec(
+            b.name, b.dtype.name, b.shape, b.memory,
+            InitSpec(b.init.kind, b.init.args, b.init.seed, str(b.init.path) if b.init.path else None),
+            b.labels, b.nbytes, _location(b.span), *usage[b.name],
+        )
+        for b in program.buffers.values()
+    )
+    main_source = next(s for s in program.sources if s.path == program.path)
+    return Plan(
+        pipe=main_source.display_path(),
+        pipe_sha256=hashlib.sha256(main_source.text.encode()).hexdigest(),
+        pipec_version=__version__, arch=arch, compiler=compiler, lanes=program.options.lanes,
+        buffers=buffers, modules=tuple(lowering.modules.values()),
+        graphs=tuple(lowering.graphs), step=step, init=init,
+    )

@@ -1,0 +1,81 @@
+"""Compiler-style text: `file:line:col: error[CODE]: message`, the source line with a caret
+under the span, labels elsewhere, and the hint."""
+
+from __future__ import annotations
+
+from ...dsl.source import Span
+from ..codes import Severity
+from ..diagnostics import Diagnostic
+
+_COLORS = {"error": "\033[1;31m", "warning": "\033[1;33m", "gutter": "\033[1;34m",
+           "help": "\033[1;36m", "bold": "\033[1m", "reset": "\033[0m"}
+
+
+class _Paint:
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, style: str, text: str) -> str:
+        return f"{_COLORS[style]}{text}{_COLORS['reset']}" if self.color else text
+
+
+def _snippet(span: Span, mark: str, label: str, gutter_width: int, paint: _Paint, style: str) -> list[str]:
+    line = span.line
+    text = span.source.line_text(line).expandtabs(4)
+    raw = span.source.line_text(line)
+    start_col = len(raw[: span.column - 1].expandtabs(4))
+    end_line, end_col = span.end_line_col()
+    width = (len(raw[: end_col - 1].expandtabs(4)) - start_col) if end_line == line else len(text) - start_col
+    width = max(1, width)
+    pad = " " * gutter_width
+    underline = " " * start_col + paint(style, mark * width + (f" {label}" if label else ""))
+    return [
+        f"{pad} {paint('gutter', '|')}",
+        f"{paint('gutter', str(line).rjust(gutter_width))} {paint('gutter', '|')} {text}",
+        f"{pad} {paint('gutter', '|')} {underline}",
+    ]
+
+
+def render_one(d: Diagnostic, paint: _Paint) -> str:
+    severity = d.severity.value
+    head = (f"{paint('bold', d.span.location() + ':')} {paint(severity, f'{severity}[{d.code}]:')} "
+            f"{paint('bold', d.message)}")
+    spans = [d.span] + [label.span for label in d.labels]
+    gutter = max(len(str(s.line)) for s in spans)
+    lines = [head]
+    lines += _snippet(d.span, "^", d.label, gutter, paint, severity)
+    for label in d.labels:
+        lines.append(f"{' ' * gutter}{paint('gutter', ':::')} {label.span.location()}")
+        lines += _snippet(label.span, "-", label.message, gutter, paint, "gutter")
+    lines.append(f"{' ' * gutter} {paint('gutter', '|')}")
+    lines.append(f"{' ' * gutter} {paint('gutter', '=')} {paint('help', 'help:')} {d.hint}")
+    for note in d.notes:
+        lines.append(f"{' ' * gutter} {paint('gutter', '=')} note: {note}")
+    return "\n".join(lines)
+
+
+def summary(diagnostics: list[Diagnostic]) -> str:
+    errors = sum(d.severity is Severity.ERROR for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    parts = [f"{n} {word}{'s' * (n != 1)}" for n, word in ((errors, "error"), (warnings, "warning")) if n]
+    return "found " + " and ".join(parts) if parts else ""
+
+
+def render_text(diagnostics: list[Diagnostic], *, color: bool = False) -> str:
+    if not diagnostics:
+        return ""
+    paint = _Paint(color)
+    blocks = [render_one(d, paint) for d in diagnostics]
+    codes = sorted({d.code for d in diagnostics})
+    footer = [summary(diagnostics)]
+    footer.append(f"for more information about a code, try `pipec --explain {codes[0]}`")
+    return "\n\n".join(blocks) + "\n\n" + "\n".join(footer) + "\n"
+
+
+def render_concise(diagnostics: list[Diagnostic], *, color: bool = False) -> str:
+    paint = _Paint(color)
+    lines = [
+        f"{d.span.location()}: {paint(d.severity.value, f'{d.severity.value}[{d.code}]')}: {d.message}"
+        for d in diagnostics
+    ]
+    return "\n".join(lines) + ("\n" if lines else "")
