@@ -30,6 +30,13 @@ def _codes(value: str) -> tuple[str, ...]:
     return items
 
 
+def define(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip().isidentifier() or not value.strip():
+        raise argparse.ArgumentTypeError(f"`{text}` is not NAME=EXPR")
+    return name.strip(), value.strip()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="pipec",
@@ -51,6 +58,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--compiler", choices=("nvrtc", "nvcc"), help="kernel compiler (default: nvrtc)")
     p.add_argument("--arch", help="target architecture, e.g. sm_90 (default from config, else sm_90)")
     p.add_argument("--lanes", type=int, help="bound the parallel width of the plan (overrides `option lanes`)")
+    p.add_argument("-D", "--define", action="append", type=define, dest="defines", default=None,
+                   metavar="NAME=EXPR", help="override a constant of the file (repeatable)")
     p.add_argument("--explain", metavar="CODE", help="print the documentation of a rule and exit")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     p.add_argument("--error-on-warning", action="store_true", help="exit 1 on warnings too")
@@ -99,6 +108,7 @@ def _run(args) -> int:
         settings = override(
             load_settings(path), include_dirs=args.include_dirs, compiler=args.compiler,
             arch=args.arch, lanes=args.lanes, select=args.select, ignore=args.ignore,
+            defines=tuple(args.defines) if args.defines else None,
         )
         try:
             result = compile_file(path, settings, until="plan" if args.emit else "check")

@@ -75,7 +75,7 @@ def _string(table: dict, key: str, default: str, path: Path) -> str:
 def override(settings: Settings, **changes) -> Settings:
     """Command-line values on top of the file's; None means "not given"."""
     compile_changes = {k: v for k, v in changes.items()
-                       if k in ("include_dirs", "compiler", "arch", "lanes") and v is not None}
+                       if k in ("include_dirs", "compiler", "arch", "lanes", "defines") and v is not None}
     if "include_dirs" in compile_changes:
         compile_changes["include_dirs"] = settings.compile.include_dirs + tuple(compile_changes["include_dirs"])
     rest = {k: v for k, v in changes.items() if k in ("select", "ignore") and v is not None}

@@ -165,13 +165,13 @@ def evaluate(expr: ast.Expr, lookup: Lookup) -> Value:
         case ast.Name(ident=ident):
             return lookup(ident)
         case ast.StepRef(span=span):
-            raise RuntimeValue("`step`, the step index", span)
+            raise RuntimeValue("the step index `step`", span)
         case ast.Index(base=ast.Name(ident=ident), span=span):
             try:
                 base = lookup(ident)
             except RuntimeValue as rv:
                 raise RuntimeValue(
-                    f"`{span.text}`, an element of buffer `{ident.text}`", span, rv.buffer_name
+                    f"the element `{span.text}` of buffer `{ident.text}`", span, rv.buffer_name
                 ) from None
             raise ConstError(f"{_describe(base)} cannot be indexed", span, "index buffers only")
         case ast.Unary(op=op, operand=operand, span=span):

@@ -307,6 +307,9 @@ class Program:
     init: GraphBody | None
     options: Options
     waivers: list[Waiver]
+    # Statements resolve dropped after reporting an error: the nodes are incomplete, so what
+    # no node uses or writes proves nothing (PC401, PC402 stay silent).
+    dropped_statements: int = 0
 
     def bodies(self):
         for body in (self.init, self.step):

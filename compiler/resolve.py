@@ -41,6 +41,7 @@ class CompileOptions:
     compiler: str = "nvrtc"
     arch: str = "sm_90"
     lanes: int | None = None
+    defines: tuple[tuple[str, str], ...] = ()  # NAME=EXPR overriding constants of the main file
 
     @property
     def virtual_arch(self) -> str:
@@ -75,16 +76,26 @@ class Resolver:
         self.modules: dict[Path, _Module] = {}
         self.loading: list[Path] = []
         self.kernel_files: dict[Path, SourceFile] = {}
+        self.kernels: dict[tuple[Path, str], Kernel] = {}  # one object per kernel, however imported
         self.node_count = 0
+        self.dropped_statements = 0
         self.next_group = 0
         self.names_taken: dict[str, dict[str, int]] = {}
+        self.defines: dict[str, tuple[ast.Expr, Span]] = {}
+        self.used_defines: set[str] = set()
 
     # --- entry ------------------------------------------------------------------------------
 
     def resolve(self, source: SourceFile, tree: ast.Module) -> Program:
         path = source.path.resolve()
         main = _Module(path, source, tree)
+        self.defines = self._parse_defines()
         self._populate(main)
+        for name, (_, span) in self.defines.items():
+            if name not in self.used_defines:
+                self.sink.add("PC103", f"`-D {name}` defines no constant of this file", span,
+                              self._suggest(name, [n for n, s in main.scope.items() if s.kind == "const"],
+                                            "constants"))
         options = self._options(main)
         waivers = self._waivers(main)
         step = init = None
@@ -107,6 +118,7 @@ class Resolver:
             buffers={n: s.value for n, s in scope.items() if s.kind == "buffer"},
             kernels={n: s.value for n, s in scope.items() if s.kind == "kernel"},
             step=step, init=init, options=options, waivers=waivers,
+            dropped_statements=self.dropped_statements,
         )
 
     def _duplicate_block(self, name: str, span: Span) -> None:
@@ -144,6 +156,18 @@ class Resolver:
                               labels=(Label(decl.span, "declared here"),))
         return module
 
+    def _parse_defines(self) -> dict[str, tuple[ast.Expr, Span]]:
+        """`-D NAME=EXPR` values, parsed like constant expressions of the main file."""
+        parsed = {}
+        for name, text in self.options.defines:
+            source = SourceFile(Path(f"<-D {name}>"), text)
+            try:
+                parsed[name] = (parse_expression(source, 0, len(text)), Span(source, 0, len(text)))
+            except PipeSyntaxError as error:
+                self.sink.add("PC101", f"`-D {name}={text}`: {error.message}", error.span,
+                              "a definition is a constant expression, e.g. `-D ENVS=1024`")
+        return parsed
+
     def _populate(self, module: _Module) -> None:
         self.loading.append(module.path)
         try:
@@ -159,6 +183,9 @@ class Resolver:
                 case ast.Import():
                     self._import(module, decl)
                 case ast.ConstDecl(name=name, value=value):
+                    if module.path == self.loading[0] and name.text in self.defines:
+                        value = self.defines[name.text][0]
+                        self.used_defines.add(name.text)
                     self._declare(module, name, Symbol("const", self._const(module, value), name.span))
                 case ast.BufferDecl():
                     self._declare(module, decl.name, Symbol("buffer", self._buffer(module, decl), decl.name.span))
@@ -226,7 +253,9 @@ class Resolver:
                         if mangled else self._suggest(ident.text, analysis.kernels, "kernels"))
                 self.sink.add("PC106", f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint)
                 continue
-            kernel = self._kernel(ident, info, path, source, analysis.key)
+            kernel = self.kernels.get((path, ident.text))
+            if kernel is None:
+                kernel = self.kernels[path, ident.text] = self._kernel(ident, info, path, source, analysis.key)
             self._declare(module, ident, Symbol("kernel", kernel, ident.span))
 
     def _kernel_file(self, path: Path) -> SourceFile:
@@ -242,7 +271,8 @@ class Resolver:
                 continue
             line = min(int(m.group("line")), source.line_count)
             self.sink.add("PC106", f"kernel source does not compile: {m.group('msg').strip()}",
-                          Span.of_line(source, line), "fix the CUDA source; the compiler's log follows",
+                          Span.of_line(source, line),
+                          "fix the CUDA source; the note shows how it was compiled",
                           labels=(Label(via, "imported here"),), notes=(failure.command,))
             reported += 1
         if not reported:
@@ -355,7 +385,7 @@ class Resolver:
     def _int(self, module: _Module, env: dict, expr: ast.Expr, what: str, context: str = "const") -> int:
         value = self._eval(module, env, expr, context=context)
         if isinstance(value, bool) or not isinstance(value, int):
-            self.sink.add("PC105", f"{what} must be an integer, found `{value!r}`", expr.span,
+            self.sink.add("PC105", f"{what} must be an integer, found `{literal(value)}`", expr.span,
                           "use an integer expression")
             raise _Abort
         return value
@@ -415,7 +445,7 @@ class Resolver:
             return self._load_init(module, expr, args[0], dtype, shape)
         for value, arg in zip(args, expr.args):
             if isinstance(value, (bool, str)):
-                self.sink.add("PC107", f"`{kind}` needs numbers, found `{value!r}`", arg.span, hint)
+                self.sink.add("PC107", f"`{kind}` needs numbers, found `{literal(value)}`", arg.span, hint)
                 raise _Abort
         if kind == "fill":
             problem = representable(args[0], dtype)
@@ -434,7 +464,10 @@ class Resolver:
         try:
             with path.open("rb") as f:
                 version = np.lib.format.read_magic(f)
-                header = np.lib.format._read_array_header(f, version)
+                if version == (1, 0):
+                    header = np.lib.format.read_array_header_1_0(f)
+                else:  # 2.0 and 3.0 share the header layout
+                    header = np.lib.format.read_array_header_2_0(f)
             file_shape, _, file_dtype = header
         except (OSError, ValueError) as error:
             self.sink.add("PC107", f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
@@ -471,7 +504,7 @@ class Resolver:
             elif name in ("lanes", "copy", "share_modules"):
                 expected = {"lanes": "an integer from 1 to 1024", "copy": '"memcpy" or "kernel"',
                             "share_modules": "true or false"}[name]
-                self.sink.add("PC108", f"option `{name}` cannot be `{value!r}`", decl.value.span,
+                self.sink.add("PC108", f"option `{name}` cannot be `{literal(value)}`", decl.value.span,
                               f"`{name}` takes {expected}")
             else:
                 self.sink.add("PC108", f"unknown option `{name}`", decl.name.span,
@@ -514,6 +547,7 @@ class Resolver:
             try:
                 self._statement(module, env, stmt, body, group, stack)
             except _Abort:
+                self.dropped_statements += 1
                 continue
 
     def _statement(self, module, env, stmt, body: GraphBody, group, stack) -> None:
@@ -540,7 +574,7 @@ class Resolver:
             case ast.If():
                 cond = self._eval(module, env, stmt.cond, context="branch")
                 if not isinstance(cond, bool):
-                    self.sink.add("PC105", f"a condition must be a boolean, found `{cond!r}`",
+                    self.sink.add("PC105", f"a condition must be a boolean, found `{literal(cond)}`",
                                   stmt.cond.span, "compare explicitly, for example `N > 0`")
                     raise _Abort
                 chosen = stmt.then if cond else stmt.orelse
@@ -711,13 +745,22 @@ class Resolver:
         return GraphNode(name, child, stmt.span, group=group)
 
 
+def literal(value: Value) -> str:
+    """A value as the .pipe language writes it (`true`, `"kernel"`, `0.5`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
 def representable(value: Value, dtype) -> str | None:
     """Why `value` does not fit `dtype`, or None if it does."""
     if isinstance(value, bool):
         value = int(value)
     if dtype.kind == "f":
         if not isinstance(value, (int, float)):
-            return f"`{value!r}` is not a number"
+            return f"`{literal(value)}` is not a number"
         limit = {2: 65504.0 if dtype.name == "f16" else 3.3895e38, 4: 3.4028234e38, 8: 1.7976931348623157e308}[dtype.size]
         if abs(float(value)) > limit:
             return f"{value!r} overflows `{dtype.name}`"

@@ -12,8 +12,8 @@ def argument_kind(ctx: CheckContext) -> None:
     for node, param, arg in ctx.bindings():
         declared = (Label(node.kernel.decl_span, "declared here"),)
         if param.kind == "unsupported":
-            ctx.sink.add("PC202", f"{param.describe()} of `{node.kernel.name}` has a type pipec "
-                         "cannot bind", arg.span,
+            ctx.sink.add("PC202", f"parameter {param.index + 1} `{param.name}` of `{node.kernel.name}` "
+                         "has a type pipec cannot bind", arg.span,
                          "take pointers to plain element types or scalars of plain types",
                          labels=declared)
         elif param.kind == "pointer" and isinstance(arg, ValueArg):

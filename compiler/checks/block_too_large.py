@@ -18,7 +18,7 @@ def block_too_large(ctx: CheckContext) -> None:
         over_dim = [axis for axis, d, limit in zip("xyz", node.block, MAX_BLOCK_DIMS) if d > limit]
         if threads > MAX_THREADS or over_dim:
             detail = f"{threads} threads" if threads > MAX_THREADS else f"block.{over_dim[0]} = {node.block['xyz'.index(over_dim[0])]}"
-            ctx.sink.add("PC311", f"a block of {detail}; a block holds at most {MAX_THREADS} threads "
+            ctx.sink.add("PC311", f"a block with {detail}; a block holds at most {MAX_THREADS} threads "
                          f"and {MAX_BLOCK_DIMS[0]} x {MAX_BLOCK_DIMS[1]} x {MAX_BLOCK_DIMS[2]}",
                          node.config_span, "use more blocks of fewer threads")
         elif node.kernel.max_threads is not None and threads > node.kernel.max_threads:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..diagnostics import Label
-from ..model import PointerArg
-from ..resolve import extent_value, scalar_bindings
+from ..model import PointerArg, ValueArg
+from ..resolve import extent_value, representable, scalar_bindings
 from .context import CheckContext
 
 
@@ -12,6 +12,9 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
     for node in ctx.launches():
         if len(node.args) != len(node.kernel.params):
             continue  # argument_count reports it; the extent's inputs are not all bound
+        if any(p.kind == "scalar" and p.dtype is not None and isinstance(a, ValueArg)
+               and representable(a.value, p.dtype) for p, a in zip(node.kernel.params, node.args)):
+            continue  # scalar_out_of_range reports the value; the kernel would never see it
         scalars = scalar_bindings(node)
         for param, arg in zip(node.kernel.params, node.args):
             if param.extent is None or not isinstance(arg, PointerArg):
@@ -19,10 +22,12 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
             needed = extent_value(param, node, scalars)
             extent = Label(param.extent.span, "extent declared here")
             if needed is None:
-                ctx.sink.add("PC310", f"cannot compute the extent of {param.describe()} of "
-                             f"`{node.kernel.name}` at this launch", arg.span,
-                             "the extent may only use scalar parameters bound to constants, "
-                             "and gridDim/blockDim", labels=(extent,))
+                scalars_bound = all(isinstance(a, ValueArg) for p, a in zip(node.kernel.params, node.args)
+                                    if p.kind == "scalar")
+                if scalars_bound:  # otherwise a binding rule already reports the launch
+                    ctx.sink.add("PC106", f"the extent of `{param.name}` in `{node.kernel.name}` uses "
+                                 "something other than its scalar parameters", param.extent.span,
+                                 "an extent may use the kernel's scalar parameters, gridDim and blockDim")
                 continue
             held = arg.stop - arg.start
             if needed > held:

@@ -44,5 +44,7 @@ def forbidden_instructions(ctx: CheckContext) -> None:
                          f"for {name}: \"reason\"`", labels=tuple(labels))
     for key, waiver in waived.items():
         if key not in used_waivers:
-            ctx.sink.add("PC003", f"nothing to waive: the step's `{waiver.kernel.name}` has no "
-                         f"{waiver.rule} finding", waiver.span, "remove the waiver")
+            what = (f"the step's `{waiver.kernel.name}` has no {waiver.rule} finding"
+                    if waiver.kernel.name in first_use
+                    else f"the step never launches `{waiver.kernel.name}`")
+            ctx.sink.add("PC003", f"nothing to waive: {what}", waiver.span, "remove the waiver")

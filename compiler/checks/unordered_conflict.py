@@ -9,12 +9,22 @@ from .context import CheckContext
 
 def unordered_conflict(ctx: CheckContext) -> None:
     for dag in ctx.dags:
+        # A `parallel for` repeats one statement: its iterations conflict pairwise through the
+        # same two source locations. Report each pair of locations once, with the count.
+        by_location: dict[tuple, list] = {}
         for c in dag.conflicts:
+            key = (id(c.first.span.source), c.first.span.start, c.second.span.start, c.second.buffer.name)
+            by_location.setdefault(key, []).append(c)
+        for conflicts in by_location.values():
+            c = conflicts[0]
             buffer = c.second.buffer.name
             overlap = (max(c.first.start, c.second.start), min(c.first.stop, c.second.stop))
-            ctx.sink.add("PC314", f"`{c.first_node.name}` {c.first.mode.describe()} and "
-                         f"`{c.second_node.name}` {c.second.mode.describe()} `{buffer}`"
-                         f"[{overlap[0]}:{overlap[1]}] with no ordering between them", c.second.span,
+            notes = ((f"{len(conflicts) - 1} more pair{'s' * (len(conflicts) > 2)} of nodes from these "
+                      "lines conflict the same way",) if len(conflicts) > 1 else ())
+            ctx.sink.add("PC314", f"`{c.first_node.name}` ({c.first.mode.describe()}) and "
+                         f"`{c.second_node.name}` ({c.second.mode.describe()}) touch "
+                         f"`{buffer}[{overlap[0]}:{overlap[1]}]` with no ordering between them",
+                         c.second.span,
                          "give them disjoint slices, or move one out of the `parallel` block so an "
                          "edge orders them", label=c.second.mode.describe().split()[-1],
-                         labels=(Label(c.first.span, c.first.mode.describe()),))
+                         labels=(Label(c.first.span, c.first.mode.describe()),), notes=notes)

@@ -9,6 +9,8 @@ def unused_buffer(ctx: CheckContext) -> None:
     program = ctx.program
     if program.step is None and program.init is None:
         return  # a file of shared declarations
+    if program.dropped_statements:
+        return  # a statement with an error may have used the buffer
     used = {a.buffer.name for body in program.bodies() for node in body.walk() for a in node.accesses}
     used |= {arg.buffer.name for _, _, arg in ctx.bindings() if getattr(arg, "buffer", None) is not None}
     for name, buffer in program.buffers.items():

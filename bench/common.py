@@ -1,0 +1,90 @@
+"""Shared by the benchmark scripts: generated pipelines, timing with CUDA events, tables."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).parent
+TINY = BENCH / "tiny.cu"
+
+
+def chain_pipe(n: int, lanes: int = 8) -> str:
+    """n dependent tiny kernels: every node updates one slot."""
+    body = "\n".join("    launch tiny<<<1, 32>>>(counter)" for _ in range(n))
+    return (f'from "{TINY}" import tiny\noption lanes = {lanes}\nbuffer counter: u32[1]\n'
+            f"step {{\n{body}\n}}\n")
+
+
+def fan_pipe(n: int, lanes: int = 8) -> str:
+    """One root node, then n independent nodes that each read the root and write their own slot."""
+    body = "\n".join(f"    launch leaf<<<1, 32>>>(in root, out slots[{i}:{i + 1}])" for i in range(n))
+    return (f'from "{TINY}" import tiny, leaf\noption lanes = {lanes}\nbuffer root: u32[1]\n'
+            f"buffer slots: u32[{n}]\nstep {{\n    launch tiny<<<1, 32>>>(root)\n{body}\n}}\n")
+
+
+def write_pipe(folder: Path, name: str, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.pipe"
+    path.write_text(text)
+    return path
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def cuda_events_ms(stream, fn, repeats: int) -> list[float]:
+    """GPU milliseconds of `fn()` enqueued on `stream`, once per repeat (cuda.bindings events)."""
+    from pipec.runtime.driver import call
+
+    start, end = call("cuEventCreate", 0), call("cuEventCreate", 0)
+    out = []
+    try:
+        for _ in range(repeats):
+            call("cuEventRecord", start, stream)
+            fn()
+            call("cuEventRecord", end, stream)
+            call("cuEventSynchronize", end)
+            out.append(call("cuEventElapsedTime", start, end))
+    finally:
+        call("cuEventDestroy", start)
+        call("cuEventDestroy", end)
+    return out
+
+
+def host_us(fn, repeats: int, settle=None) -> list[float]:
+    """Host microseconds of one `fn()` call; `settle()` (e.g. a synchronize) runs untimed after each."""
+    out = []
+    for _ in range(repeats):
+        t = time.perf_counter_ns()
+        fn()
+        out.append((time.perf_counter_ns() - t) / 1000)
+        if settle is not None:
+            settle()
+    return out
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    cells = [[str(h) for h in headers]] + [[f"{c:.3f}" if isinstance(c, float) else str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    line = lambda row: "| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |"
+    return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in cells[1:]])
+
+
+def environment() -> dict:
+    info = {"python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+    for module in ("cuda.bindings", "cupy", "torch", "numpy"):
+        try:
+            info[module] = __import__(module, fromlist=["__version__"]).__version__
+        except Exception:
+            info[module] = None
+    return info
+
+
+def save_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1))

@@ -1,0 +1,11 @@
+// The smallest useful kernels, for measuring what a graph node costs.
+
+/// slot[0] += 1 by one thread: a dependent chain when every node gets the same slot.
+extern "C" __global__ void tiny(unsigned int* slot) {
+    if (threadIdx.x == 0) slot[0] += 1u;
+}
+
+/// slot[0] = root[0] + 1: a fan when every node reads one root and writes its own slot.
+extern "C" __global__ void leaf(const unsigned int* root, unsigned int* slot) {
+    if (threadIdx.x == 0) slot[0] = root[0] + 1u;
+}

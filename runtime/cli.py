@@ -1,0 +1,235 @@
+"""`piperun`: load a pipeline, replay its step, read diagnostics back, verify, profile.
+
+Exit status: 0 done, 1 the run failed (a CUDA error, a verification difference, out of
+memory), 2 it could not start (usage, a `.pipe` file that does not check, no GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..compiler.cli import define
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="piperun",
+        description="Build a .pipe pipeline's CUDA graph explicitly and replay it.",
+        epilog="docs/cli.md describes every option.",
+    )
+    p.add_argument("file", type=Path, metavar="FILE", help="the .pipe pipeline")
+    p.add_argument("--steps", type=int, default=1000, help="steps to run (default 1000)")
+    p.add_argument("--log-every", type=int, default=500, metavar="K",
+                   help="read the mapped diagnostics every K steps (default 500)")
+    p.add_argument("--json", action="store_true", help="one JSON object per log point, and a summary")
+    p.add_argument("--eager", action="store_true", help="launch the nodes one by one instead of replaying")
+    p.add_argument("--sync-each", action="store_true",
+                   help="with --eager: wait after every node, to pin a fault on its node")
+    p.add_argument("--verify", type=int, metavar="K",
+                   help="run K steps eagerly and K as graph replays from one state; compare every buffer")
+    p.add_argument("--profile", action="store_true", help="per-node GPU times and the critical path")
+    p.add_argument("--save-state", type=Path, metavar="DIR", help="save every buffer at the end")
+    p.add_argument("--load-state", type=Path, metavar="DIR", help="start from a saved state")
+    p.add_argument("--plot", type=Path, metavar="PNG", help="plot the diagnostics against steps")
+    p.add_argument("-D", "--define", action="append", type=define, dest="defines", default=[],
+                   metavar="NAME=EXPR", help="override a constant of the file (repeatable)")
+    p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    p.add_argument("--lanes", type=int, help="bound the plan's parallel width")
+    p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=[],
+                   help="also look for imported files here (repeatable)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--version", action="version", version=f"piperun {__version__}")
+    return p
+
+
+@dataclass
+class RunLog:
+    points: list[dict] = field(default_factory=list)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.steps < 0 or args.log_every < 1 or (args.verify is not None and args.verify < 1):
+        parser().error("--steps must be >= 0, --log-every and --verify >= 1")
+    if args.sync_each and not args.eager:
+        parser().error("--sync-each goes with --eager")
+    try:
+        from .driver import CudaError, NoDevice
+        from .eager import NodeFailed
+        from .memory import BindError, OutOfMemory
+        from .pipeline import PipelineError, load
+        from .state import StateError
+    except ImportError as error:  # pragma: no cover - an incomplete installation
+        print(f"piperun: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        pipeline = load(args.file, device=args.device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
+                        defines=dict(args.defines))
+    except PipelineError as error:
+        sys.stderr.write(error.report)
+        return EXIT_USAGE
+    except (NoDevice, OSError) as error:
+        print(f"piperun: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except (OutOfMemory, BindError, StateError, CudaError, NodeFailed) as error:
+        print(f"piperun: error: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    with pipeline:
+        try:
+            return _run(args, pipeline)
+        except (OutOfMemory, StateError, CudaError, NodeFailed) as error:
+            print(f"piperun: error: {error}", file=sys.stderr)
+            if isinstance(error, CudaError) and not args.eager:
+                print("piperun: hint: rerun with --eager --sync-each to find the node that fails",
+                      file=sys.stderr)
+            return EXIT_FAILED
+
+
+def _run(args, pipeline) -> int:
+    out = sys.stdout
+    info = sys.stderr if args.json else sys.stdout
+    print(f"piperun: {pipeline.plan.pipe} on {pipeline.device.describe()}: "
+          f"{pipeline.graph.node_count} nodes in {len(list(pipeline.plan.graph_tree(pipeline.plan.step)))} "
+          f"graph(s), {pipeline.modules.instance_count} module instance(s)", file=info)
+    start_step = 0
+    if args.load_state:
+        metadata = pipeline.load_state(args.load_state)
+        start_step = int(metadata.get("steps", "0"))
+        print(f"piperun: resumed from {args.load_state} at step {start_step}", file=info)
+    if args.verify is not None:
+        return _verify(args, pipeline, info)
+    if args.profile:
+        return _profile(pipeline, info)
+    log, done = _replay(args, pipeline, start_step, out, info)
+    if args.save_state:
+        path = pipeline.save_state(args.save_state, start_step + done)
+        print(f"piperun: saved state after step {start_step + done} to {path}", file=info)
+    if args.plot:
+        _plot(log, args.plot, pipeline.plan.pipe)
+        print(f"piperun: wrote {args.plot}", file=info)
+    return EXIT_OK
+
+
+def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
+    from .driver import call
+
+    from tqdm import tqdm
+
+    run = (lambda n: pipeline.run_eager(n, synchronize_each=args.sync_each)) if args.eager else pipeline.step
+    events = [call("cuEventCreate", 0) for _ in range(2)]
+    log = RunLog()
+    bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
+               file=sys.stderr, dynamic_ncols=True)
+    done, interrupted = 0, False
+    wall_start = time.perf_counter()
+    call("cuEventRecord", events[0], pipeline.stream)
+    try:
+        while done < args.steps:
+            chunk = min(args.log_every, args.steps - done)
+            run(chunk)
+            done += chunk
+            call("cuEventRecord", events[1], pipeline.stream)
+            call("cuEventSynchronize", events[1])  # between replays, never inside one
+            point = {"step": start_step + done, "wall_s": round(time.perf_counter() - wall_start, 4),
+                     "readback": pipeline.readback()}
+            log.points.append(point)
+            bar.update(chunk)
+            bar.set_postfix_str(_short(point["readback"]), refresh=False)
+            if args.json:
+                print(json.dumps({"event": "log", **point}), file=out, flush=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        pipeline.synchronize()
+    finally:
+        bar.close()
+    wall = time.perf_counter() - wall_start
+    gpu_ms = call("cuEventElapsedTime", events[0], events[1]) if done else 0.0
+    for event in events:
+        call("cuEventDestroy", event)
+    summary = {
+        "event": "summary", "pipe": pipeline.plan.pipe, "mode": "eager" if args.eager else "graph",
+        "steps": done, "interrupted": interrupted, "wall_s": round(wall, 4),
+        "steps_per_s": round(done / wall, 2) if wall > 0 else None,
+        "gpu_us_per_step": round(gpu_ms * 1000 / done, 3) if done else None,
+        "device": pipeline.device.name, "readback": pipeline.readback(),
+    }
+    if args.json:
+        print(json.dumps(summary), file=out)
+    else:
+        state = "interrupted after" if interrupted else "ran"
+        print(f"piperun: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
+              f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
+        if summary["readback"]:
+            print("piperun: " + _short(summary["readback"]), file=info)
+    return log, done
+
+
+def _short(values: dict) -> str:
+    def fmt(v):
+        return f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else str(v)
+    return " ".join(f"{k}={fmt(v)}" for k, v in list(values.items())[:8])
+
+
+def _verify(args, pipeline, info) -> int:
+    report = pipeline.verify(args.verify)
+    if report.ok:
+        print(f"piperun: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
+              f"for bit on all {report.buffers} buffers; two graph runs agree too "
+              f"({len(report.poisoned)} output buffers poisoned first)", file=info)
+        return EXIT_OK
+    print(f"piperun: verify: {len(report.mismatches)} difference(s) after {report.steps} steps:", file=info)
+    for mismatch in report.mismatches:
+        print(f"  {mismatch.describe()}", file=info)
+    return EXIT_FAILED
+
+
+def _profile(pipeline, info) -> int:
+    report = pipeline.profile()
+    print(f"piperun: profile of {report.node_count} nodes (eager, median of 20 runs, CUDA events)", file=info)
+    width = max((len(n.name) for n in report.nodes), default=4)
+    print(f"  {'node':<{width}}  {'us':>8}  location", file=info)
+    for node in report.nodes:
+        print(f"  {node.name:<{width}}  {node.microseconds:8.2f}  {node.location}", file=info)
+    print(f"  node count            {report.node_count}", file=info)
+    print(f"  critical path         {len(report.critical_path)} nodes, {report.critical_path_us:.1f} us "
+          "(the floor for one step)", file=info)
+    print(f"  sum of node times     {report.eager_us:.1f} us", file=info)
+    print(f"  graph replay          {report.replay_us:.1f} us per step "
+          f"({report.replay_over_floor:.2f}x the critical-path floor)", file=info)
+    return EXIT_OK
+
+
+def _plot(log: RunLog, path: Path, title: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("piperun: error: --plot needs matplotlib (pip install 'pipec[plot]')") from None
+    labels = [k for k in (log.points[0]["readback"] if log.points else {}) if k != "step"]
+    if not labels:
+        raise SystemExit("piperun: error: --plot needs a mapped buffer with labels to plot")
+    fig, axes = plt.subplots(len(labels), 1, figsize=(8, 2.2 * len(labels)), sharex=True, squeeze=False)
+    steps = [p["step"] for p in log.points]
+    for ax, label in zip(axes[:, 0], labels):
+        ax.plot(steps, [p["readback"][label] for p in log.points], linewidth=1.2)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Buffers at fixed addresses: device memory, or pinned host memory mapped into the device's
+address space. Allocated once, initialised as declared, freed on close."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..compiler.model import DTYPES
+from ..compiler.plan import BufferSpec, Plan, fill_pattern
+from .driver import CudaError, call, cu
+
+# Bit patterns that make an unwritten element obvious: NaNs for floats, 0xA5 bytes for integers.
+POISON = {"f32": (4, 0x7FC0DEAD), "f64": (4, 0x7FF8DEAD), "f16": (2, 0x7E5A), "bf16": (2, 0x7FDA)}
+INTEGER_POISON = (1, 0xA5)
+
+
+class OutOfMemory(Exception):
+    pass
+
+
+class BindError(Exception):
+    pass
+
+
+@dataclass
+class DeviceBuffer:
+    spec: BufferSpec
+    device_ptr: int
+    host_ptr: int | None  # mapped buffers only
+    owner: object | None = None  # an external array whose memory this buffer uses
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return np.dtype(DTYPES[self.spec.dtype].numpy)
+
+    def host_view(self) -> np.ndarray:
+        """The mapped buffer's memory as a NumPy array (no copy)."""
+        assert self.host_ptr is not None, "only mapped buffers live in host memory"
+        raw = (ctypes.c_uint8 * self.spec.nbytes).from_address(self.host_ptr)
+        return np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.spec.shape)
+
+    def read(self) -> np.ndarray:
+        """A host copy of the contents (the caller synchronises first)."""
+        if self.host_ptr is not None:
+            return self.host_view().copy()
+        out = np.empty(self.spec.shape, dtype=self.numpy_dtype)
+        call("cuMemcpyDtoH", out, self.device_ptr, self.spec.nbytes)
+        return out
+
+    def write(self, array: np.ndarray) -> None:
+        array = np.ascontiguousarray(array, dtype=self.numpy_dtype).reshape(self.spec.shape)
+        if self.host_ptr is not None:
+            self.host_view()[...] = array
+        else:
+            call("cuMemcpyHtoD", self.device_ptr, array, self.spec.nbytes)
+
+    def memset(self, element_size: int, value: int, stream=None) -> None:
+        count = self.spec.nbytes // element_size
+        suffix = {1: "D8", 2: "D16", 4: "D32"}[element_size]
+        if stream is None:
+            call(f"cuMemset{suffix}", self.device_ptr, value, count)
+        else:
+            call(f"cuMemset{suffix}Async", self.device_ptr, value, count, stream)
+
+    def poison(self, stream=None) -> None:
+        size, value = POISON.get(self.spec.dtype, INTEGER_POISON)
+        self.memset(size, value, stream)
+
+
+class BufferSet:
+    """Every buffer of a plan, by name."""
+
+    def __init__(self, plan: Plan, bind: dict[str, object] | None = None) -> None:
+        self.plan = plan
+        self.buffers: dict[str, DeviceBuffer] = {}
+        bind = dict(bind or {})
+        unknown = set(bind) - {b.name for b in plan.buffers}
+        if unknown:
+            raise BindError(f"no buffer named {', '.join(sorted(unknown))} in {plan.pipe}")
+        try:
+            for spec in plan.buffers:
+                if spec.name in bind:
+                    self.buffers[spec.name] = _bind_external(spec, bind[spec.name])
+                else:
+                    self.buffers[spec.name] = _allocate(spec)
+                    _initialise(self.buffers[spec.name])
+        except BaseException:
+            self.close()
+            raise
+
+    def __getitem__(self, name: str) -> DeviceBuffer:
+        return self.buffers[name]
+
+    def __iter__(self):
+        return iter(self.buffers.values())
+
+    def pointer(self, name: str, byte_offset: int = 0) -> int:
+        return self.buffers[name].device_ptr + byte_offset
+
+    def close(self) -> None:
+        for buffer in self.buffers.values():
+            if buffer.owner is not None:
+                continue
+            if buffer.host_ptr is not None:
+                call("cuMemFreeHost", buffer.host_ptr)
+            else:
+                call("cuMemFree", buffer.device_ptr)
+        self.buffers.clear()
+
+
+def _allocate(spec: BufferSpec) -> DeviceBuffer:
+    try:
+        if spec.memory == "mapped":
+            flags = cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE
+            host = call("cuMemHostAlloc", spec.nbytes, flags)
+            device = call("cuMemHostGetDevicePointer", host, 0)
+            return DeviceBuffer(spec, int(device), int(host))
+        return DeviceBuffer(spec, int(call("cuMemAlloc", spec.nbytes)), None)
+    except CudaError as error:
+        if error.name in ("CUDA_ERROR_OUT_OF_MEMORY",):
+            raise OutOfMemory(f"out of {spec.memory} memory allocating `{spec.name}` "
+                              f"({spec.nbytes:,} bytes, declared at {spec.location})") from None
+        raise
+
+
+def _initialise(buffer: DeviceBuffer) -> None:
+    spec, init = buffer.spec, buffer.spec.init
+    dtype = DTYPES[spec.dtype]
+    if init.kind == "zeros":
+        buffer.memset(4 if spec.nbytes % 4 == 0 else 1, 0)
+    elif init.kind == "uninit":
+        buffer.poison()  # deterministic and loud if something reads it before writing
+    elif init.kind == "fill":
+        size, pattern = fill_pattern(dtype, init.args[0])
+        if size <= 4 and spec.nbytes % size == 0:
+            buffer.memset(size, pattern)
+        else:
+            buffer.write(np.full(spec.shape, pattern, dtype=np.uint64).view(buffer.numpy_dtype))
+    elif init.kind in ("uniform", "normal"):
+        buffer.write(random_values(spec, dtype))
+    elif init.kind == "load":
+        buffer.write(np.load(Path(init.path), allow_pickle=False))
+    else:  # pragma: no cover - the compiler admits no other kind
+        raise ValueError(f"unknown initial value {init.kind}")
+
+
+def random_values(spec: BufferSpec, dtype) -> np.ndarray:
+    """Seeded values (PCG64, so the same seed gives the same buffer on every machine)."""
+    rng = np.random.Generator(np.random.PCG64(spec.init.seed or 0))
+    a, b = spec.init.args
+    if dtype.kind in "iu":
+        return rng.integers(int(a), int(b), size=spec.shape, endpoint=False).astype(dtype.numpy)
+    values = rng.uniform(a, b, spec.shape) if spec.init.kind == "uniform" else rng.normal(a, b, spec.shape)
+    if spec.dtype == "bf16":
+        bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return values.astype(dtype.numpy)
+
+
+def _bind_external(spec: BufferSpec, array: object) -> DeviceBuffer:
+    """Use an existing device array (CuPy, PyTorch, anything with __cuda_array_interface__)
+    as the buffer's memory; it must match the buffer's type and size and be contiguous."""
+    if spec.memory == "mapped":
+        raise BindError(f"`{spec.name}` is mapped host memory; only device buffers can be bound")
+    interface = getattr(array, "__cuda_array_interface__", None)
+    if interface is None:
+        raise BindError(f"cannot bind `{spec.name}`: {type(array).__name__} is not a CUDA array "
+                        "(it has no __cuda_array_interface__)")
+    shape = tuple(interface["shape"])
+    dtype = np.dtype(interface["typestr"])
+    expected = np.dtype(DTYPES[spec.dtype].numpy)
+    if dtype != expected:
+        raise BindError(f"cannot bind `{spec.name}`: the array holds {dtype}, the buffer {spec.dtype}")
+    count = int(np.prod(shape, dtype=np.int64))
+    if count * dtype.itemsize != spec.nbytes:
+        raise BindError(f"cannot bind `{spec.name}`: the array has {count} elements, the buffer "
+                        f"{spec.nbytes // dtype.itemsize}")
+    strides = interface.get("strides")
+    if strides is not None and tuple(strides) != tuple(np.empty(shape, dtype).strides):
+        raise BindError(f"cannot bind `{spec.name}`: the array is not C-contiguous")
+    return DeviceBuffer(spec, int(interface["data"][0]), None, owner=array)

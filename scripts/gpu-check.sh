@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs pipec on a GPU machine that has no package registry and runs the GPU tests and the
+# benchmarks in one command. Pure-Python wheels the machine lacks travel in .whl/ (see
+# CONTRIBUTING.md). Results land in $OUT (default ./out).
+#
+#   scripts/gpu-check.sh              # GPU tests, then every benchmark
+#   scripts/gpu-check.sh tests        # GPU tests only
+#   scripts/gpu-check.sh bench        # benchmarks only
+#   scripts/gpu-check.sh tests -k verify   # extra arguments go to pytest
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+what=${1:-all}
+shift || true
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/pipec-site .whl/*.whl || exit 2
+    export PYTHONPATH=/tmp/pipec-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+python3 -m pip install -q --no-deps --no-build-isolation -e . >"$OUT/install.log" 2>&1 || {
+    cat "$OUT/install.log"; exit 2; }
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+status=0
+if [[ $what == all || $what == tests ]]; then
+    python3 -m pytest -m gpu -q -rs --junitxml="$OUT/gpu-tests.xml" "$@" 2>&1 | tee "$OUT/gpu-tests.log"
+    status=${PIPESTATUS[0]}
+fi
+if [[ $what == all || $what == bench ]]; then
+    for script in bench/launch_overhead.py bench/rl_step.py; do
+        [[ -f $script ]] || continue
+        echo "== $script"
+        python3 "$script" --out "$OUT" 2>&1 | tee "$OUT/$(basename "$script" .py).log" || status=1
+    done
+fi
+exit "$status"

@@ -1,0 +1,43 @@
+"""Every rule has a fixture where it fires and one where it stays silent.
+
+tests/fixtures/rules/<CODE>_<name>.pipe must produce exactly the diagnostics its inline
+comments expect; <CODE>_<name>_ok.pipe must produce none at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness import compile_fixture, expected_diagnostics, explain
+from pipec.compiler.codes import RULES
+
+FIXTURES = Path(__file__).parent / "fixtures" / "rules"
+FIRING = sorted(p for p in FIXTURES.glob("PC*.pipe") if not p.stem.endswith("_ok"))
+SILENT = sorted(FIXTURES.glob("PC*_ok.pipe"))
+
+
+def _code(path: Path) -> str:
+    return path.name.split("_", 1)[0]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
+def test_every_rule_has_both_fixtures(rule):
+    firing = [p for p in FIRING if _code(p) == rule.code]
+    assert firing, f"no fixture where {rule.code} fires"
+    assert any(p for p in SILENT if _code(p) == rule.code), f"no fixture where {rule.code} stays silent"
+    assert any(code == rule.code for p in firing for *_, code in expected_diagnostics(p)), \
+        f"{firing[0].name} expects no {rule.code}"
+
+
+@pytest.mark.parametrize("path", FIRING, ids=lambda p: p.stem)
+def test_rule_fires(path):
+    actual, result = compile_fixture(path)
+    expected = expected_diagnostics(path)
+    assert actual == expected, explain(actual, expected, result)
+
+
+@pytest.mark.parametrize("path", SILENT, ids=lambda p: p.stem)
+def test_rule_stays_silent(path):
+    actual, result = compile_fixture(path)
+    assert actual == set(), explain(actual, set(), result)
