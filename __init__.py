@@ -1,3 +1,29 @@
-"""pipec: a compiler and runtime that turns a declarative GPU training step into a CUDA graph."""
+"""pipec: a compiler and runtime that turns a declarative GPU training step into a CUDA graph.
+
+    import pipec
+    with pipec.load("pipelines/rl_step.pipe") as pipeline:
+        pipeline.step(1000)
+        print(pipeline.readback())
+
+Checking a pipeline (`pipec.check`) needs no GPU; loading one does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 __version__ = "0.1.0"
+
+
+def check(path: str | Path):
+    """Compile a `.pipe` file without a GPU; returns the `Compilation` (diagnostics, plan)."""
+    from .compiler import compile_file, load_settings
+
+    return compile_file(Path(path), load_settings(Path(path)))
+
+
+def load(path: str | Path, **options):
+    """Compile and load a pipeline on the GPU (see `pipec.runtime.pipeline.load`)."""
+    from .runtime import load as load_pipeline
+
+    return load_pipeline(path, **options)

@@ -44,46 +44,47 @@ class Dag:
         return preds
 
 
-def _hazard(earlier: Mode, later: Mode) -> str | None:
-    if earlier & Mode.WRITE and later & Mode.READ:
-        return "RAW"
-    if earlier & Mode.WRITE and later & Mode.WRITE:
-        return "WAW"
-    if earlier & Mode.READ and later & Mode.WRITE:
-        return "WAR"
-    return None
+_READ, _WRITE = int(Mode.READ), int(Mode.WRITE)
+# (earlier mode, later mode) -> hazard, on plain ints: this is the compiler's hottest loop.
+_HAZARDS = {
+    (earlier, later): ("RAW" if earlier & _WRITE and later & _READ else
+                       "WAW" if earlier & _WRITE and later & _WRITE else
+                       "WAR" if earlier & _READ and later & _WRITE else None)
+    for earlier in (1, 2, 3) for later in (1, 2, 3)
+}
 
 
 class _Live:
-    """Per buffer, the accesses a later access may still conflict with. A write that covers an
-    earlier access's range retires it: anything that conflicts with the earlier access on
-    those elements conflicts with the covering write too, which is already ordered after it."""
+    """Per buffer, the accesses a later access may still conflict with, as (node index,
+    start, stop, mode) tuples. A write that covers an earlier access's range retires it:
+    anything that conflicts with the earlier access on those elements conflicts with the
+    covering write too, which is already ordered after it."""
 
     def __init__(self) -> None:
-        self.by_buffer: dict[int, list[tuple[int, Access]]] = {}
+        self.by_buffer: dict[int, list[tuple[int, int, int, int]]] = {}
 
-    def conflicts(self, access: Access):
-        for index, earlier in self.by_buffer.get(id(access.buffer), ()):
-            if earlier.start < access.stop and access.start < earlier.stop:
-                kind = _hazard(earlier.mode, access.mode)
+    def predecessors(self, access: Access, member: int, found: dict[int, tuple[str, str]]) -> None:
+        """Add to `found` every earlier node `access` conflicts with: index -> (kind, buffer)."""
+        start, stop, mode = access.start, access.stop, int(access.mode)
+        for index, e_start, e_stop, e_mode in self.by_buffer.get(id(access.buffer), ()):
+            if e_start < stop and start < e_stop and index not in found and index != member:
+                kind = _HAZARDS[e_mode, mode]
                 if kind:
-                    yield index, kind
+                    found[index] = (kind, access.buffer.name)
 
     def add(self, index: int, accesses: tuple[Access, ...]) -> None:
         for access in accesses:
             entries = self.by_buffer.setdefault(id(access.buffer), [])
-            if access.mode & Mode.WRITE:
-                entries[:] = [
-                    (i, e) for i, e in entries
-                    if i == index or not (access.start <= e.start and e.stop <= access.stop)
-                ]
-            entries.append((index, access))
+            start, stop, mode = access.start, access.stop, int(access.mode)
+            if mode & _WRITE and any(i != index and start <= s and e <= stop for i, s, e, _ in entries):
+                entries[:] = [t for t in entries if t[0] == index or not (start <= t[1] and t[2] <= stop)]
+            entries.append((index, start, stop, mode))
 
 
 def build_dag(body: GraphBody) -> Dag:
     items = body.items
     live = _Live()
-    edges: dict[tuple[int, int], Hazard] = {}
+    preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
     conflicts: list[Conflict] = []
     index = 0
     while index < len(items):
@@ -96,15 +97,14 @@ def build_dag(body: GraphBody) -> Dag:
         # its siblings; the block's accesses join the live set only once it is complete.
         for member in range(index, end):
             for access in items[member].accesses:
-                for earlier, kind in live.conflicts(access):
-                    if earlier != member:
-                        edges.setdefault((earlier, member), Hazard(kind, access.buffer.name))
+                live.predecessors(access, member, preds[member])
         conflicts += _sibling_conflicts(items, index, end)
         for member in range(index, end):
             live.add(member, items[member].accesses)
         index = end
-    reduced = transitive_reduction(len(items), list(edges))
-    return Dag(body, reduced, {e: edges[e] for e in reduced}, conflicts)
+    edges = [(earlier, member) for member, found in enumerate(preds) for earlier in found]
+    reduced = transitive_reduction(len(items), edges)
+    return Dag(body, reduced, {(a, b): Hazard(*preds[b][a]) for a, b in reduced}, conflicts)
 
 
 def _sibling_conflicts(items: list[Node], start: int, end: int) -> list[Conflict]:
@@ -113,7 +113,7 @@ def _sibling_conflicts(items: list[Node], start: int, end: int) -> list[Conflict
         for j in range(i + 1, end):
             for a in items[i].accesses:
                 for b in items[j].accesses:
-                    if a.overlaps(b) and (a.mode | b.mode) & Mode.WRITE:
+                    if a.overlaps(b) and (int(a.mode) | int(b.mode)) & _WRITE:
                         found.append(Conflict(a, b, items[i], items[j]))
     return found
 

@@ -6,12 +6,13 @@ back as `CompileFailed` with the compiler's log; a missing compiler as `Toolchai
 
 from __future__ import annotations
 
+import ctypes
 import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
 
 
@@ -43,63 +44,64 @@ class CompileRequest:
 
 
 class Nvrtc:
+    """NVRTC through its C API (ctypes), found by cuda-pathfinder in the pip wheel or the
+    toolkit. Nothing here imports a GPU runtime or needs a driver."""
+
     name = "nvrtc"
 
     @cached_property
-    def _nvrtc(self):
+    def _lib(self) -> ctypes.CDLL:
         try:
-            from cuda.bindings import nvrtc
+            from cuda.pathfinder import DynamicLibNotFoundError, load_nvidia_dynamic_lib
         except ImportError as error:
             raise ToolchainUnavailable(
-                "NVRTC is not installed (the `cuda.bindings` package is missing); "
-                "install `pipec[cu12]` or `pipec[cu13]`, or set `compiler = \"nvcc\"`"
-            ) from error
-        return nvrtc
+                "cuda-pathfinder is not installed, so NVRTC cannot be found; install `pipec[cu12]` "
+                "or `pipec[cu13]`, or set `compiler = \"nvcc\"`") from error
+        try:
+            loaded = load_nvidia_dynamic_lib("nvrtc")
+        except DynamicLibNotFoundError as error:
+            raise ToolchainUnavailable(
+                f"NVRTC is not installed ({str(error).splitlines()[0]}); install `pipec[cu12]` or "
+                "`pipec[cu13]`, or set `compiler = \"nvcc\"`") from error
+        lib = ctypes.CDLL(loaded.abs_path)
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        return lib
 
     @cached_property
     def version(self) -> str:
-        try:
-            err, major, minor = self._nvrtc.nvrtcVersion()
-        except Exception as error:  # the shared library itself is missing
-            raise ToolchainUnavailable(f"NVRTC cannot be loaded: {error}") from error
-        return f"nvrtc-{major}.{minor}"
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self._check(self._lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+        return f"nvrtc-{major.value}.{minor.value}"
 
     def compile(self, request: CompileRequest) -> bytes:
-        nvrtc = self._nvrtc
-        _ = self.version
-        err, prog = nvrtc.nvrtcCreateProgram(request.source.encode(), request.name.encode(), 0, [], [])
-        self._check(err, "nvrtcCreateProgram")
+        lib = self._lib
+        program = ctypes.c_void_p()
+        self._check(lib.nvrtcCreateProgram(ctypes.byref(program), request.source.encode(),
+                                           request.name.encode(), 0, None, None), "nvrtcCreateProgram")
         try:
-            opts = [o.encode() for o in request.options()]
-            (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-            if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-                raise CompileFailed(self._log(prog), self._repro(request))
-            if request.target == "ptx":
-                err, size = nvrtc.nvrtcGetPTXSize(prog)
-                out = b" " * size
-                (err,) = nvrtc.nvrtcGetPTX(prog, out)
-            else:
-                err, size = nvrtc.nvrtcGetCUBINSize(prog)
-                out = b" " * size
-                (err,) = nvrtc.nvrtcGetCUBIN(prog, out)
-            self._check(err, "nvrtcGetPTX" if request.target == "ptx" else "nvrtcGetCUBIN")
-            return out.rstrip(b"\0") if request.target == "ptx" else out
+            options = [o.encode() for o in request.options()]
+            array = (ctypes.c_char_p * len(options))(*options)
+            if lib.nvrtcCompileProgram(program, len(options), array) != 0:
+                raise CompileFailed(self._log(program), "NVRTC " + " ".join([request.name, *request.options()]))
+            kind = "PTX" if request.target == "ptx" else "CUBIN"
+            size = ctypes.c_size_t()
+            self._check(getattr(lib, f"nvrtcGet{kind}Size")(program, ctypes.byref(size)), f"nvrtcGet{kind}Size")
+            out = ctypes.create_string_buffer(size.value)
+            self._check(getattr(lib, f"nvrtcGet{kind}")(program, out), f"nvrtcGet{kind}")
+            return out.raw.rstrip(b"\0") if request.target == "ptx" else out.raw
         finally:
-            nvrtc.nvrtcDestroyProgram(prog)
+            lib.nvrtcDestroyProgram(ctypes.byref(program))
 
-    def _log(self, prog) -> str:
-        err, size = self._nvrtc.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        self._nvrtc.nvrtcGetProgramLog(prog, log)
-        return log.rstrip(b"\0").decode(errors="replace")
+    def _log(self, program) -> str:
+        size = ctypes.c_size_t()
+        self._lib.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        self._lib.nvrtcGetProgramLog(program, log)
+        return log.value.decode(errors="replace")
 
-    def _check(self, err, call: str) -> None:
-        if err != self._nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise CompileFailed(f"{call} failed: {err.name}", call)
-
-    @staticmethod
-    def _repro(request: CompileRequest) -> str:
-        return "NVRTC " + " ".join([request.name, *request.options()])
+    def _check(self, result: int, call: str) -> None:
+        if result != 0:
+            raise CompileFailed(f"{call} failed: {self._lib.nvrtcGetErrorString(result).decode()}", call)
 
 
 class Nvcc:
@@ -131,6 +133,7 @@ class Nvcc:
             return out.read_bytes()
 
 
+@cache
 def get_toolchain(name: str):
     if name == "nvrtc":
         return Nvrtc()

@@ -225,7 +225,7 @@ class _ToAst(Transformer):
         return tuple(self._parts(children))
 
     def mapped(self, children):
-        return ("mapped", True)
+        return ("mapped", children[0])  # the keyword's token, so that the declaration's span covers it
 
     def labels(self, children):
         return ("labels", tuple(map(self._ident, self._parts(children))))
@@ -267,16 +267,17 @@ class _ToAst(Transformer):
 
     def arg(self, children):
         access, value = self._parts(children)
-        return ast.Arg(access, value, self._span(children))
+        return ast.Arg(access[0] if access else None, value, self._span(children))
 
-    def access_in(self, _):
-        return "in"
+    # An access qualifier keeps its keyword token, so that the argument's span includes it.
+    def access_in(self, children):
+        return ("in", children[0])
 
-    def access_out(self, _):
-        return "out"
+    def access_out(self, children):
+        return ("out", children[0])
 
-    def access_inout(self, _):
-        return "inout"
+    def access_inout(self, children):
+        return ("inout", children[0])
 
     def fill(self, children):
         target, value = self._parts(children)
@@ -326,6 +327,11 @@ class _ToAst(Transformer):
             right = self._climb(items, _PRECEDENCE[op.type] + 1)
             left = ast.Binary(str(op), left, right, left.span.to(right.span))
         return left
+
+    def atom(self, children):
+        # `( expr )`: the parser keeps the parentheses as tokens, so lark does not inline it.
+        (inner,) = self._parts(children)
+        return inner
 
     def unary(self, children):
         op, operand = self._parts(children)

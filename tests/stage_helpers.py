@@ -1,0 +1,20 @@
+"""Compiling small programs written inline in tests, against tests/fixtures/stage_kernels.cu."""
+
+from __future__ import annotations
+
+import tempfile
+import textwrap
+from pathlib import Path
+
+from pipec.compiler import Settings, compile_file
+
+KERNELS = Path(__file__).parent / "fixtures" / "stage_kernels.cu"
+
+
+def check_text(body: str, *, header: str | None = None, settings: Settings | None = None):
+    """Compile `body` (dedented) after an import of every test kernel; returns the Compilation."""
+    header = header if header is not None else f'from "{KERNELS}" import writer, copier, reader\n'
+    folder = Path(tempfile.mkdtemp(prefix="pipec-test-"))
+    path = folder / "t.pipe"
+    path.write_text(header + textwrap.dedent(body))
+    return compile_file(path, settings or Settings())
