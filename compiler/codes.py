@@ -2,7 +2,7 @@
 
 Each code's long explanation (what it catches, why, an example, what to write instead) lives
 in `compiler/explanations/<CODE>.md`; `pipec --explain CODE` prints it and `docs/rules.md` is
-generated from the same files (`python -m pipec.compiler.codes > docs/rules.md`).
+generated from the same files (`pipec --explain ALL > docs/rules.md`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ RULES: tuple[Rule, ...] = (
     Rule("PC301", "host-branch", _E, "a decision depends on device data or the step index"),
     Rule("PC302", "baked-per-step-value", _E, "a value that changes between steps is passed by value"),
     Rule("PC303", "copy-mismatch", _E, "a copy's ends differ in type or size, or overlap"),
-    Rule("PC304", "host-transfer-in-step", _E, "a copy or fill moves data between host and device"),
+    Rule("PC304", "host-transfer-in-step", _E, "a copy inside the step moves data between host and device"),
     Rule("PC305", "atomic-operation", _E, "a kernel the step uses performs atomic operations"),
     Rule("PC306", "inter-block-spin-wait", _E, "a kernel spins on memory that other blocks write"),
     Rule("PC307", "fence-as-barrier", _E, "a kernel orders its blocks with a device-wide fence"),
@@ -103,7 +103,7 @@ def rules_markdown() -> str:
         "# Rules",
         "",
         "Every diagnostic `pipec` emits, with the failure it prevents. Generated from",
-        "`compiler/explanations/` by `python -m pipec.compiler.codes`; `pipec --explain CODE`",
+        "`compiler/explanations/` by `pipec --explain ALL`; `pipec --explain CODE`",
         "prints one entry.",
         "",
         "| code | name | severity | summary |",
@@ -113,7 +113,3 @@ def rules_markdown() -> str:
     for rule in RULES:
         lines += ["", rule.explanation().rstrip()]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    print(rules_markdown(), end="")

@@ -192,7 +192,15 @@ class Resolver:
                 case ast.GraphDecl(name=name):
                     self._declare(module, name, Symbol("graph", decl, name.span, module))
         except _Abort:
-            pass
+            if isinstance(decl, (ast.ConstDecl, ast.BufferDecl)):
+                self._mark_invalid(module, (decl.name,))
+
+    @staticmethod
+    def _mark_invalid(module: _Module, names) -> None:
+        """Names whose declaration failed (and was reported): uses of them are dropped
+        silently instead of being reported again as undefined."""
+        for ident in names:
+            module.scope.setdefault(ident.text, Symbol("invalid", None, ident.span))
 
     def _declare(self, module: _Module, name: ast.Ident, symbol: Symbol) -> None:
         existing = module.scope.get(name.text)
@@ -209,12 +217,14 @@ class Resolver:
             self.sink.add("PC102", f"cannot find `{decl.path.value}`", decl.path.span,
                           "paths are relative to the importing file, then to each include "
                           "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
+            self._mark_invalid(module, decl.names or ())
             return
         if target.suffix in (".cu", ".cuh", ".cuda"):
             self._import_kernels(module, decl, target)
             return
         imported = self._load(target, decl.path.span)
         if imported is None:
+            self._mark_invalid(module, decl.names or ())
             return
         if decl.names is None:
             for name, symbol in imported.scope.items():
@@ -242,6 +252,7 @@ class Resolver:
             )
         except CompileFailed as failure:
             self._report_compile_failure(path, failure, decl.path.span)
+            self._mark_invalid(module, decl.names or ())
             return
         source = self._kernel_file(path)
         names = decl.names or tuple(ast.Ident(n, decl.path.span) for n in analysis.kernels)
@@ -252,6 +263,7 @@ class Resolver:
                 hint = (f"`{ident.text}` is compiled with a C++ name; declare it `extern \"C\"`"
                         if mangled else self._suggest(ident.text, analysis.kernels, "kernels"))
                 self.sink.add("PC106", f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint)
+                self._mark_invalid(module, (ident,))
                 continue
             kernel = self.kernels.get((path, ident.text))
             if kernel is None:
@@ -340,6 +352,8 @@ class Resolver:
             if ident.text in env:
                 return env[ident.text]
             symbol = module.scope.get(ident.text)
+            if symbol is not None and symbol.kind == "invalid":
+                raise _Abort
             if symbol is None:
                 raise ConstError(f"undefined name `{ident.text}`", ident.span,
                                  self._suggest(ident.text, list(env) + list(module.scope), "declarations"),
@@ -523,6 +537,8 @@ class Resolver:
             if rule is None:
                 self.sink.add("PC108", f"`{decl.rule.text}` cannot be waived", decl.rule.span,
                               "waivable rules: atomics, spin_wait, fence_barrier")
+            elif symbol is not None and symbol.kind == "invalid":
+                continue  # its import failed, and was reported
             elif symbol is None or symbol.kind != "kernel":
                 self.sink.add("PC103", f"`{decl.kernel.text}` is not an imported kernel", decl.kernel.span,
                               self._suggest(decl.kernel.text, module.scope, "kernels"))
@@ -603,6 +619,8 @@ class Resolver:
 
     def _symbol(self, module: _Module, ident: ast.Ident, kind: str) -> Symbol:
         symbol = module.scope.get(ident.text)
+        if symbol is not None and symbol.kind == "invalid":
+            raise _Abort
         if symbol is None:
             candidates = [n for n, s in module.scope.items() if s.kind == kind]
             self.sink.add("PC103", f"undefined {kind} `{ident.text}`", ident.span,
@@ -673,6 +691,8 @@ class Resolver:
         if not isinstance(base, ast.Name) or base.ident.text in env:
             return None
         symbol = module.scope.get(base.ident.text)
+        if symbol is not None and symbol.kind == "invalid":
+            raise _Abort
         if symbol is None or symbol.kind != "buffer":
             return None
         buffer: Buffer = symbol.value

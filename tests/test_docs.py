@@ -17,12 +17,12 @@ SECTIONS = ("**What it catches.**", "**Why it matters.**", "**Example.**", "**In
 
 def test_rules_md_is_generated():
     generated = subprocess.run(
-        [sys.executable, "-m", "pipec.compiler.codes"], capture_output=True, text=True, check=True,
+        [sys.executable, "-m", "pipec", "--explain", "ALL"], capture_output=True, text=True, check=True,
         cwd=ROOT,
     ).stdout
     committed = (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     assert committed == generated, \
-        "docs/rules.md is stale: run `python -m pipec.compiler.codes > docs/rules.md`"
+        "docs/rules.md is stale: run `pipec --explain ALL > docs/rules.md`"
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.code)
