@@ -1,0 +1,307 @@
+// kernels/common.cuh: helpers shared by every kernel of the flagship pipeline.
+//
+// No standard-library headers: this file must compile with plain NVRTC (no toolkit headers),
+// so it only uses int, unsigned int, unsigned long long, float, double and CUDA built-ins.
+//
+// Contents:
+//   - Philox4x32-10, the counter-based generator every random stream derives from, keyed by
+//     (seed, stream id) and indexed by four 32-bit counter words;
+//   - conversions of random words to uniform floats and doubles;
+//   - deterministic block-wide reductions and scans (fixed combination order for a given
+//     blockDim, no atomics, ordering by __syncthreads only);
+//   - the Q network's parameter layout (docs/dqn.md) and small dense-layer helpers.
+#pragma once
+
+// ---------------------------------------------------------------------------------------
+// Random streams. key = (seed, stream id); counter words are documented per stream.
+// ---------------------------------------------------------------------------------------
+#define PIPEC_STREAM_INIT 0x494E4954u    // "INIT": parameter init, counter (element, 0, 0, 0)
+#define PIPEC_STREAM_ACT 0x41435421u     // "ACT!": epsilon-greedy, counter (step, env, 0, 0)
+#define PIPEC_STREAM_RESET 0x52534554u   // "RSET": env reset, counter (step, env, half, 0)
+#define PIPEC_STREAM_SAMPLE 0x53414D50u  // "SAMP": replay sampling, counter (step, i, update, 0)
+
+struct pipec_u4 {
+    unsigned int x, y, z, w;
+};
+
+// Philox4x32 with 10 rounds (Salmon et al., SC'11; Random123's philox4x32_10).
+__device__ __forceinline__ pipec_u4 pipec_philox(unsigned int c0, unsigned int c1,
+                                                 unsigned int c2, unsigned int c3,
+                                                 unsigned int k0, unsigned int k1) {
+#pragma unroll
+    for (int r = 0; r < 10; ++r) {
+        const unsigned int lo0 = 0xD2511F53u * c0;
+        const unsigned int hi0 = __umulhi(0xD2511F53u, c0);
+        const unsigned int lo1 = 0xCD9E8D57u * c2;
+        const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2);
+        const unsigned int n0 = hi1 ^ c1 ^ k0;
+        const unsigned int n2 = hi0 ^ c3 ^ k1;
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    pipec_u4 out;
+    out.x = c0;
+    out.y = c1;
+    out.z = c2;
+    out.w = c3;
+    return out;
+}
+
+// Uniform float in [0, 1) from the top 24 bits of a word (exactly representable).
+__device__ __forceinline__ float pipec_u01f(unsigned int r) {
+    return (float)(r >> 8) * 5.9604644775390625e-08f;  // 2^-24
+}
+
+// Uniform double in [0, 1) with 53 random bits, as NumPy's random_standard_uniform:
+// ((a >> 5) * 2^26 + (b >> 6)) / 2^53.
+__device__ __forceinline__ double pipec_u01d(unsigned int a, unsigned int b) {
+    return ((double)(a >> 5) * 67108864.0 + (double)(b >> 6)) * 1.1102230246251565e-16;
+}
+
+// ---------------------------------------------------------------------------------------
+// Q network parameter layout (docs/dqn.md), H = hidden width, 4 inputs, 2 actions.
+// W1[H][4] at 0, b1[H] at 4H, W2[H][H] at 5H, b2[H] at 5H+H*H, W3[2][H] at 6H+H*H,
+// b3[2] at 8H+H*H; total 8H+H*H+2. Wk[o][i] multiplies input i into output o.
+// ---------------------------------------------------------------------------------------
+#define PIPEC_OBS 4
+#define PIPEC_ACTIONS 2
+
+__device__ __forceinline__ int pipec_off_w1(int) { return 0; }
+__device__ __forceinline__ int pipec_off_b1(int H) { return 4 * H; }
+__device__ __forceinline__ int pipec_off_w2(int H) { return 5 * H; }
+__device__ __forceinline__ int pipec_off_b2(int H) { return 5 * H + H * H; }
+__device__ __forceinline__ int pipec_off_w3(int H) { return 6 * H + H * H; }
+__device__ __forceinline__ int pipec_off_b3(int H) { return 8 * H + H * H; }
+__device__ __forceinline__ int pipec_nparams(int H) { return 8 * H + H * H + 2; }
+
+// sched buffer written by schedule_tick: [epsilon, beta, lr in force for this step].
+#define PIPEC_SCHED_EPS 0
+#define PIPEC_SCHED_BETA 1
+#define PIPEC_SCHED_LR 2
+
+// opt buffer written by grad_clip_finalize: [clip scale, 1-b1^t, 1-b2^t, grad norm].
+#define PIPEC_OPT_SCALE 0
+#define PIPEC_OPT_BC1 1
+#define PIPEC_OPT_BC2 2
+#define PIPEC_OPT_NORM 3
+
+// step_info written by cartpole_step, per env: [t, done code], t = episode step before this
+// step's increment; done code 0 = running, 1 = terminated, 2 = truncated (not terminated).
+#define PIPEC_DONE_NONE 0
+#define PIPEC_DONE_TERMINATED 1
+#define PIPEC_DONE_TRUNCATED 2
+
+// Number of transitions an env flushes this step (docs/dqn.md, n-step push).
+__device__ __forceinline__ int pipec_flush_count(int t, int done, int nstep) {
+    if (done != PIPEC_DONE_NONE) return (t + 1 < nstep) ? (t + 1) : nstep;
+    return (t + 1 >= nstep) ? 1 : 0;
+}
+
+// ---------------------------------------------------------------------------------------
+// Deterministic block-wide primitives. Every thread of the block must call them (they
+// contain __syncthreads). `s` is shared scratch with at least blockDim.x*blockDim.y*
+// blockDim.z elements. The combination order depends only on the block size, so a fixed
+// launch shape gives bit-identical results on every run.
+// ---------------------------------------------------------------------------------------
+__device__ __forceinline__ unsigned int pipec_tid() {
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+__device__ __forceinline__ unsigned int pipec_nthreads() {
+    return blockDim.x * blockDim.y * blockDim.z;
+}
+
+// Tree sum over the block: pairs (t, t + h) for h = P/2, P/4, ..., 1 with P the next power
+// of two of the thread count. Returns the total to every thread.
+__device__ __forceinline__ float pipec_block_sum(float v, float* s) {
+    const unsigned int t = pipec_tid();
+    const unsigned int n = pipec_nthreads();
+    s[t] = v;
+    __syncthreads();
+    unsigned int p = 1;
+    while (p < n) p <<= 1;
+    for (unsigned int h = p >> 1; h > 0; h >>= 1) {
+        if (t < h && t + h < n) s[t] = s[t] + s[t + h];
+        __syncthreads();
+    }
+    const float r = s[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ __forceinline__ float pipec_block_max(float v, float* s) {
+    const unsigned int t = pipec_tid();
+    const unsigned int n = pipec_nthreads();
+    s[t] = v;
+    __syncthreads();
+    unsigned int p = 1;
+    while (p < n) p <<= 1;
+    for (unsigned int h = p >> 1; h > 0; h >>= 1) {
+        if (t < h && t + h < n) s[t] = fmaxf(s[t], s[t + h]);
+        __syncthreads();
+    }
+    const float r = s[0];
+    __syncthreads();
+    return r;
+}
+
+__device__ __forceinline__ double pipec_block_sum_d(double v, double* s) {
+    const unsigned int t = pipec_tid();
+    const unsigned int n = pipec_nthreads();
+    s[t] = v;
+    __syncthreads();
+    unsigned int p = 1;
+    while (p < n) p <<= 1;
+    for (unsigned int h = p >> 1; h > 0; h >>= 1) {
+        if (t < h && t + h < n) s[t] = s[t] + s[t + h];
+        __syncthreads();
+    }
+    const double r = s[0];
+    __syncthreads();
+    return r;
+}
+
+// Exclusive prefix sum of one int per thread (thread order), Hillis-Steele. Integer sums are
+// exact, so the result does not depend on the order. Writes the block total to *total.
+__device__ __forceinline__ int pipec_block_exscan(int v, int* s, int* total) {
+    const unsigned int t = pipec_tid();
+    const unsigned int n = pipec_nthreads();
+    s[t] = v;
+    __syncthreads();
+    for (unsigned int off = 1; off < n; off <<= 1) {
+        const int add = (t >= off) ? s[t - off] : 0;
+        __syncthreads();
+        s[t] += add;
+        __syncthreads();
+    }
+    const int incl = s[t];
+    *total = s[n - 1];
+    __syncthreads();
+    return incl - v;
+}
+
+// ---------------------------------------------------------------------------------------
+// Dense-layer helpers (fixed summation order: four interleaved partial sums).
+// ---------------------------------------------------------------------------------------
+// sum_k w[k * ws] * x[k], k < K, as four partial sums (term k goes to sum k % 4), combined
+// (a0 + a1) + (a2 + a3). When ws == 1, K % 4 == 0 and both pointers are 16-byte aligned the
+// loads are 16 bytes wide; the order of the arithmetic, and so the result, is the same.
+__device__ __forceinline__ float pipec_dot(const float* w, int ws, const float* x, int K) {
+    float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+    if (ws == 1 && (K & 3) == 0 &&
+        ((reinterpret_cast<unsigned long long>(w) | reinterpret_cast<unsigned long long>(x)) &
+         15ull) == 0) {
+        const float4* w4 = reinterpret_cast<const float4*>(w);
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        for (int k4 = 0; k4 < (K >> 2); ++k4) {
+            const float4 a = w4[k4];
+            const float4 b = x4[k4];
+            a0 = fmaf(a.x, b.x, a0);
+            a1 = fmaf(a.y, b.y, a1);
+            a2 = fmaf(a.z, b.z, a2);
+            a3 = fmaf(a.w, b.w, a3);
+        }
+        return (a0 + a1) + (a2 + a3);
+    }
+    int k = 0;
+    for (; k + 4 <= K; k += 4) {
+        a0 = fmaf(w[(k + 0) * ws], x[k + 0], a0);
+        a1 = fmaf(w[(k + 1) * ws], x[k + 1], a1);
+        a2 = fmaf(w[(k + 2) * ws], x[k + 2], a2);
+        a3 = fmaf(w[(k + 3) * ws], x[k + 3], a3);
+    }
+    for (; k < K; ++k) a0 = fmaf(w[k * ws], x[k], a0);
+    return (a0 + a1) + (a2 + a3);
+}
+
+// out[s*Nout + j] = act(bias[j] + sum_k W[j*ldw + k] * in[s*K + k]) for s < ns, j < Nout,
+// one (s, j) per thread, strided over the block. relu != 0 applies max(0, .).
+__device__ __forceinline__ void pipec_dense(const float* W, int ldw, const float* bias,
+                                            const float* in, int K, float* out, int Nout,
+                                            int ns, int relu) {
+    const int t = (int)pipec_tid();
+    const int nt = (int)pipec_nthreads();
+    for (int w = t; w < ns * Nout; w += nt) {
+        const int s = w / Nout;
+        const int j = w - s * Nout;
+        float v = bias[j] + pipec_dot(W + j * ldw, 1, in + s * K, K);
+        if (relu) v = fmaxf(v, 0.0f);
+        out[w] = v;
+    }
+}
+
+// Row stride of a staged H x H matrix in shared memory: H + 4 when H % 4 == 0 (rows stay
+// 16-byte aligned for vector loads; row walks by consecutive threads hit distinct 4-bank groups
+// and column walks distinct banks), else H + 1. Allocate H * (H + 4) floats per matrix.
+__device__ __forceinline__ int pipec_w2_ld(int H) { return (H & 3) ? H + 1 : H + 4; }
+
+// Copies the H x H matrices Wa and Wb (row-major, global; Wb may be null) into shared memory
+// with row stride pipec_w2_ld(H). Loads are batched into registers before any store, so each
+// thread keeps up to 32 loads in flight (a load-store loop through generic pointers would
+// serialize them); the row/column of each element advance incrementally (no division).
+__device__ __forceinline__ void pipec_stage_square2(const float* Wa, float* Wsa, const float* Wb,
+                                                    float* Wsb, int H) {
+    const int t = (int)pipec_tid();
+    const int nt = (int)pipec_nthreads();
+    const int HH = H * H;
+    const int ld = pipec_w2_ld(H);
+    const int dr = nt / H, dc = nt - (nt / H) * H;  // one step of nt elements
+    int r = t / H, c = t - (t / H) * H;             // position of element e0
+    for (int e0 = t; e0 < HH; e0 += 16 * nt) {
+        float va[16], vb[16];
+#pragma unroll
+        for (int u = 0; u < 16; ++u) {
+            const int e = e0 + u * nt;
+            va[u] = (e < HH) ? Wa[e] : 0.0f;
+            vb[u] = (Wb != 0 && e < HH) ? Wb[e] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 16; ++u) {
+            if (e0 + u * nt < HH) {
+                Wsa[r * ld + c] = va[u];
+                if (Wb != 0) Wsb[r * ld + c] = vb[u];
+            }
+            r += dr;
+            c += dc;
+            if (c >= H) {
+                c -= H;
+                ++r;
+            }
+        }
+    }
+}
+
+__device__ __forceinline__ void pipec_stage_square(const float* W, float* Ws, int H) {
+    pipec_stage_square2(W, Ws, 0, 0, H);
+}
+
+// Copies n floats from global src to shared dst, loads batched 8 per thread before stores.
+__device__ __forceinline__ void pipec_copy_to_shared(const float* src, float* dst, int n) {
+    const int t = (int)pipec_tid();
+    const int nt = (int)pipec_nthreads();
+    for (int i0 = t; i0 < n; i0 += 8 * nt) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = (i0 + u * nt < n) ? src[i0 + u * nt] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+            if (i0 + u * nt < n) dst[i0 + u * nt] = v[u];
+    }
+}
+
+// b^n for n >= 0 by binary exponentiation in double (a few multiplies instead of pow()).
+__device__ __forceinline__ double pipec_powi(double b, int n) {
+    double r = 1.0;
+    while (n > 0) {
+        if (n & 1) r *= b;
+        b *= b;
+        n >>= 1;
+    }
+    return r;
+}
+
+// Positive infinity without math headers.
+__device__ __forceinline__ float pipec_inf() { return __int_as_float(0x7f800000); }

@@ -1,0 +1,96 @@
+// kernels/controllers.cu: on-device schedules and the learning-rate plateau controller
+// (docs/dqn.md 1 and 7). Single-thread kernels: every decision is taken on the device.
+#include "common.cuh"
+
+/// Schedule tick, the first node of every step: *step += 1;
+/// epsilon = max(eps_end, eps_start - (eps_start - eps_end) * step / eps_decay_steps);
+/// beta = min(1, beta0 + (1 - beta0) * step / beta_steps) (both in double from double
+/// constants, as Python computes them, stored as f32);
+/// *learn_on = (*replay_size >= learning_starts && *replay_size > 0), fixed for the step;
+/// sched[2] = *lr, the learning rate in force for this step's updates (the plateau
+/// controller writes *lr at the end of the step without racing this step's AdamW nodes).
+/// Reads: replay_size[1], lr[1]. Updates: step[1]. Writes: sched[3] = (epsilon, beta, lr),
+///   learn_on[1].
+/// Launch: <<<1, 1>>>.
+/// pipec: extent step = 1
+/// pipec: extent sched = 3
+/// pipec: extent learn_on = 1
+/// pipec: extent replay_size = 1
+/// pipec: extent lr = 1
+/// pipec: out sched
+/// pipec: out learn_on
+extern "C" __global__ void schedule_tick(int* step, float* sched, int* learn_on,
+                                         const int* replay_size, const float* lr,
+                                         double eps_start, double eps_end, int eps_decay_steps,
+                                         double beta0, int beta_steps, int learning_starts) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const int s = step[0] + 1;
+    step[0] = s;
+    const double es = eps_start, ee = eps_end, b0 = beta0;
+    double eps = es - (es - ee) * (double)s / (double)eps_decay_steps;
+    if (eps < ee) eps = ee;
+    double beta = b0 + (1.0 - b0) * (double)s / (double)beta_steps;
+    if (beta > 1.0) beta = 1.0;
+    sched[PIPEC_SCHED_EPS] = (float)eps;
+    sched[PIPEC_SCHED_BETA] = (float)beta;
+    sched[PIPEC_SCHED_LR] = lr[0];
+    const int size = replay_size[0];
+    learn_on[0] = (size >= learning_starts && size > 0) ? 1 : 0;
+}
+
+/// Learning-rate plateau controller, after the step's learner updates: when
+/// *step % check_every == 0 and *learn_on: if *loss_ema < *best * (1 - threshold) then
+/// *best = *loss_ema, *bad = 0, else *bad += 1; when *bad >= patience,
+/// *lr = max(lr_min, *lr * factor) and *bad = 0. (*best starts at +inf: fill it in init.)
+/// Reads: step[1], learn_on[1], loss_ema[1]. Updates: lr[1], best[1], bad[1].
+/// Launch: <<<1, 1>>>.
+/// pipec: extent step = 1
+/// pipec: extent learn_on = 1
+/// pipec: extent loss_ema = 1
+/// pipec: extent lr = 1
+/// pipec: extent best = 1
+/// pipec: extent bad = 1
+extern "C" __global__ void lr_plateau(const int* step, const int* learn_on, const float* loss_ema,
+                                      float* lr, float* best, int* bad, int check_every,
+                                      int patience, float factor, float threshold,
+                                      float lr_min) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    if (learn_on[0] == 0 || step[0] % check_every != 0) return;
+    const float ema = loss_ema[0];
+    int b = bad[0];
+    if (ema < best[0] * (1.0f - threshold)) {
+        best[0] = ema;
+        b = 0;
+    } else {
+        b += 1;
+    }
+    if (b >= patience) {
+        lr[0] = fmaxf(lr_min, lr[0] * factor);
+        b = 0;
+    }
+    bad[0] = b;
+}
+
+/// Controller state at load time (init block): *lr = lr0, *best = +inf, *bad = 0,
+/// *max_prio = 1 (the running max priority of docs/dqn.md), *loss_ema = 0.
+/// Reads: nothing. Writes: lr[1], best[1], bad[1], max_prio[1], loss_ema[1].
+/// Launch: <<<1, 1>>>.
+/// pipec: extent lr = 1
+/// pipec: extent best = 1
+/// pipec: extent bad = 1
+/// pipec: extent max_prio = 1
+/// pipec: extent loss_ema = 1
+/// pipec: out lr
+/// pipec: out best
+/// pipec: out bad
+/// pipec: out max_prio
+/// pipec: out loss_ema
+extern "C" __global__ void controllers_init(float* lr, float* best, int* bad, float* max_prio,
+                                            float* loss_ema, float lr0) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    lr[0] = lr0;
+    best[0] = pipec_inf();
+    bad[0] = 0;
+    max_prio[0] = 1.0f;
+    loss_ema[0] = 0.0f;
+}

@@ -1,0 +1,355 @@
+// kernels/mlp.cu: the Q network (4 -> H -> H -> 2, ReLU) of docs/dqn.md.
+//
+// Parameter layout (float32, see common.cuh): W1[H][4] at 0, b1[H] at 4H, W2[H][H] at 5H,
+// b2[H] at 5H+H*H, W3[2][H] at 6H+H*H, b3[2] at 8H+H*H, total P = 8H+H*H+2.
+//
+// Kernels:
+//   mlp_init_params  parameter init with the device generator (PyTorch nn.Linear bounds)
+//   mlp_act          forward for every env + epsilon-greedy action
+//   mlp_td_backward  double-DQN targets, TD errors, IS-weighted Huber loss per sample, dQ,
+//                    and the backward deltas of both hidden layers (one fused pass)
+//   mlp_grad         weight gradients summed over the batch + per-block partial sums of
+//                    squares for the global-norm clip
+// Every reduction has a fixed order; no atomics; no inter-block communication.
+#include "common.cuh"
+
+/// Initialises the Q network parameters as PyTorch's nn.Linear default: every weight and bias
+/// of a layer uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)) (fan_in 4, H, H for the three
+/// layers), from the init stream: element p uses Philox(seed, INIT) at counter (p, 0, 0, 0),
+/// word x, u = top 24 bits, value = bound * (2u - 1).
+/// Reads: nothing. Writes: params[8H+H*H+2].
+/// Launch: 1-D, at least 8H+H*H+2 threads in total (e.g. <<<ceil_div(P, 256), 256>>>).
+/// pipec: extent params = 8 * H + H * H + 2
+/// pipec: out params
+extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int seed) {
+    const int p = blockIdx.x * blockDim.x + threadIdx.x;
+    const int P = pipec_nparams(H);
+    if (p >= P) return;
+    const int fan_in = (p < pipec_off_w2(H)) ? PIPEC_OBS : H;
+    const float bound = 1.0f / sqrtf((float)fan_in);
+    const pipec_u4 r = pipec_philox((unsigned int)p, 0u, 0u, 0u, seed, PIPEC_STREAM_INIT);
+    const float u = pipec_u01f(r.x);
+    params[p] = bound * (2.0f * u - 1.0f);
+}
+
+/// Acting: for every env, obs = float32(state); Q = online(obs); with probability epsilon a
+/// uniformly random action, else argmax Q (ties to action 0). Randomness: Philox(seed, ACT)
+/// at counter (*step, env, 0, 0): word x gives the coin (explore when u24(x) < epsilon),
+/// word y the random action (y >> 31).
+/// Reads: params[P], state[n_envs*4] (f64), step[1], sched[3] (epsilon = sched[0]).
+/// Writes: obs[n_envs*4] (the observation used, f32), action[n_envs].
+/// Launch: grid ceil_div(n_envs, epb) blocks, any block size (ideally epb*H, at most 1024),
+/// dynamic shared memory 4 * (H*(H+4) + 2*H + 2 + epb*(2*H + 6)) bytes.
+/// pipec: extent params = 8 * H + H * H + 2
+/// pipec: extent state = n_envs * 4
+/// pipec: extent step = 1
+/// pipec: extent sched = 3
+/// pipec: extent obs = n_envs * 4
+/// pipec: extent action = n_envs
+/// pipec: out obs
+/// pipec: out action
+extern "C" __global__ void mlp_act(const float* params, const double* state, const int* step,
+                                   const float* sched, float* obs, int* action, int n_envs,
+                                   int H, int epb, unsigned int seed) {
+    extern __shared__ __align__(16) float smem[];
+    const int ld = pipec_w2_ld(H);
+    float* W2s = smem;                    // H * (H + 4), row stride ld
+    float* x = W2s + H * (H + 4);         // epb * 4
+    float* a1 = x + epb * PIPEC_OBS;      // epb * H
+    float* a2 = a1 + epb * H;             // epb * H
+    float* q = a2 + epb * H;              // epb * 2
+    float* W3s = q + epb * 2;             // 2 * H + 2: W3, b3
+
+    const int t = (int)pipec_tid();
+    const int nt = (int)pipec_nthreads();
+    const int e0 = blockIdx.x * epb;
+    if (e0 >= n_envs) return;  // uniform over the block
+    const int ne = (n_envs - e0 < epb) ? (n_envs - e0) : epb;
+    const float eps = sched[PIPEC_SCHED_EPS];  // loaded early, used at the end
+    const unsigned int st = (unsigned int)step[0];
+
+    for (int i = t; i < 2 * H + 2; i += nt) W3s[i] = params[pipec_off_w3(H) + i];
+    for (int i = t; i < ne * PIPEC_OBS; i += nt) {
+        const float o = (float)state[e0 * PIPEC_OBS + i];
+        x[i] = o;
+        obs[e0 * PIPEC_OBS + i] = o;
+    }
+    pipec_stage_square(params + pipec_off_w2(H), W2s, H);
+    __syncthreads();
+    pipec_dense(params + pipec_off_w1(H), PIPEC_OBS, params + pipec_off_b1(H), x, PIPEC_OBS,
+                a1, H, ne, 1);
+    __syncthreads();
+    pipec_dense(W2s, ld, params + pipec_off_b2(H), a1, H, a2, H, ne, 1);
+    __syncthreads();
+    pipec_dense(W3s, H, W3s + 2 * H, a2, H, q, PIPEC_ACTIONS, ne, 0);
+    __syncthreads();
+
+    for (int s = t; s < ne; s += nt) {
+        const int e = e0 + s;
+        const pipec_u4 r = pipec_philox(st, (unsigned int)e, 0u, 0u, seed, PIPEC_STREAM_ACT);
+        int a;
+        if (pipec_u01f(r.x) < eps) {
+            a = (int)(r.y >> 31);
+        } else {
+            a = (q[s * 2 + 1] > q[s * 2 + 0]) ? 1 : 0;
+        }
+        action[e] = a;
+    }
+}
+
+/// Learner forward + per-sample loss + backward deltas, for one batch (docs/dqn.md 6.3):
+///   a* = argmax_a online(next)(a) (ties to 0), y = R + disc * target(next)(a*),
+///   delta = online(obs)(act) - y, loss_i = w_i * huber(delta_i) (threshold 1),
+///   dq[i][a] = dL/dQ(obs_i, a) for L = mean_i loss_i (only a = act_i is non-zero),
+///   dh2 = (W3^T dq) * [h2 > 0], dh1 = (W2^T dh2) * [h1 > 0].
+/// Does nothing when *learn_on == 0.
+/// Reads: learn_on[1], params[P], target[P], b_obs[B*4], b_act[B], b_ret[B], b_next[B*4],
+///   b_disc[B], b_w[B].
+/// Writes: h1[B*H], h2[B*H] (online hidden activations on obs, post-ReLU), dh1[B*H],
+///   dh2[B*H] (loss gradients w.r.t. the pre-activations), dq[B*2], td[B] (delta),
+///   lossi[B] (w_i * huber(delta_i), not divided by B).
+/// Launch: grid ceil_div(B, spb) blocks, any block size (ideally spb*H, at most 1024),
+/// dynamic shared memory 4 * (2*H*(H+4) + 4*H + 8 + spb*(6*H + 16)) bytes.
+/// pipec: extent learn_on = 1
+/// pipec: extent params = 8 * H + H * H + 2
+/// pipec: extent target = 8 * H + H * H + 2
+/// pipec: extent b_obs = B * 4
+/// pipec: extent b_act = B
+/// pipec: extent b_ret = B
+/// pipec: extent b_next = B * 4
+/// pipec: extent b_disc = B
+/// pipec: extent b_w = B
+/// pipec: extent h1 = B * H
+/// pipec: extent h2 = B * H
+/// pipec: extent dh1 = B * H
+/// pipec: extent dh2 = B * H
+/// pipec: extent dq = B * 2
+/// pipec: extent td = B
+/// pipec: extent lossi = B
+/// pipec: out h1
+/// pipec: out h2
+/// pipec: out dh1
+/// pipec: out dh2
+/// pipec: out dq
+/// pipec: out td
+/// pipec: out lossi
+extern "C" __global__ void mlp_td_backward(const int* learn_on, const float* params,
+                                           const float* target, const float* b_obs,
+                                           const int* b_act, const float* b_ret,
+                                           const float* b_next, const float* b_disc,
+                                           const float* b_w, float* h1, float* h2, float* dh1,
+                                           float* dh2, float* dq, float* td, float* lossi,
+                                           int B, int H, int spb) {
+    extern __shared__ __align__(16) float smem[];
+    const int ld = pipec_w2_ld(H);
+    float* W2t = smem;                  // H * (H + 4)  target W2, row stride ld
+    float* W2o = W2t + H * (H + 4);     // H * (H + 4)  online W2, row stride ld
+    float* xo = W2o + H * (H + 4);      // spb * 4      obs
+    float* xn = xo + spb * PIPEC_OBS;   // spb * 4      next obs
+    float* A1 = xn + spb * PIPEC_OBS;   // spb * H      online(obs) layer 1
+    float* A2 = A1 + spb * H;           // spb * H      online(obs) layer 2
+    float* N1 = A2 + spb * H;           // spb * H      online(next) layer 1
+    float* N2 = N1 + spb * H;           // spb * H      online(next) layer 2, later dh2
+    float* T1 = N2 + spb * H;           // spb * H      target(next) layer 1
+    float* T2 = T1 + spb * H;           // spb * H      target(next) layer 2
+    float* q = T2 + spb * H;            // spb * 2      online(obs)
+    float* qn = q + spb * 2;            // spb * 2      online(next)
+    float* qt = qn + spb * 2;           // spb * 2      target(next)
+    float* g = qt + spb * 2;            // spb * 2      dq
+    float* W3t = g + spb * 2;           // 2 * H + 4    target W3, b3 (padded)
+    float* W3o = W3t + 2 * H + 4;       // 2 * H + 4    online W3, b3 (padded)
+
+    const int t = (int)pipec_tid();
+    const int nt = (int)pipec_nthreads();
+    const int s0 = blockIdx.x * spb;
+    if (s0 >= B) return;  // uniform over the block
+    const int ns = (B - s0 < spb) ? (B - s0) : spb;
+    const int on = learn_on[0];  // waited for only after the staging loads are issued
+
+    for (int i = t; i < 2 * H + 2; i += nt) {
+        const float a = target[pipec_off_w3(H) + i];  // W3 then b3: contiguous
+        const float b = params[pipec_off_w3(H) + i];
+        W3t[i] = a;
+        W3o[i] = b;
+    }
+    for (int i = t; i < ns * PIPEC_OBS; i += nt) {
+        const float a = b_obs[s0 * PIPEC_OBS + i];
+        const float b = b_next[s0 * PIPEC_OBS + i];
+        xo[i] = a;
+        xn[i] = b;
+    }
+    pipec_stage_square2(target + pipec_off_w2(H), W2t, params + pipec_off_w2(H), W2o, H);
+    if (on == 0) return;  // uniform: learning off, nothing written
+    __syncthreads();
+    // The three forward passes, layer by layer (independent outputs, one barrier per layer).
+    pipec_dense(target + pipec_off_w1(H), PIPEC_OBS, target + pipec_off_b1(H), xn, PIPEC_OBS,
+                T1, H, ns, 1);
+    pipec_dense(params + pipec_off_w1(H), PIPEC_OBS, params + pipec_off_b1(H), xo, PIPEC_OBS,
+                A1, H, ns, 1);
+    pipec_dense(params + pipec_off_w1(H), PIPEC_OBS, params + pipec_off_b1(H), xn, PIPEC_OBS,
+                N1, H, ns, 1);
+    __syncthreads();
+    pipec_dense(W2t, ld, target + pipec_off_b2(H), T1, H, T2, H, ns, 1);
+    pipec_dense(W2o, ld, params + pipec_off_b2(H), A1, H, A2, H, ns, 1);
+    pipec_dense(W2o, ld, params + pipec_off_b2(H), N1, H, N2, H, ns, 1);
+    __syncthreads();
+    // Output layer of the three passes: 3 * ns * 2 dot products, one per thread, on chip.
+    for (int w = t; w < 6 * ns; w += nt) {
+        const int net = w / (2 * ns);   // 0 target(next), 1 online(obs), 2 online(next)
+        const int r = w - net * 2 * ns;  // s * 2 + a
+        const int s = r >> 1;
+        const int a = r & 1;
+        const float* Wh = (net == 0) ? W3t : W3o;
+        const float* x = ((net == 0) ? T2 : (net == 1) ? A2 : N2) + s * H;
+        float* o = (net == 0) ? qt : (net == 1) ? q : qn;
+        o[r] = Wh[2 * H + a] + pipec_dot(Wh + a * H, 1, x, H);
+    }
+    __syncthreads();
+
+    // Per-sample TD error, weighted Huber loss and dL/dQ.
+    const float inv_b = 1.0f / (float)B;
+    for (int s = t; s < ns; s += nt) {
+        const int i = s0 + s;
+        const int a = b_act[i];
+        const float r = b_ret[i];
+        const float disc = b_disc[i];
+        const float w = b_w[i];
+        const int astar = (qn[s * 2 + 1] > qn[s * 2 + 0]) ? 1 : 0;
+        const float y = r + disc * qt[s * 2 + astar];
+        const float d = q[s * 2 + a] - y;
+        const float ad = fabsf(d);
+        const float hub = (ad <= 1.0f) ? 0.5f * d * d : ad - 0.5f;
+        const float dh = fminf(fmaxf(d, -1.0f), 1.0f);  // huber'(d)
+        const float gq = w * dh * inv_b;
+        const float g0 = (a == 0) ? gq : 0.0f;
+        const float g1 = (a == 1) ? gq : 0.0f;
+        g[s * 2 + 0] = g0;
+        g[s * 2 + 1] = g1;
+        td[i] = d;
+        lossi[i] = w * hub;
+        dq[i * 2 + 0] = g0;
+        dq[i * 2 + 1] = g1;
+    }
+    __syncthreads();
+
+    // dh2 = (W3^T dq) * [h2 > 0], kept on chip in N2 (no longer needed).
+    for (int w = t; w < ns * H; w += nt) {
+        const int s = w / H;
+        const int j = w - s * H;
+        const float v = fmaf(W3o[j], g[s * 2 + 0], W3o[H + j] * g[s * 2 + 1]);
+        const float a2 = A2[w];
+        const float d2 = (a2 > 0.0f) ? v : 0.0f;
+        N2[w] = d2;
+        dh2[s0 * H + w] = d2;
+        h2[s0 * H + w] = a2;
+    }
+    __syncthreads();
+    // dh1 = (W2^T dh2) * [h1 > 0], W2 read by columns from the padded shared copy.
+    for (int w = t; w < ns * H; w += nt) {
+        const int s = w / H;
+        const int k = w - s * H;
+        const float v = pipec_dot(W2o + k, ld, N2 + s * H, H);
+        const float a1 = A1[w];
+        dh1[s0 * H + w] = (a1 > 0.0f) ? v : 0.0f;
+        h1[s0 * H + w] = a1;
+    }
+}
+
+/// Weight gradients of the batch loss, summed over the B samples, and per-block partial sums
+/// of their squares (first stage of the global-norm clip):
+///   dW1[j][c] = sum_i dh1[i][j] obs[i][c], db1 = sum_i dh1, dW2[j][k] = sum_i dh2[i][j] h1[i][k],
+///   db2 = sum_i dh2, dW3[a][j] = sum_i dq[i][a] h2[i][j], db3 = sum_i dq.
+/// Thread (x, y) of block b owns parameter p = b*blockDim.x + x and the y-th of blockDim.y
+/// contiguous sample chunks; chunks are combined in y order, squares by a fixed tree.
+/// Does nothing when *learn_on == 0.
+/// Reads: learn_on[1], b_obs[B*4], h1[B*H], h2[B*H], dh1[B*H], dh2[B*H], dq[B*2].
+/// Writes: grad[P], gnorm_part[gridDim.x].
+/// Launch: grid ceil_div(P, blockDim.x), block (X, Y) with X*Y <= 1024 (e.g. (64, 8)).
+/// pipec: extent learn_on = 1
+/// pipec: extent b_obs = B * 4
+/// pipec: extent h1 = B * H
+/// pipec: extent h2 = B * H
+/// pipec: extent dh1 = B * H
+/// pipec: extent dh2 = B * H
+/// pipec: extent dq = B * 2
+/// pipec: extent grad = 8 * H + H * H + 2
+/// pipec: extent gnorm_part = gridDim.x
+/// pipec: out grad
+/// pipec: out gnorm_part
+extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, const float* h1,
+                                    const float* h2, const float* dh1, const float* dh2,
+                                    const float* dq, float* grad, float* gnorm_part, int B,
+                                    int H) {
+    if (learn_on[0] == 0) return;
+    __shared__ float red[1024];
+    const int P = pipec_nparams(H);
+    const int tx = threadIdx.x;
+    const int ty = threadIdx.y;
+    const int p = blockIdx.x * blockDim.x + tx;
+
+    // Decode which sum this parameter is: sum_i L[i*ldl + l] * (R ? R[i*ldr + r] : 1).
+    const float* L = dq;
+    const float* R = 0;
+    int ldl = PIPEC_ACTIONS, l = 0, ldr = 0, r = 0;
+    if (p < pipec_off_b1(H)) {
+        L = dh1; ldl = H; l = p >> 2; R = b_obs; ldr = PIPEC_OBS; r = p & 3;
+    } else if (p < pipec_off_w2(H)) {
+        L = dh1; ldl = H; l = p - pipec_off_b1(H);
+    } else if (p < pipec_off_b2(H)) {
+        const int o = p - pipec_off_w2(H);
+        L = dh2; ldl = H; l = o / H; R = h1; ldr = H; r = o - (o / H) * H;
+    } else if (p < pipec_off_w3(H)) {
+        L = dh2; ldl = H; l = p - pipec_off_b2(H);
+    } else if (p < pipec_off_b3(H)) {
+        const int o = p - pipec_off_w3(H);
+        L = dq; ldl = PIPEC_ACTIONS; l = o / H; R = h2; ldr = H; r = o - (o / H) * H;
+    } else if (p < P) {
+        L = dq; ldl = PIPEC_ACTIONS; l = p - pipec_off_b3(H);
+    }
+
+    const int chunk = (B + (int)blockDim.y - 1) / (int)blockDim.y;
+    const int i0 = ty * chunk;
+    const int i1 = (i0 + chunk < B) ? (i0 + chunk) : B;
+    // Eight interleaved partial sums: 16 independent loads in flight per iteration.
+    float acc[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) acc[u] = 0.0f;
+    if (p < P) {
+        int i = i0;
+        if (R) {
+            for (; i + 8 <= i1; i += 8) {
+#pragma unroll
+                for (int u = 0; u < 8; ++u)
+                    acc[u] = fmaf(L[(i + u) * ldl + l], R[(i + u) * ldr + r], acc[u]);
+            }
+            for (; i < i1; ++i) acc[0] = fmaf(L[i * ldl + l], R[i * ldr + r], acc[0]);
+        } else {
+            for (; i + 8 <= i1; i += 8) {
+#pragma unroll
+                for (int u = 0; u < 8; ++u) acc[u] += L[(i + u) * ldl + l];
+            }
+            for (; i < i1; ++i) acc[0] += L[i * ldl + l];
+        }
+    }
+    red[ty * blockDim.x + tx] =
+        ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    __syncthreads();
+    float gsum = 0.0f;
+    if (ty == 0) {
+        for (int y = 0; y < (int)blockDim.y; ++y) gsum += red[y * blockDim.x + tx];
+        if (p < P) grad[p] = gsum;
+    }
+    __syncthreads();
+    // Sum of squares over the block's parameters (row ty == 0), fixed tree over x.
+    const float sq = (ty == 0 && p < P) ? gsum * gsum : 0.0f;
+    if (ty == 0) red[tx] = sq;
+    __syncthreads();
+    unsigned int pw = 1;
+    while (pw < blockDim.x) pw <<= 1;
+    for (unsigned int h = pw >> 1; h > 0; h >>= 1) {
+        if (ty == 0 && (unsigned int)tx < h && (unsigned int)tx + h < blockDim.x)
+            red[tx] = red[tx] + red[tx + h];
+        __syncthreads();
+    }
+    if (tx == 0 && ty == 0) gnorm_part[blockIdx.x] = red[0];
+}

@@ -1,0 +1,163 @@
+// kernels/replay.cu: n-step push and the two-kernel flush into the replay ring (docs/dqn.md 4-5).
+//
+// Per env e, cartpole_step reports step_info[e] = (t, done), t the episode step before this
+// step's increment. The env flushes pipec_flush_count(t, done, nstep) transitions:
+// every entry of its window when the episode ended, else the oldest one when the window is
+// full (t + 1 >= nstep), else none. Slots are made unique by an exclusive prefix sum over the
+// envs (replay_push_scan, one block); one block per env then writes its transitions
+// (replay_flush_write). No atomics, no inter-block communication inside a launch.
+//
+// Window layout per env (docs/dqn.md): win_obs[e][slot][4], win_act[e][slot],
+// win_rew[e][slot], slot = episode step % nstep.
+// Replay ring: rb_obs[C][4], rb_act[C], rb_ret[C] (n-step return), rb_next[C][4],
+// rb_disc[C] (bootstrap discount); sum-tree leaves leaves[C] (tree[C .. 2C-1]).
+// flush_off[n_envs + 2]: [e] exclusive offset of env e, [n_envs] base slot (the old head),
+// [n_envs + 1] total flushed this step.
+#include "common.cuh"
+
+/// Flush scan (one block): per-env flush counts from step_info, their exclusive prefix sum in
+/// env order, base = *head, *head = (base + total) % capacity,
+/// *size = min(*size + total, capacity).
+/// Reads: step_info[n_envs*2]. Updates: head[1], size[1].
+/// Writes: flush_off[n_envs + 2] (offsets, base, total).
+/// Launch: <<<1, T>>> with any T <= 1024 (each thread owns a contiguous run of envs).
+/// pipec: extent step_info = n_envs * 2
+/// pipec: extent head = 1
+/// pipec: extent size = 1
+/// pipec: extent flush_off = n_envs + 2
+/// pipec: out flush_off
+extern "C" __global__ void replay_push_scan(const int* step_info, int* head, int* size,
+                                            int* flush_off, int n_envs, int nstep,
+                                            int capacity) {
+    __shared__ int s[1024];
+    if (blockIdx.x != 0) return;
+    const int t = (int)pipec_tid();
+    const int nt = (int)pipec_nthreads();
+    const int per = (n_envs + nt - 1) / nt;
+    const int e0 = t * per;
+    const int e1 = (e0 + per < n_envs) ? (e0 + per) : n_envs;
+    int mine = 0;
+    for (int e = e0; e < e1; ++e)
+        mine += pipec_flush_count(step_info[e * 2], step_info[e * 2 + 1], nstep);
+    int total = 0;
+    int off = pipec_block_exscan(mine, s, &total);
+    for (int e = e0; e < e1; ++e) {
+        flush_off[e] = off;
+        off += pipec_flush_count(step_info[e * 2], step_info[e * 2 + 1], nstep);
+    }
+    if (t == 0) {
+        const int base = head[0];
+        const int sz = size[0] + total;
+        flush_off[n_envs] = base;
+        flush_off[n_envs + 1] = total;
+        head[0] = (int)(((long long)base + (long long)total) % (long long)capacity);
+        size[0] = (sz < capacity) ? sz : capacity;
+    }
+}
+
+/// Flush write (one block per env): stores this step's (obs, action, reward) in the env's
+/// window at slot t % nstep, and writes the env's flushed transitions, oldest first, to ring
+/// slots (base + offset_e + i) % capacity with leaves set to max_prio^alpha. Entry j gives
+/// (obs_j, a_j, R = sum_{k=j..t} gamma^(k-j) r_k (summed k ascending), next_obs,
+/// discount = terminated ? 0 : gamma^(t-j+1)). When more than `capacity` transitions are
+/// flushed in one step only the last `capacity` are written (slots stay unique).
+/// Reads: obs[n_envs*4], action[n_envs], reward[n_envs], next_obs[n_envs*4],
+///   step_info[n_envs*2], flush_off[n_envs+2], max_prio[1].
+/// Updates: win_obs[n_envs*nstep*4], win_act[n_envs*nstep], win_rew[n_envs*nstep].
+/// Writes: rb_obs[capacity*4], rb_act[capacity], rb_ret[capacity], rb_next[capacity*4],
+///   rb_disc[capacity], leaves[capacity] (only the flushed slots).
+/// Launch: <<<n_envs, T>>>, any T (32 is plenty: at most nstep transitions per env).
+/// pipec: extent obs = n_envs * 4
+/// pipec: extent action = n_envs
+/// pipec: extent reward = n_envs
+/// pipec: extent next_obs = n_envs * 4
+/// pipec: extent step_info = n_envs * 2
+/// pipec: extent flush_off = n_envs + 2
+/// pipec: extent max_prio = 1
+/// pipec: extent win_obs = n_envs * nstep * 4
+/// pipec: extent win_act = n_envs * nstep
+/// pipec: extent win_rew = n_envs * nstep
+/// pipec: extent rb_obs = capacity * 4
+/// pipec: extent rb_act = capacity
+/// pipec: extent rb_ret = capacity
+/// pipec: extent rb_next = capacity * 4
+/// pipec: extent rb_disc = capacity
+/// pipec: extent leaves = capacity
+/// pipec: out rb_obs
+/// pipec: out rb_act
+/// pipec: out rb_ret
+/// pipec: out rb_next
+/// pipec: out rb_disc
+/// pipec: out leaves
+extern "C" __global__ void replay_flush_write(
+    const float* obs, const int* action, const float* reward, const float* next_obs,
+    const int* step_info, const int* flush_off, const float* max_prio, float* win_obs,
+    int* win_act, float* win_rew, float* rb_obs, int* rb_act, float* rb_ret, float* rb_next,
+    float* rb_disc, float* leaves, int n_envs, int nstep, int capacity, float gamma,
+    float alpha) {
+    const int e = blockIdx.x;
+    if (e >= n_envs) return;
+    const int tid = (int)pipec_tid();
+    const int nt = (int)pipec_nthreads();
+    const int t = step_info[e * 2];
+    const int done = step_info[e * 2 + 1];
+    const int cnt = pipec_flush_count(t, done, nstep);
+    const int inwin = (t + 1 < nstep) ? (t + 1) : nstep;  // entries of this episode held
+    const int j0 = t - inwin + 1;                          // oldest held entry
+    const int off = flush_off[e];
+    const int base = flush_off[n_envs];
+    const int total = flush_off[n_envs + 1];
+    const float leaf = powf(max_prio[0], alpha);
+    const float* wo = win_obs + (long long)e * nstep * PIPEC_OBS;
+    const int* wa = win_act + (long long)e * nstep;
+    const float* wr = win_rew + (long long)e * nstep;
+
+    // Transitions: entry j = j0 + i for i < cnt. Entry t is this step's (obs, action,
+    // reward), read from the inputs; entries j < t come from the window (slot j % nstep,
+    // never the slot t % nstep written below, which holds entry t - nstep < j0).
+    for (int i = tid; i < cnt; i += nt) {
+        const int g = off + i;
+        if (g < total - capacity) continue;  // overwritten within this same flush
+        const int slot = (int)(((long long)base + (long long)g) % (long long)capacity);
+        const int j = j0 + i;
+        const int js = j % nstep;
+        // all loads first, then the stores (they would serialize if interleaved)
+        float o[PIPEC_OBS], nx[PIPEC_OBS];
+#pragma unroll
+        for (int c = 0; c < PIPEC_OBS; ++c) {
+            o[c] = (j == t) ? obs[e * PIPEC_OBS + c] : wo[js * PIPEC_OBS + c];
+            nx[c] = next_obs[e * PIPEC_OBS + c];
+        }
+        const int a = (j == t) ? action[e] : wa[js];
+        float R = 0.0f, gp = 1.0f;
+        for (int k = j; k <= t; ++k) {
+            const float rk = (k == t) ? reward[e] : wr[k % nstep];
+            R = fmaf(gp, rk, R);
+            gp = gp * gamma;
+        }
+        const float disc = (done == PIPEC_DONE_TERMINATED) ? 0.0f : gp;
+#pragma unroll
+        for (int c = 0; c < PIPEC_OBS; ++c) {
+            rb_obs[slot * PIPEC_OBS + c] = o[c];
+            rb_next[slot * PIPEC_OBS + c] = nx[c];
+        }
+        rb_act[slot] = a;
+        rb_ret[slot] = R;
+        rb_disc[slot] = disc;
+        leaves[slot] = leaf;
+    }
+    // Window push of this step's entry.
+    if (tid == 0) {
+        const int ws = t % nstep;
+        float o[PIPEC_OBS];
+#pragma unroll
+        for (int c = 0; c < PIPEC_OBS; ++c) o[c] = obs[e * PIPEC_OBS + c];
+        const int a = action[e];
+        const float r = reward[e];
+        float* wow = win_obs + ((long long)e * nstep + ws) * PIPEC_OBS;
+#pragma unroll
+        for (int c = 0; c < PIPEC_OBS; ++c) wow[c] = o[c];
+        win_act[e * nstep + ws] = a;
+        win_rew[e * nstep + ws] = r;
+    }
+}
