@@ -126,23 +126,26 @@ def measure_torch(nodes: int) -> dict | None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000, 5000])
-    parser.add_argument("--lanes", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 100000])
+    parser.add_argument("--lanes", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 1024])
     parser.add_argument("--out", type=Path, default=Path("out"))
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="pipec-bench-"))
     results: dict = {"environment": environment(), "chain": [], "fan": [], "lanes": [],
                      "cupy_capture_chain": [], "torch_graph_chain": []}
+    def record(key: str, entry: dict | None) -> None:
+        if entry is not None:
+            results[key].append(entry)
+            print(key, entry, flush=True)  # partial results survive a time limit
+            save_json(args.out / "launch_overhead.json", results)
+
     for n in args.sizes:
-        results["chain"].append(measure_pipec(write_pipe(folder, f"chain{n}", chain_pipe(n)), n))
-        results["fan"].append(measure_pipec(write_pipe(folder, f"fan{n}", fan_pipe(n)), n + 1))
-        if (cupy := measure_cupy(n)) is not None:
-            results["cupy_capture_chain"].append(cupy)
-        if (torch_result := measure_torch(n)) is not None:
-            results["torch_graph_chain"].append(torch_result)
+        record("chain", measure_pipec(write_pipe(folder, f"chain{n}", chain_pipe(n)), n))
+        record("fan", measure_pipec(write_pipe(folder, f"fan{n}", fan_pipe(n)), n + 1))
+        record("cupy_capture_chain", measure_cupy(n))
+        record("torch_graph_chain", measure_torch(n))
     for lanes in args.lanes:
         entry = measure_pipec(write_pipe(folder, f"fan1000_l{lanes}", fan_pipe(1000, lanes)), 1001)
-        results["lanes"].append({"lanes": lanes, **entry})
-    save_json(args.out / "launch_overhead.json", results)
+        record("lanes", {"lanes": lanes, **entry})
 
     rows = []
     for kind, key in (("pipec graph, chain", "chain"), ("pipec graph, fan (8 lanes)", "fan"),

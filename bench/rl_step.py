@@ -88,13 +88,16 @@ def time_torch(consts: dict, steps: int, mode: str) -> dict | None:
     return {"steps_per_s": steps / median(wall), "gpu_us_per_step": median(gpu) * 1e6 / steps}
 
 
-def compare(defines: dict, steps: int) -> dict:
+def compare(defines: dict, steps: int, torch_modes=("eager", "cudagraph", "compile")) -> dict:
     consts = pipe_constants(defines)
     row = {"defines": defines, "envs": consts["ENVS"], "updates": consts["UPDATES"]}
     row["pipec_graph"] = time_pipec(defines, steps, eager=False)
     row["pipec_eager"] = time_pipec(defines, max(20, steps // 10), eager=True)
     for mode in ("eager", "cudagraph", "compile"):
-        row[f"torch_{mode}"] = time_torch(consts, steps if mode != "eager" else max(20, steps // 10), mode)
+        if mode in torch_modes:
+            row[f"torch_{mode}"] = time_torch(consts, steps if mode != "eager" else max(20, steps // 10), mode)
+        else:
+            row[f"torch_{mode}"] = None
     return row
 
 
@@ -110,17 +113,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--scaling", action="store_true", help="also sweep ENVS and UPDATES")
+    parser.add_argument("--skip-default", action="store_true", help="only the sweep")
     parser.add_argument("--out", type=Path, default=Path("out"))
     args = parser.parse_args()
-    results = {"environment": environment(), "default": compare({}, args.steps), "scaling": []}
-    if args.scaling:
+    results = {"environment": environment(), "scaling": [],
+               "default": None if args.skip_default else compare({}, args.steps)}
+    if args.scaling:  # torch.compile recompiles for every size: too slow to sweep
         for envs in (64, 256, 1024, 4096, 16384):
-            results["scaling"].append(compare({"ENVS": envs}, args.steps // 2))
+            results["scaling"].append(compare({"ENVS": envs}, args.steps // 2, ("eager", "cudagraph")))
         for updates in (1, 4, 8):
-            results["scaling"].append(compare({"UPDATES": updates}, args.steps // 2))
+            results["scaling"].append(compare({"UPDATES": updates}, args.steps // 2, ("eager", "cudagraph")))
     save_json(args.out / "rl_step.json", results)
+    if results["default"] is not None:
+        _print_default(results["default"])
+    if results["scaling"]:
+        print()
+        print(table(["ENVS", "UPDATES", "pipec graph", "pipec eager", "torch eager", "torch graph", "torch compile"],
+                    [[r["envs"], r["updates"], _rate(r["pipec_graph"]), _rate(r["pipec_eager"]),
+                      _rate(r["torch_eager"]), _rate(r["torch_cudagraph"]), _rate(r["torch_compile"])]
+                     for r in results["scaling"]]))
+        _chart(results, args.out / "rl_step.png")
 
-    d = results["default"]
+
+def _print_default(d: dict) -> None:
     graph = d["pipec_graph"]
     print(table(["implementation", "steps/s", "GPU us/step"], [
         [name, _rate(d[key]), f"{d[key]['gpu_us_per_step']:.1f}" if d[key] and "gpu_us_per_step" in d[key] else "-"]
@@ -131,13 +146,6 @@ def main() -> None:
     floor = graph["floor"]
     print(f"\nnodes {graph['nodes']}; critical path {floor['critical_path_nodes']} nodes, "
           f"{floor['critical_path_us']:.1f} us; replay {floor['replay_us']:.1f} us = {floor['ratio']:.2f}x the floor")
-    if results["scaling"]:
-        print()
-        print(table(["ENVS", "UPDATES", "pipec graph", "pipec eager", "torch eager", "torch graph", "torch compile"],
-                    [[r["envs"], r["updates"], _rate(r["pipec_graph"]), _rate(r["pipec_eager"]),
-                      _rate(r["torch_eager"]), _rate(r["torch_cudagraph"]), _rate(r["torch_compile"])]
-                     for r in results["scaling"]]))
-        _chart(results, args.out / "rl_step.png")
 
 
 def _chart(results: dict, path: Path) -> None:

@@ -28,9 +28,12 @@ status=0
 if [[ $what == all || $what == tests ]]; then
     python3 -m pytest -m gpu -q -rs --junitxml="$OUT/gpu-tests.xml" "$@" 2>&1 | tee "$OUT/gpu-tests.log"
     status=${PIPESTATUS[0]}
+    # the PyTorch twin's tests need PyTorch, which this machine has
+    python3 -m pytest -q -rs tests/test_torch_dqn.py 2>&1 | tee -a "$OUT/gpu-tests.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
-    for script in bench/launch_overhead.py bench/rl_step.py; do
+    for script in bench/launch_overhead.py bench/rl_step.py bench/learning.py; do
         [[ -f $script ]] || continue
         echo "== $script"
         python3 "$script" --out "$OUT" 2>&1 | tee "$OUT/$(basename "$script" .py).log" || status=1

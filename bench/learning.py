@@ -1,0 +1,58 @@
+"""Does the flagship pipeline learn, and how robustly? Trains pipelines/rl_step.pipe for
+several seeds (and optional -D variants) and reports when the mean return of the last 100
+episodes first reaches 195, its lowest value afterwards, and its final value.
+
+    python bench/learning.py [--seeds 1 2 3] [--steps 10000] [--variant NAME=EXPR,NAME=EXPR ...]"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from common import save_json, table
+
+PIPE = Path(__file__).resolve().parent.parent / "pipelines" / "rl_step.pipe"
+SOLVED = 195.0
+
+
+def train(defines: dict, steps: int, log_every: int) -> dict:
+    import pipec
+
+    curve = []
+    with pipec.load(PIPE, defines=defines) as pipeline:
+        start = time.perf_counter()
+        for done in range(log_every, steps + 1, log_every):
+            pipeline.step(log_every)
+            pipeline.synchronize()
+            curve.append((done, pipeline.readback()["mean_return_100"]))
+        wall = time.perf_counter() - start
+    first = next((s for s, r in curve if r >= SOLVED), None)
+    after = [r for s, r in curve if first is not None and s >= first]
+    return {"defines": defines, "curve": curve, "solved_step": first,
+            "min_after_solved": min(after) if after else None, "final": curve[-1][1],
+            "steps_per_s": steps / wall}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--steps", type=int, default=10000)
+    parser.add_argument("--log-every", type=int, default=500)
+    parser.add_argument("--variant", action="append", default=[],
+                        help="NAME=EXPR,NAME=EXPR overrides; the defaults always run")
+    parser.add_argument("--out", type=Path, default=Path("out"))
+    args = parser.parse_args()
+    variants = [{}] + [dict(item.split("=", 1) for item in v.split(",")) for v in args.variant]
+    runs = [train({**variant, "SEED": seed}, args.steps, args.log_every)
+            for variant in variants for seed in args.seeds]
+    save_json(args.out / "learning.json", runs)
+    print(table(["overrides", "seed", "reached 195 at", "lowest after", "final", "steps/s"], [
+        [",".join(f"{k}={v}" for k, v in r["defines"].items() if k != "SEED") or "defaults",
+         r["defines"]["SEED"], r["solved_step"] or "never", r["min_after_solved"] or "-", r["final"],
+         round(r["steps_per_s"])]
+        for r in runs]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Tests of the PyTorch twin (bench/torch_dqn.py): its CartPole against Gymnasium's, its
+n-step flush against a plain-Python reading of docs/dqn.md, and a smoke test of one step."""
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+_PATH = Path(__file__).resolve().parents[1] / "bench" / "torch_dqn.py"
+_spec = importlib.util.spec_from_file_location("torch_dqn", _PATH)
+tdqn = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("torch_dqn", tdqn)  # dataclasses look their module up there
+_spec.loader.exec_module(tdqn)
+
+
+def test_cartpole_matches_gymnasium():
+    gym = pytest.importorskip("gymnasium")
+    import numpy as np
+
+    rng = np.random.default_rng(1234)
+    env = gym.make("CartPole-v1").unwrapped
+    for episode in range(8):
+        env.reset(seed=episode)
+        state = torch.tensor(env.state, dtype=torch.float64)
+        for _ in range(600):
+            action = int(rng.integers(2))
+            _, _, gym_terminated, _, _ = env.step(action)
+            state, terminated = tdqn.cartpole_step(state, torch.tensor(action))
+            # Both compute in float64 with the same operations in the same order; only sin
+            # and cos may differ in the last place between numpy and torch.
+            np.testing.assert_allclose(state.numpy(), env.state, rtol=1e-12, atol=1e-12)
+            assert bool(terminated) == gym_terminated
+            if gym_terminated:
+                break
+        else:
+            pytest.fail("a random-action episode did not terminate")
+
+
+def test_hash32_is_lowbias32():
+    # Known values of the 32-bit reference implementation, and agreement between the Python
+    # int and the tensor paths.
+    def reference(x):
+        x ^= x >> 16
+        x = (x * 0x7FEB352D) & 0xFFFFFFFF
+        x ^= x >> 15
+        x = (x * 0x846CA68B) & 0xFFFFFFFF
+        return x ^ (x >> 16)
+
+    xs = [0, 1, 2, 12345, 0xFFFFFFFF, 0x80000000, 0xDEADBEEF]
+    got = tdqn.hash32(torch.tensor(xs, dtype=torch.int64)).tolist()
+    assert got == [reference(x) for x in xs] == [tdqn.hash32(x) for x in xs]
+
+
+def _small_config(**overrides):
+    values = {"envs": 5, "hidden": 8, "nstep": 3, "capacity": 256, "batch": 16, "updates": 2, "seed": 3}
+    values.update(overrides)
+    return tdqn.Config(**values)
+
+
+def test_flush_matches_reference():
+    """With the learner off, replay and leaves after a few steps equal what a per-env,
+    per-transition reading of the spec writes, given the same actions and resets."""
+    cfg = _small_config(envs=16, learning_starts=10**9, capacity=4096)
+    trainer = tdqn.make_trainer(cfg, "cpu")
+    m = trainer.module
+    e, n, c, g = cfg.envs, cfg.nstep, cfg.capacity, cfg.gamma
+    episodes = [[] for _ in range(e)]  # per env: (obs, action) of the running episode
+    expected = []  # (obs, action, R, next_obs, discount) in slot order
+    returns = []  # of finished episodes, in (step, env) order
+    for _ in range(160):
+        state = m.env_state.clone()
+        t = m.env_t.clone()
+        trainer.step()
+        action = m.window[torch.arange(e), t % n, 4].long()
+        nxt, terminated = tdqn.cartpole_step(state, action)
+        for env in range(e):
+            episodes[env].append((state[env].float(), int(action[env])))
+            ep_t = int(t[env])
+            done = bool(terminated[env]) or ep_t + 1 >= 500
+            if done:
+                js = range(max(0, ep_t + 1 - n), ep_t + 1)
+                returns.append(ep_t + 1)
+            else:
+                js = [ep_t + 1 - n] if ep_t + 1 >= n else []
+            for j in js:
+                disc = 0.0 if bool(terminated[env]) else g ** (ep_t - j + 1)
+                ret = sum(g ** (k - j) for k in range(j, ep_t + 1))
+                expected.append((episodes[env][j][0], episodes[env][j][1], ret,
+                                 nxt[env].float(), disc))
+            if done:
+                episodes[env] = []
+    assert len(expected) < c
+    assert int(m.size) == len(expected) and int(m.head) == len(expected)
+    assert int(m.episodes) == len(returns) > 100
+    last100 = returns[-100:]
+    assert trainer.diagnostics()["mean_return_100"] == pytest.approx(sum(last100) / 100)
+    for slot, (obs, act, ret, nobs, disc) in enumerate(expected):
+        row = m.replay[slot]
+        assert torch.equal(row[0:4], obs)
+        assert int(row[4]) == act
+        assert math.isclose(float(row[5]), ret, rel_tol=1e-6)
+        assert torch.equal(row[6:10], nobs)
+        assert math.isclose(float(row[10]), disc, rel_tol=1e-6)
+    leaves = m.tree[c:2 * c]
+    assert torch.all(leaves[:len(expected)] == 1.0) and torch.all(leaves[len(expected):] == 0)
+
+
+def test_step_runs_and_diagnostics_are_finite():
+    cfg = _small_config(learning_starts=32)
+    trainer = tdqn.make_trainer(cfg, "cpu")
+    params0 = trainer.module.params.clone()
+    for _ in range(12):
+        trainer.step()
+    d = trainer.diagnostics()
+    assert d["step"] == 12 and d["replay_size"] > 32
+    assert all(math.isfinite(v) for v in d.values())
+    assert int(trainer.module.update_count) > 0
+    assert not torch.equal(trainer.module.params, params0)
+    assert torch.isfinite(trainer.module.params).all()
+    assert torch.isfinite(trainer.module.tree[1:]).all()
+
+
+def test_learner_off_changes_nothing():
+    cfg = _small_config(learning_starts=10**9)
+    trainer = tdqn.make_trainer(cfg, "cpu")
+    m = trainer.module
+    frozen = {k: v.clone() for k, v in m.named_buffers()
+              if k in ("params", "target", "adam_m", "adam_v", "max_prio", "lr",
+                       "loss_ema_value", "last_loss", "update_count")}
+    for _ in range(5):
+        trainer.step()
+    for k, v in frozen.items():
+        assert torch.equal(getattr(m, k), v), k
+
+
+def test_same_seed_same_run():
+    cfg = _small_config(learning_starts=32)
+    a, b = tdqn.make_trainer(cfg, "cpu"), tdqn.make_trainer(cfg, "cpu")
+    for _ in range(10):
+        a.step()
+        b.step()
+    for (k, x), y in zip(a.module.named_buffers(), b.module.buffers()):
+        assert torch.equal(x, y), k
