@@ -77,6 +77,13 @@ def table(headers: list[str], rows: list[list]) -> str:
 
 def environment() -> dict:
     info = {"python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
+    try:
+        from pipec.runtime.driver import open_device
+
+        device = open_device()
+        info["gpu"], info["arch"], info["driver_api"] = device.name, device.arch, device.driver_version
+    except Exception as error:  # no GPU: the figures below will say so themselves
+        info["gpu"] = f"none ({type(error).__name__})"
     for module in ("cuda.bindings", "cupy", "torch", "numpy"):
         try:
             info[module] = __import__(module, fromlist=["__version__"]).__version__

@@ -7,6 +7,7 @@ episodes first reaches 195, its lowest value afterwards, and its final value.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -42,7 +43,11 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[],
                         help="NAME=EXPR,NAME=EXPR overrides; the defaults always run")
     parser.add_argument("--out", type=Path, default=Path("out"))
+    parser.add_argument("--replot", type=Path, metavar="JSON", help="only redraw the chart of a saved run")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads(args.replot.read_text()), args.out / "learning.png")
+        return
     variants = [{}] + [dict(item.split("=", 1) for item in v.split(",")) for v in args.variant]
     runs = [train({**variant, "SEED": seed}, args.steps, args.log_every)
             for variant in variants for seed in args.seeds]
@@ -52,6 +57,32 @@ def main() -> None:
          r["defines"]["SEED"], r["solved_step"] or "never", r["min_after_solved"] or "-", r["final"],
          round(r["steps_per_s"])]
         for r in runs]))
+    plot(runs, args.out / "learning.png")
+
+
+def plot(runs: list[dict], path: Path) -> None:
+    """Mean return of the last 100 episodes against the step, one line per run."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for r in runs:
+        variant = ",".join(f"{k}={v}" for k, v in r["defines"].items() if k != "SEED") or "defaults"
+        steps, returns = zip(*r["curve"])
+        ax.plot(steps, returns, marker=".", linewidth=1.2, label=f"seed {r['defines']['SEED']} ({variant[:40]})")
+    ax.axhline(SOLVED, color="gray", linestyle="--", linewidth=1)
+    ax.set_xlabel("step")
+    ax.set_ylabel("mean return, last 100 episodes")
+    ax.set_ylim(0, 520)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":
