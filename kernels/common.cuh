@@ -114,54 +114,40 @@ __device__ __forceinline__ unsigned int pipec_nthreads() {
     return blockDim.x * blockDim.y * blockDim.z;
 }
 
-// Tree sum over the block: pairs (t, t + h) for h = P/2, P/4, ..., 1 with P the next power
-// of two of the thread count. Returns the total to every thread.
+// Tree reduction over the block: pairs (t, t + h) for h = P/2, P/4, ..., 1 with P the next
+// power of two of the thread count. Returns the result to every thread.
+template <class T, class Combine>
+__device__ __forceinline__ T pipec_block_reduce(T v, T* s, Combine combine) {
+    const unsigned int t = pipec_tid();
+    const unsigned int n = pipec_nthreads();
+    s[t] = v;
+    __syncthreads();
+    unsigned int p = 1;
+    while (p < n) p <<= 1;
+    for (unsigned int h = p >> 1; h > 0; h >>= 1) {
+        if (t < h && t + h < n) s[t] = combine(s[t], s[t + h]);
+        __syncthreads();
+    }
+    const T r = s[0];
+    __syncthreads();
+    return r;
+}
+
+struct PipecAdd {
+    template <class T> __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }
+};
+struct PipecMax {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
 __device__ __forceinline__ float pipec_block_sum(float v, float* s) {
-    const unsigned int t = pipec_tid();
-    const unsigned int n = pipec_nthreads();
-    s[t] = v;
-    __syncthreads();
-    unsigned int p = 1;
-    while (p < n) p <<= 1;
-    for (unsigned int h = p >> 1; h > 0; h >>= 1) {
-        if (t < h && t + h < n) s[t] = s[t] + s[t + h];
-        __syncthreads();
-    }
-    const float r = s[0];
-    __syncthreads();
-    return r;
+    return pipec_block_reduce(v, s, PipecAdd());
 }
-
 __device__ __forceinline__ float pipec_block_max(float v, float* s) {
-    const unsigned int t = pipec_tid();
-    const unsigned int n = pipec_nthreads();
-    s[t] = v;
-    __syncthreads();
-    unsigned int p = 1;
-    while (p < n) p <<= 1;
-    for (unsigned int h = p >> 1; h > 0; h >>= 1) {
-        if (t < h && t + h < n) s[t] = fmaxf(s[t], s[t + h]);
-        __syncthreads();
-    }
-    const float r = s[0];
-    __syncthreads();
-    return r;
+    return pipec_block_reduce(v, s, PipecMax());
 }
-
 __device__ __forceinline__ double pipec_block_sum_d(double v, double* s) {
-    const unsigned int t = pipec_tid();
-    const unsigned int n = pipec_nthreads();
-    s[t] = v;
-    __syncthreads();
-    unsigned int p = 1;
-    while (p < n) p <<= 1;
-    for (unsigned int h = p >> 1; h > 0; h >>= 1) {
-        if (t < h && t + h < n) s[t] = s[t] + s[t + h];
-        __syncthreads();
-    }
-    const double r = s[0];
-    __syncthreads();
-    return r;
+    return pipec_block_reduce(v, s, PipecAdd());
 }
 
 // Exclusive prefix sum of one int per thread (thread order), Hillis-Steele. Integer sums are

@@ -81,6 +81,7 @@ def nparams(H):
 
 
 def unpack(p, H):
+    """The layers of a flat parameter vector (NumPy array or torch tensor), as views."""
     out, o = {}, 0
     for name, shape in (
         ("W1", (H, 4)),
@@ -466,23 +467,8 @@ def _torch_learner(torch, params, target, obs, act, ret, nxt, disc, w, H):
     p = torch.tensor(params, requires_grad=True)
     tp = t(target)
 
-    def split(v):
-        d, o = {}, 0
-        for name, shape in (
-            ("W1", (H, 4)),
-            ("b1", (H,)),
-            ("W2", (H, H)),
-            ("b2", (H,)),
-            ("W3", (2, H)),
-            ("b3", (2,)),
-        ):
-            n = int(np.prod(shape))
-            d[name] = v[o : o + n].view(shape)
-            o += n
-        return d
-
     def net(v, x, keep=False):
-        d = split(v)
+        d = unpack(v, H)
         z1 = x @ d["W1"].T + d["b1"]
         a1 = torch.relu(z1)
         z2 = a1 @ d["W2"].T + d["b2"]
