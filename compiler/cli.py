@@ -44,7 +44,8 @@ def parser() -> argparse.ArgumentParser:
                     "Needs no GPU.",
         epilog="docs/cli.md describes every option; docs/rules.md every rule.",
     )
-    p.add_argument("files", nargs="*", type=Path, metavar="FILE", help=".pipe files to check")
+    p.add_argument("files", nargs="*", type=Path, metavar="FILE",
+                   help=".pipe files to check (a folder means every .pipe file below it)")
     p.add_argument("--check", action="store_true",
                    help="check only (the default when --emit is not given)")
     p.add_argument("--emit", choices=("plan", "dot"), help="write the plan as JSON, or the DAG as DOT")
@@ -101,10 +102,17 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+def _expand(paths: list[Path]) -> list[Path]:
+    out = []
+    for path in paths:
+        out.extend(sorted(path.rglob("*.pipe")) if path.is_dir() else [path])
+    return out
+
+
 def _run(args) -> int:
     diagnostics, usage_error = [], False
     artifact = None
-    for path in args.files:
+    for path in _expand(args.files):
         settings = override(
             load_settings(path), include_dirs=args.include_dirs, compiler=args.compiler,
             arch=args.arch, lanes=args.lanes, select=args.select, ignore=args.ignore,

@@ -128,3 +128,9 @@ def test_console_script_runs_without_a_gpu():
          "raise SystemExit(code)", str(CLEAN)], capture_output=True, text=True)
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip().splitlines()[-1] == "[]", "checking imported a GPU library: " + probe.stdout
+
+
+def test_a_folder_means_every_pipe_file_below_it(capsys):
+    code, out, _ = run(capsys, RULES, "--format", "concise", "--select", "PC302")
+    assert code == 1
+    assert {line.split(":")[0].rsplit("/", 1)[-1] for line in out.splitlines()} == {"PC302_baked_per_step_value.pipe"}
