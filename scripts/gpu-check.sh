@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs pipec on a GPU machine that has no package registry and runs the GPU tests and the
 # benchmarks in one command. Pure-Python wheels the machine lacks travel in .whl/ (see
-# CONTRIBUTING.md). Results land in $OUT (default ./out).
+# CONTRIBUTING.md). Results land in $OUT (default ./out): logs, JSON figures, PNG charts.
 #
 #   scripts/gpu-check.sh              # GPU tests, then every benchmark
 #   scripts/gpu-check.sh tests        # GPU tests only
@@ -33,10 +33,11 @@ if [[ $what == all || $what == tests ]]; then
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
-    for script in bench/launch_overhead.py bench/rl_step.py bench/learning.py; do
-        [[ -f $script ]] || continue
-        echo "== $script"
-        python3 "$script" --out "$OUT" 2>&1 | tee "$OUT/$(basename "$script" .py).log" || status=1
+    for run in "launch_overhead.py" "rl_step.py --scaling" "learning.py"; do
+        echo "== bench/$run"
+        # shellcheck disable=SC2086  # $run is a script and its options
+        python3 bench/$run --out "$OUT" 2>&1 | tee "$OUT/${run%%.py*}.log"
+        [[ ${PIPESTATUS[0]} == 0 ]] || status=1
     done
 fi
 exit "$status"
