@@ -144,7 +144,6 @@ class KernelSource:
     path: Path
     file: SourceFile
     key: str  # content hash of the source, its includes, the options and the toolchain
-    options: tuple[str, ...]
 
 
 @dataclass(frozen=True, eq=False)
@@ -155,7 +154,6 @@ class Kernel:
     max_threads: int | None  # from __launch_bounds__
     findings: tuple[KernelFinding, ...]
     decl_span: Span  # the signature in the CUDA source
-    import_span: Span  # the import in the .pipe file
 
 
 # --- nodes ------------------------------------------------------------------------------------

@@ -311,9 +311,8 @@ class Resolver:
                           self._cuda_span(f["inlined_at"], None))
             for f in info["findings"]
         )
-        kernel_source = KernelSource(path, source, key, ())
-        return Kernel(ident.text, kernel_source, tuple(params), info["max_threads"], findings,
-                      decl_span, ident.span)
+        return Kernel(ident.text, KernelSource(path, source, key), tuple(params), info["max_threads"],
+                      findings, decl_span)
 
     def _extent(self, source: SourceFile, extent: dict) -> Extent | None:
         span = Span(source, extent["start"], extent["end"])
