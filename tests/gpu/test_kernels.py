@@ -909,29 +909,19 @@ def test_per_update_priorities(rng, B, threads, layout):
     leaves0 = rng.uniform(0, 1, C).astype(np.float32)
     alpha, eps, decay = 0.6, 1e-6, 0.99
     pr = np.abs(td) + np.float32(eps)
+
+    def launch(learn_on, leaves, maxp, last, ema):
+        K("sumtree", "per_update_priorities")(
+            (1,), (threads,),
+            (dev([learn_on], np.int32), dev(idx), dev(td), dev(lossi), leaves, maxp, last, ema,
+             I32(B), I32(C), F32(alpha), F32(eps), F32(decay)),
+        )
+
     for mp0 in (np.float32(0.5), np.float32(100.0)):
         ema0 = np.float32(rng.uniform(0, 2))
         leaves = dev(leaves0)
         maxp, last, ema = dev([mp0], np.float32), nanf(1), dev([ema0], np.float32)
-        K("sumtree", "per_update_priorities")(
-            (1,),
-            (threads,),
-            (
-                dev([1], np.int32),
-                dev(idx),
-                dev(td),
-                dev(lossi),
-                leaves,
-                maxp,
-                last,
-                ema,
-                I32(B),
-                I32(C),
-                F32(alpha),
-                F32(eps),
-                F32(decay),
-            ),
-        )
+        launch(1, leaves, maxp, last, ema)
         want = leaves0.astype(np.float64)
         for i in range(B):  # in order: the last sample of a leaf wins
             want[idx[i]] = float(pr[i]) ** alpha
@@ -945,25 +935,7 @@ def test_per_update_priorities(rng, B, threads, layout):
     # learning off: nothing changes
     leaves = dev(leaves0)
     maxp, last, ema = dev([0.5], np.float32), nanf(1), dev([0.25], np.float32)
-    K("sumtree", "per_update_priorities")(
-        (1,),
-        (threads,),
-        (
-            dev([0], np.int32),
-            dev(idx),
-            dev(td),
-            dev(lossi),
-            leaves,
-            maxp,
-            last,
-            ema,
-            I32(B),
-            I32(C),
-            F32(alpha),
-            F32(eps),
-            F32(decay),
-        ),
-    )
+    launch(0, leaves, maxp, last, ema)
     np.testing.assert_array_equal(leaves.get(), leaves0)
     assert maxp.get()[0] == np.float32(0.5) and ema.get()[0] == np.float32(0.25)
     assert np.isnan(last.get()[0])
