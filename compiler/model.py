@@ -12,8 +12,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Union
 
-from ..dsl.source import SourceFile, Span
+import numpy as np
+
 from ..dsl import ast
+from ..dsl.source import SourceFile, Span
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,12 @@ DTYPES: dict[str, DType] = {
 }
 
 BUFFER_DTYPES = ("f32", "f16", "bf16", "f64", "i32", "u32", "i64", "u64", "u8")
+
+
+def bfloat16_bits(values) -> np.ndarray:
+    """The bf16 bit patterns of `values`, rounded to nearest even (NumPy has no bfloat16)."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
 
 
 class Mode(enum.IntFlag):

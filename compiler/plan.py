@@ -23,6 +23,7 @@ from . import codegen
 from .dag import Dag, transitive_reduction
 from .model import (
     CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, PointerArg, Program, ValueArg,
+    bfloat16_bits,
 )
 
 
@@ -232,9 +233,8 @@ def fill_pattern(dtype, value) -> tuple[int, int]:
             bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
         elif dtype.name == "f16":
             return 2, struct.unpack("<H", struct.pack("<e", float(value)))[0]
-        else:  # bf16: round the float32 bits to nearest even
-            f32 = struct.unpack("<I", struct.pack("<f", float(value)))[0]
-            return 2, ((f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16) & 0xFFFF
+        else:
+            return 2, int(bfloat16_bits([value])[0])
     else:
         bits = int(value) & ((1 << dtype.bits) - 1)
         if dtype.size < 8:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compiler.model import bfloat16_bits
 from ..compiler.plan import ArgSpec, KernelNodeSpec
 from .memory import BufferSet
 
@@ -21,8 +22,7 @@ def _value(arg: ArgSpec, buffers: BufferSet) -> np.ndarray:
     if arg.kind == "pointer":
         return np.array([buffers.pointer(arg.buffer, arg.byte_offset)], dtype=np.uint64)
     if arg.ctype == "bf16":
-        bits = np.array([arg.value], dtype=np.float32).view(np.uint32).astype(np.uint64)
-        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        return bfloat16_bits([arg.value])
     return np.array([arg.value], dtype=SCALAR_TYPES[arg.ctype])
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compiler.model import DTYPES
+from ..compiler.model import DTYPES, bfloat16_bits
 from ..compiler.plan import BufferSpec, Plan, fill_pattern
 from .driver import CudaError, call, cu
 
@@ -156,8 +156,7 @@ def random_values(spec: BufferSpec, dtype) -> np.ndarray:
         return rng.integers(int(a), int(b), size=spec.shape, endpoint=False).astype(dtype.numpy)
     values = rng.uniform(a, b, spec.shape) if spec.init.kind == "uniform" else rng.normal(a, b, spec.shape)
     if spec.dtype == "bf16":
-        bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
-        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        return bfloat16_bits(values)
     return values.astype(dtype.numpy)
 
 
