@@ -20,7 +20,6 @@ class Settings:
     compile: CompileOptions = field(default_factory=CompileOptions)
     select: tuple[str, ...] = ("ALL",)
     ignore: tuple[str, ...] = ()
-    config_path: Path | None = None
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -55,7 +54,7 @@ def load_settings(start: Path) -> Settings:
     if options.lanes is not None and (not isinstance(options.lanes, int) or options.lanes < 1):
         raise ConfigError(f"{path}: [tool.pipec] lanes must be a positive integer")
     return Settings(options, tuple(_list(table, "select", path)) or ("ALL",),
-                    tuple(_list(table, "ignore", path)), path)
+                    tuple(_list(table, "ignore", path)))
 
 
 def _list(table: dict, key: str, path: Path) -> list[str]:

@@ -153,7 +153,6 @@ class BufferSpec:
     labels: tuple[str, ...]
     nbytes: int
     location: Location
-    step_writes: bool
     step_first_access: str | None  # read | write | None: what the step does to it first
 
 
@@ -364,20 +363,15 @@ def add_lanes(n: int, edges: list[tuple[int, int]], lanes: int) -> list[tuple[in
     return transitive_reduction(n, list(edges) + extra)
 
 
-def _step_first_access(program: Program) -> dict[str, tuple[bool, str | None]]:
+def _step_first_access(program: Program) -> dict[str, str | None]:
     first: dict[str, str] = {}
-    writes: set[str] = set()
     if program.step is not None:
         for node in program.step.walk():
             if isinstance(node, GraphNode):
                 continue
             for access in node.accesses:
-                name = access.buffer.name
-                if name not in first:
-                    first[name] = "read" if access.mode & Mode.READ else "write"
-                if access.mode & Mode.WRITE:
-                    writes.add(name)
-    return {name: (name in writes, first.get(name)) for name in program.buffers}
+                first.setdefault(access.buffer.name, "read" if access.mode & Mode.READ else "write")
+    return {name: first.get(name) for name in program.buffers}
 
 
 def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
@@ -391,7 +385,7 @@ def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
         BufferSpec(
             b.name, b.dtype.name, b.shape, b.memory,
             InitSpec(b.init.kind, b.init.args, b.init.seed, str(b.init.path) if b.init.path else None),
-            b.labels, b.nbytes, _location(b.span), *usage[b.name],
+            b.labels, b.nbytes, _location(b.span), usage[b.name],
         )
         for b in program.buffers.values()
     )
