@@ -134,3 +134,34 @@ def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int
             covered |= reach[succ] | (1 << succ)
         reach[node] = covered
     return sorted(kept)
+
+
+def add_lanes(n: int, edges: list[tuple[int, int]], lanes: int) -> list[tuple[int, int]]:
+    """The DAG's edges plus the fewest ordering edges (greedily) that leave at most `lanes`
+    nodes able to run at once: each node joins a chain whose last node already precedes it
+    when one exists, otherwise the chain that frees up first."""
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for a, b in edges:
+        preds[b].append(a)
+    ancestors = [0] * n
+    depth = [0] * n
+    tails: list[int | None] = [None] * lanes
+    extra: list[tuple[int, int]] = []
+    for v in range(n):
+        for p in preds[v]:
+            ancestors[v] |= ancestors[p] | (1 << p)
+            depth[v] = max(depth[v], depth[p] + 1)
+        ordered = [lane for lane, t in enumerate(tails) if t is not None and (ancestors[v] >> t) & 1]
+        free = [lane for lane, t in enumerate(tails) if t is None]
+        if ordered:
+            lane = max(ordered, key=lambda l: depth[tails[l]])
+        elif free:
+            lane = free[0]
+        else:
+            lane = min(range(lanes), key=lambda l: depth[tails[l]])
+            tail = tails[lane]
+            extra.append((tail, v))
+            ancestors[v] |= ancestors[tail] | (1 << tail)
+            depth[v] = max(depth[v], depth[tail] + 1)
+        tails[lane] = v
+    return transitive_reduction(n, list(edges) + extra)

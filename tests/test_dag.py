@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipec.compiler.dag import transitive_reduction
-from pipec.compiler.plan import add_lanes
+from pipec.compiler.dag import add_lanes
 
 from stage_helpers import check_text
 
