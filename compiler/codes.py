@@ -8,10 +8,12 @@ generated from the same files (`pipec --explain ALL > docs/rules.md`).
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 EXPLANATIONS = Path(__file__).with_name("explanations")
+EXAMPLES = EXPLANATIONS / "examples"
 
 
 class Severity(enum.Enum):
@@ -27,7 +29,19 @@ class Rule:
     summary: str
 
     def explanation(self) -> str:
-        return (EXPLANATIONS / f"{self.code}.md").read_text(encoding="utf-8")
+        """The explanation with its examples in place: `<!-- example: FILE -->` stands for the
+        program `explanations/examples/FILE`, which the rule tests check (it fires exactly as its
+        inline comments say, or its `_ok` twin is clean), so no example can drift from the rule."""
+        text = (EXPLANATIONS / f"{self.code}.md").read_text(encoding="utf-8")
+        return _EXAMPLE.sub(_example_block, text)
+
+
+_EXAMPLE = re.compile(r"^<!-- example: ([\w.-]+) -->$", re.MULTILINE)
+
+
+def _example_block(match: re.Match) -> str:
+    program = (EXAMPLES / match.group(1)).read_text(encoding="utf-8")
+    return f"```pipe\n{program}```"
 
 
 _E, _W = Severity.ERROR, Severity.WARNING

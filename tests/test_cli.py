@@ -12,7 +12,7 @@ import pytest
 from pipec.compiler.cli import main
 
 ROOT = Path(__file__).parent.parent
-RULES = ROOT / "tests" / "fixtures" / "rules"
+RULES = ROOT / "compiler" / "explanations" / "examples"
 CLEAN = RULES / "PC302_baked_per_step_value_ok.pipe"
 DIRTY = RULES / "PC302_baked_per_step_value.pipe"
 
@@ -38,12 +38,12 @@ def test_exit_codes(capsys, tmp_path):
 def test_text_report_has_location_caret_and_hint(capsys):
     _, out, _ = run(capsys, DIRTY)
     first = out.splitlines()[0]
-    assert first.startswith("tests/fixtures/rules/PC302_baked_per_step_value.pipe:10:50: error[PC302]:") or \
+    assert first.startswith("compiler/explanations/examples/PC302_baked_per_step_value.pipe:10:50: error[PC302]:") or \
         ":10:50: error[PC302]:" in first
     assert "^^^^^ baked at build time" in out
     assert "= help: make the parameter a pointer" in out
     assert "found 2 errors" in out and "pipec --explain PC302" in out
-    assert "Traceback" not in out and "compiler/" not in out
+    assert "Traceback" not in out and ".py" not in out
 
 
 @pytest.mark.parametrize("fmt", ["json", "sarif", "github", "concise"])

@@ -2,17 +2,19 @@
 
 Fenced blocks in README.md, docs/*.md and the rule explanations must say what they hold:
 
-- ```pipe: a complete `.pipe` program. It is checked as if it were a file in the block's folder
-  (the folder of the document; tests/fixtures/rules/ for rule explanations, whose examples use
-  the fixture kernels) and must report exactly the diagnostics its inline comments expect
-  (`# error: [PC302]`, the fixture convention), so a block without one must be clean. A block
-  whose first line names a repository file (`# pipelines/examples/tutorial.pipe: ...`) is checked
-  in that file's folder and must be that file, word for word.
+- ```pipe: a complete `.pipe` program. It is checked as if it were a file in the document's
+  folder and must report exactly the diagnostics its inline comments expect (`# error: [PC302]`,
+  the rule fixtures' convention), so a block without one must be clean. A block whose first line
+  names a repository file (`# pipelines/examples/tutorial.pipe: ...`) is checked in that file's
+  folder and must be that file, word for word.
 - ```python: Python; it must compile (the GPU test tier runs the python-api example).
 - ```console, ```toml, ```cpp, ```text: shown, not run (shell sessions, configuration, CUDA
   declarations, syntax schematics and output).
 
-docs/rules.md is generated from the explanations (tests/test_docs.py), so it is not read twice.
+Rule explanations show their examples through `<!-- example: FILE -->`: the programs in
+compiler/explanations/examples/, which tests/test_rules.py checks; each explanation must show one
+that fires and its clean twin. docs/rules.md is generated from the explanations
+(tests/test_docs.py), so it is not read twice.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import pytest
 from harness import compile_fixture, expected_diagnostics, explain
 
 ROOT = Path(__file__).resolve().parent.parent
-RULE_FIXTURES = ROOT / "tests" / "fixtures" / "rules"
 EXPLANATIONS = ROOT / "compiler" / "explanations"
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(EXPLANATIONS.glob("*.md"))]
 DOCUMENTS = [d for d in DOCUMENTS if d.name != "rules.md"]
@@ -82,8 +83,6 @@ def _home(block: Block) -> tuple[Path, Path | None]:
     if named and (ROOT / named.group(1)).is_file():
         path = ROOT / named.group(1)
         return path.parent, path
-    if block.document.parent == EXPLANATIONS:
-        return RULE_FIXTURES, None
     return block.document.parent, None
 
 
@@ -109,13 +108,14 @@ def test_python_example_compiles(block):
     compile(block.text, block.id, "exec")
 
 
-def test_every_rule_explanation_shows_a_firing_and_a_clean_program():
-    for explanation in sorted(EXPLANATIONS.glob("*.md")):
-        programs = [b for b in blocks(explanation) if b.language == "pipe"]
-        firing = [b for b in programs if _expects_something(b)]
-        clean = [b for b in programs if not _expects_something(b)]
-        assert firing and clean, f"{explanation.name}: needs a ```pipe example that fires and one that is clean"
+_DIRECTIVE = re.compile(r"^<!-- example: ([\w.-]+) -->$", re.MULTILINE)
 
 
-def _expects_something(block: Block) -> bool:
-    return bool(re.search(r"#\s*(?:error|warning):\s*\[", block.text))
+@pytest.mark.parametrize("explanation", sorted(EXPLANATIONS.glob("*.md")), ids=lambda p: p.stem)
+def test_explanation_shows_a_firing_and_a_clean_program(explanation):
+    shown = _DIRECTIVE.findall(explanation.read_text(encoding="utf-8"))
+    missing = [name for name in shown if not (EXPLANATIONS / "examples" / name).is_file()]
+    assert not missing, f"{explanation.name} shows examples that do not exist: {missing}"
+    firing = [n for n in shown if n.startswith(explanation.stem) and not n.endswith("_ok.pipe")]
+    clean = [n for n in shown if n.startswith(explanation.stem) and n.endswith("_ok.pipe")]
+    assert firing and clean, f"{explanation.name}: show a program that fires and its clean twin"

@@ -1,6 +1,6 @@
 """Every rule has a fixture where it fires and one where it stays silent.
 
-tests/fixtures/rules/<CODE>_<name>.pipe must produce exactly the diagnostics its inline
+compiler/explanations/examples/<CODE>_<name>.pipe (shown by `pipec --explain`) must produce exactly the diagnostics its inline
 comments expect; <CODE>_<name>_ok.pipe must produce none at all."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from harness import compile_fixture, expected_diagnostics, explain
-from pipec.compiler.codes import RULES
+from pipec.compiler.codes import EXAMPLES, RULES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "rules"
+FIXTURES = EXAMPLES
 FIRING = sorted(p for p in FIXTURES.glob("PC*.pipe") if not p.stem.endswith("_ok"))
 SILENT = sorted(FIXTURES.glob("PC*_ok.pipe"))
 
