@@ -19,11 +19,13 @@ from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expressio
 from . import kernels as kernel_analysis
 from .consteval import ConstError, RuntimeValue, Value, evaluate
 from .diagnostics import DiagnosticSink, Label
+from .kernel_records import KernelRecord, SourceLocation
 from .model import (
     BUFFER_DTYPES, DTYPES, Access, Buffer, CopyNode, Extent, FillNode, GraphBody, GraphNode,
     Init, Kernel, KernelFinding, KernelSource, LaunchNode, Mode, NullArg, Options, Param,
     PointerArg, Program, RuntimeValueArg, ValueArg, Waiver,
 )
+from .source_scan import ExtentAnnotation
 from .toolchain import CompileFailed
 
 MAX_NODES = 1_000_000
@@ -257,8 +259,8 @@ class Resolver:
         source = self._kernel_file(path)
         names = decl.names or tuple(ast.Ident(n, decl.path.span) for n in analysis.kernels)
         for ident in names:
-            info = analysis.kernels.get(ident.text)
-            if info is None:
+            record = analysis.kernels.get(ident.text)
+            if record is None:
                 mangled = [m for m in analysis.mangled if ident.text in m]
                 hint = (f"`{ident.text}` is compiled with a C++ name; declare it `extern \"C\"`"
                         if mangled else self._suggest(ident.text, analysis.kernels, "kernels"))
@@ -267,7 +269,7 @@ class Resolver:
                 continue
             kernel = self.kernels.get((path, ident.text))
             if kernel is None:
-                kernel = self.kernels[path, ident.text] = self._kernel(ident, info, path, source, analysis.key)
+                kernel = self.kernels[path, ident.text] = self._kernel(ident, record, path, source, analysis.key)
             self._declare(module, ident, Symbol("kernel", kernel, ident.span))
 
     def _kernel_file(self, path: Path) -> SourceFile:
@@ -292,49 +294,54 @@ class Resolver:
                           "fix the CUDA source; the compiler's log follows",
                           notes=(failure.log.strip()[-2000:], failure.command))
 
-    def _kernel(self, ident: ast.Ident, info: dict, path: Path, source: SourceFile, key: str) -> Kernel:
-        decl = info["decl"]
-        decl_span = Span(source, decl[0], decl[1]) if decl else Span.of_line(source, 1)
-        params = []
-        for p in info["params"]:
-            extent = None
-            if p["extent"]:
-                extent = self._extent(source, p["extent"])
-            dtype = DTYPES.get(p["dtype"]) if p["dtype"] else None
-            params.append(Param(p["index"], p["name"], p["kind"], dtype, p["const"],
-                                p["write_only"], extent, p["ctype"]))
-        for start, end in info.get("unknown_annotations", []):
-            self.sink.add("PC106", "cannot read this `pipec:` annotation", Span(source, start, end),
+    def _kernel(self, ident: ast.Ident, record: KernelRecord, path: Path, source: SourceFile,
+                key: str) -> Kernel:
+        where = record.signature
+        decl_span = Span(source, where.start, where.end) if where else Span.of_line(source, 1)
+        params = tuple(
+            Param(p.index, p.name, p.kind, DTYPES.get(p.dtype) if p.dtype else None, p.const,
+                  p.write_only, self._extent(source, p.extent) if p.extent else None, p.ctype)
+            for p in record.params
+        )
+        if where is None:
+            self.sink.add("PC109", f"pipec cannot find the declaration of `{ident.text}` in "
+                          f"`{path.name}`: its parameters are named by position and no "
+                          "`/// pipec:` annotation applies to it", ident.span,
+                          "write the kernel's name in the source, or let a macro take it as an "
+                          "argument: `#define K(name) __global__ void name(...)`, then `K(my_kernel)`")
+        for unreadable in record.unreadable_annotations:
+            self.sink.add("PC106", "cannot read this `pipec:` annotation",
+                          Span(source, unreadable.start, unreadable.end),
                           "annotations are `pipec: extent NAME = EXPR` and `pipec: out NAME`")
         findings = tuple(
-            KernelFinding(f["rule"], f["instruction"], self._cuda_span(f["location"], decl_span),
-                          self._cuda_span(f["inlined_at"], None))
-            for f in info["findings"]
+            KernelFinding(f.rule, f.instruction, self._cuda_span(f.location, decl_span),
+                          self._cuda_span(f.inlined_at, None))
+            for f in record.findings
         )
-        return Kernel(ident.text, KernelSource(path, source, key), tuple(params), info["max_threads"],
+        return Kernel(ident.text, KernelSource(path, source, key), params, record.max_threads,
                       findings, decl_span)
 
-    def _extent(self, source: SourceFile, extent: dict) -> Extent | None:
-        span = Span(source, extent["start"], extent["end"])
+    def _extent(self, source: SourceFile, extent: ExtentAnnotation) -> Extent | None:
+        span = Span(source, extent.where.start, extent.where.end)
         try:
-            return Extent(parse_expression(source, extent["start"], extent["end"]), span)
+            return Extent(parse_expression(source, extent.where.start, extent.where.end), span)
         except PipeSyntaxError as error:
             self.sink.add("PC106", f"cannot read the extent expression: {error.message}", span,
                           "write it like a .pipe constant expression over the kernel's scalar parameters")
             return None
 
-    def _cuda_span(self, location, fallback: Span | None) -> Span | None:
-        if not location:
+    def _cuda_span(self, location: SourceLocation | None, fallback: Span | None) -> Span | None:
+        if location is None:
             return fallback
-        path = Path(location[0])
+        path = Path(location.file)
         try:
             source = self._kernel_file(path.resolve())
         except (OSError, UnicodeDecodeError):
             return fallback
-        line = min(max(location[1], 1), source.line_count)
-        start = source.offset(line, max(location[2], 1))
+        line = min(max(location.line, 1), source.line_count)
+        start = source.offset(line, max(location.column, 1))
         text = source.line_text(line)
-        end_col = text.find(";", location[2] - 1)
+        end_col = text.find(";", location.column - 1)
         end = source.offset(line, (end_col if end_col >= 0 else len(text)) + 1)
         return Span(source, start, max(end, start + 1))
 
