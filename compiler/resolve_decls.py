@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from .config import CompileOptions
 from .consteval import Value, literal, representable
-from .diagnostics import Label
+from .diagnostics import DiagnosticSink, Label
 from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options, Waiver
 from .resolve_kernels import KernelImports
 from .resolve_scope import Abort, LoadedModule, Symbol
@@ -24,8 +25,8 @@ WAIVABLE_RULES = {
 class Declarations(KernelImports):
     """Owns the chain of modules being loaded (for cycles) and the `-D` definitions."""
 
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
+    def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
+        super().__init__(options, sink, toolchain)
         self.loading: list[Path] = []
         self.defines: dict[str, tuple[ast.Expr, Span]] = {}
         self.used_defines: set[str] = set()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
 from . import kernels as kernel_analysis
-from .diagnostics import Label
+from .config import CompileOptions
+from .diagnostics import DiagnosticSink, Label
 from .kernel_records import KernelRecord, SourceLocation
 from .model import DTYPES, Extent, Kernel, KernelFinding, KernelSource, Param
 from .resolve_scope import LoadedModule, Scope, Symbol
@@ -21,8 +22,8 @@ _COMPILER_ERROR = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<kind>error|c
 class KernelImports(Scope):
     """Owns the CUDA sources read so far and one model kernel per (source, name)."""
 
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
+    def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
+        super().__init__(options, sink, toolchain)
         self.kernel_files: dict[Path, SourceFile] = {}
         self.kernels: dict[tuple[Path, str], Kernel] = {}  # one object per kernel, however imported
 

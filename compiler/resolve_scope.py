@@ -37,7 +37,6 @@ class Abort(Exception):
     """A problem already reported that makes the current statement meaningless."""
 
 
-
 class Scope:
     """What every pass reads: the options, the diagnostics, and the loaded modules."""
 

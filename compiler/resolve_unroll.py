@@ -4,8 +4,9 @@ launch, fill, copy and child-graph nodes, each with the element ranges it touche
 from __future__ import annotations
 
 from ..dsl import Span, ast
+from .config import CompileOptions
 from .consteval import ConstError, RuntimeValue, evaluate, literal
-from .diagnostics import Label
+from .diagnostics import DiagnosticSink, Label
 from .model import (
     Access, Buffer, CopyNode, FillNode, GraphBody, GraphNode, Kernel, LaunchNode, Mode, NullArg,
     PointerArg, RuntimeValueArg, ValueArg,
@@ -19,14 +20,12 @@ MAX_NODES = 1_000_000
 class Unrolling(Scope):
     """Owns the node count, the parallel groups and the node names given out so far."""
 
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
+    def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
+        super().__init__(options, sink, toolchain)
         self.node_count = 0
         self.dropped_statements = 0
         self.next_group = 0
         self.names_taken: dict[str, dict[str, int]] = {}
-
-    # --- graphs and nodes -------------------------------------------------------------------
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
