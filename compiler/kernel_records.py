@@ -39,7 +39,7 @@ class ParamRecord:
     kind: str  # pointer | scalar | unsupported
     dtype: str | None  # pipec element type of a pointer (None for void*) or of a scalar
     ctype: str  # the C type as the compiler reported it, for messages
-    const: bool  # a pointer through which the kernel cannot write
+    const: bool  # a bindable pointer through which the kernel cannot write (False for others)
     write_only: bool  # `/// pipec: out NAME`
     extent: ExtentAnnotation | None  # `/// pipec: extent NAME = EXPR`
 

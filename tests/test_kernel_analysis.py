@@ -3,6 +3,7 @@ bounds, annotations, and the PTX findings behind the atomics, fence and spin-wai
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -183,6 +184,29 @@ def test_every_parameter_form_is_encoded(parameter_forms, index):
     _, kind, dtype, const, ctype = PARAMETER_FORMS[index]
     (param,) = parameter_forms.kernels[f"form{index}"].params
     assert (param.name, param.kind, param.dtype, param.const, param.ctype) == ("p", kind, dtype, const, ctype)
+
+
+def _cuda_headers() -> Path | None:
+    """A CUDA toolkit's include folder with the half-precision headers, if one is installed."""
+    roots = [Path(os.environ["CUDA_HOME"])] if os.environ.get("CUDA_HOME") else []
+    roots += sorted(Path("/usr/local").glob("cuda*"), reverse=True)
+    return next((r / "include" for r in roots if (r / "include" / "cuda_bf16.h").is_file()), None)
+
+
+@pytest.mark.skipif(_cuda_headers() is None, reason="no CUDA toolkit headers for __half")
+def test_half_precision_parameters(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPEC_NO_CACHE", "1")
+    path = tmp_path / "half.cu"
+    path.write_text("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                    'extern "C" __global__ void k(__half a, const __half* b, __nv_bfloat16 c, '
+                    "__nv_bfloat16* const* d) {}\n")
+    analysis = kernels.analyze(path, (_cuda_headers(),), get_toolchain("nvrtc"), "compute_90")
+    assert [(p.kind, p.dtype, p.const, p.ctype) for p in analysis.kernels["k"].params] == [
+        ("scalar", "f16", False, "__half"),
+        ("pointer", "f16", True, "const __half*"),
+        ("scalar", "bf16", False, "__nv_bfloat16"),
+        ("unsupported", None, False, "__nv_bfloat16* const*"),
+    ]
 
 
 def test_a_kernel_declared_by_a_macro_keeps_its_names_and_annotations(tmp_path, monkeypatch):
