@@ -6,13 +6,26 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .resolve import CompileOptions
-
 KEYS = {"select", "ignore", "include-dirs", "compiler", "arch", "lanes"}
 
 
 class ConfigError(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """How kernel sources are compiled and checked, from the settings and the command line."""
+
+    include_dirs: tuple[Path, ...] = ()
+    compiler: str = "nvrtc"
+    arch: str = "sm_90"
+    lanes: int | None = None
+    defines: tuple[tuple[str, str], ...] = ()  # NAME=EXPR overriding constants of the main file
+
+    @property
+    def virtual_arch(self) -> str:
+        return "compute_" + self.arch.split("_", 1)[-1]
 
 
 @dataclass(frozen=True)

@@ -223,3 +223,31 @@ def _call(func: ast.Ident, args, keywords, span: Span, lookup: Lookup) -> Value:
                          f"found {len(args)}", span, f"write `{func.text}(...)` with {arity}")
     values = [evaluate(a, lookup) for a in args]
     return implementation(*values, span)
+
+
+def literal(value: Value) -> str:
+    """A value as the .pipe language writes it (`true`, `"kernel"`, `0.5`)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def representable(value: Value, dtype) -> str | None:
+    """Why `value` does not fit `dtype`, or None if it does."""
+    if isinstance(value, bool):
+        value = int(value)
+    if dtype.kind == "f":
+        if not isinstance(value, (int, float)):
+            return f"`{literal(value)}` is not a number"
+        limit = {2: 65504.0 if dtype.name == "f16" else 3.3895e38, 4: 3.4028234e38, 8: 1.7976931348623157e308}[dtype.size]
+        if abs(float(value)) > limit:
+            return f"{value!r} overflows `{dtype.name}`"
+        return None
+    if isinstance(value, float):
+        return f"{value!r} is not an integer, and `{dtype.name}` holds integers"
+    low, high = dtype.int_range()
+    if not low <= value <= high:
+        return f"{value} is outside the range of `{dtype.name}` ({low} to {high})"
+    return None

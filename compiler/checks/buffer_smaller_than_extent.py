@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from ..consteval import representable
 from ..diagnostics import Label
 from ..model import PointerArg, ValueArg
-from ..resolve import extent_value, representable, scalar_bindings
+from ..ranges import extent_value, scalar_bindings
 from .context import CheckContext
 
 

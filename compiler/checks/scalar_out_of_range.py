@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..model import FillNode, ValueArg
-from ..resolve import representable
+from ..consteval import representable
 from .context import CheckContext
 
 

@@ -1,0 +1,103 @@
+"""What kernel analysis hands to the resolver: one frozen record per kernel, parameter,
+finding and source location, and their JSON form for the cache.
+
+The JSON carries `FORMAT`; an entry written in another format reads as a cache miss.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .source_scan import ExtentAnnotation, TextRange
+
+FORMAT = 4  # bump with any change to the records below
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    file: str  # as the compiler names it in the PTX line info
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class FindingRecord:
+    """An instruction a graph-safety rule forbids, where the kernel's PTX executes it."""
+
+    rule: str  # atomics | fence-barrier | spin-wait
+    instruction: str
+    location: SourceLocation | None
+    inlined_at: SourceLocation | None = None  # the call site when `location` is in an inlined helper
+
+
+@dataclass(frozen=True)
+class ParamRecord:
+    index: int
+    name: str  # from the source text, `argN` when unknown
+    kind: str  # pointer | scalar | unsupported
+    dtype: str | None  # pipec element type of a pointer (None for void*) or of a scalar
+    ctype: str  # the C type as the compiler reported it, for messages
+    const: bool  # a bindable pointer through which the kernel cannot write (False for others)
+    write_only: bool  # `/// pipec: out NAME`
+    extent: ExtentAnnotation | None  # `/// pipec: extent NAME = EXPR`
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    name: str
+    params: tuple[ParamRecord, ...]
+    max_threads: int | None  # from __launch_bounds__
+    findings: tuple[FindingRecord, ...]
+    signature: TextRange | None  # the declaration in the source; None when the text does not show it
+    unreadable_annotations: tuple[TextRange, ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceAnalysis:
+    path: Path
+    key: str
+    kernels: dict[str, KernelRecord]
+    mangled: tuple[str, ...]  # entries that are not extern "C" (C++ names)
+
+
+def to_json(kernels: dict[str, KernelRecord], mangled: tuple[str, ...]) -> bytes:
+    return json.dumps({"format": FORMAT, "kernels": [asdict(k) for k in kernels.values()],
+                       "mangled": list(mangled)}).encode()
+
+
+def from_json(path: Path, key: str, data: bytes) -> SourceAnalysis | None:
+    """The analysis stored by `to_json`, or None for an entry of another format."""
+    try:
+        stored = json.loads(data)
+        if stored.get("format") != FORMAT:
+            return None
+        kernels = {k["name"]: _kernel(k) for k in stored["kernels"]}
+        return SourceAnalysis(path, key, kernels, tuple(stored["mangled"]))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _kernel(k: dict) -> KernelRecord:
+    return KernelRecord(
+        k["name"], tuple(_param(p) for p in k["params"]), k["max_threads"],
+        tuple(FindingRecord(f["rule"], f["instruction"], _location(f["location"]),
+                            _location(f["inlined_at"])) for f in k["findings"]),
+        _range(k["signature"]), tuple(_range(r) for r in k["unreadable_annotations"]),
+    )
+
+
+def _param(p: dict) -> ParamRecord:
+    e = p["extent"]
+    extent = ExtentAnnotation(e["param"], e["text"], _range(e["where"])) if e else None
+    return ParamRecord(p["index"], p["name"], p["kind"], p["dtype"], p["ctype"], p["const"],
+                       p["write_only"], extent)
+
+
+def _location(data: dict | None) -> SourceLocation | None:
+    return SourceLocation(data["file"], data["line"], data["column"]) if data else None
+
+
+def _range(data: dict | None) -> TextRange | None:
+    return TextRange(data["start"], data["end"]) if data else None

@@ -1,0 +1,280 @@
+"""The declaration pass: loading imported `.pipe` modules, `-D` definitions, constants,
+buffers with their initial values, options and waivers, into each module's scope."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from .config import CompileOptions
+from .consteval import Value, literal, representable
+from .diagnostics import DiagnosticSink, Label
+from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options, Waiver
+from .resolve_kernels import KernelImports
+from .resolve_scope import Abort, LoadedModule, Symbol
+
+WAIVABLE_RULES = {
+    "atomics": "atomics", "atomic_operation": "atomics", "PC305": "atomics",
+    "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", "PC306": "spin-wait",
+    "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", "PC307": "fence-barrier",
+}
+
+
+class Declarations(KernelImports):
+    """Owns the chain of modules being loaded (for cycles) and the `-D` definitions."""
+
+    def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
+        super().__init__(options, sink, toolchain)
+        self.loading: list[Path] = []
+        self.defines: dict[str, tuple[ast.Expr, Span]] = {}
+        self.used_defines: set[str] = set()
+
+    def _load(self, path: Path, via: Span) -> LoadedModule | None:
+        if path in self.modules:
+            return self.modules[path]
+        if path in self.loading:
+            self.sink.add("PC102", f"`{path.name}` imports itself through a cycle", via,
+                          "move the shared declarations into a third file both can import")
+            return None
+        try:
+            source = SourceFile.read(path)
+        except (OSError, UnicodeDecodeError) as error:
+            self.sink.add("PC102", f"cannot read `{path}`: {error.strerror or error}", via,
+                          "paths are relative to the importing file")
+            return None
+        try:
+            tree = parse(source)
+        except PipeSyntaxError as error:
+            self.sink.add("PC101", error.message, error.span,
+                          error.hint or "see docs/language.md for the syntax")
+            return None
+        module = LoadedModule(path, source, tree)
+        self._populate(module)
+        for decl in tree.decls:
+            if isinstance(decl, (ast.StepDecl, ast.InitDecl)):
+                keyword = "step" if isinstance(decl, ast.StepDecl) else "init"
+                self.sink.add("PC102", f"imported file `{path.name}` has a `{keyword}` block",
+                              via, "keep steps in the top-level file; import declarations only",
+                              labels=(Label(decl.span, "declared here"),))
+        return module
+
+    def _parse_defines(self) -> dict[str, tuple[ast.Expr, Span]]:
+        """`-D NAME=EXPR` values, parsed like constant expressions of the main file."""
+        parsed = {}
+        for name, text in self.options.defines:
+            source = SourceFile(Path(f"<-D {name}>"), text)
+            try:
+                parsed[name] = (parse_expression(source, 0, len(text)), Span(source, 0, len(text)))
+            except PipeSyntaxError as error:
+                self.sink.add("PC101", f"`-D {name}={text}`: {error.message}", error.span,
+                              "a definition is a constant expression, e.g. `-D ENVS=1024`")
+        return parsed
+
+    def _populate(self, module: LoadedModule) -> None:
+        self.loading.append(module.path)
+        try:
+            for decl in module.tree.decls:
+                self._declare_top(module, decl)
+        finally:
+            self.loading.pop()
+        self.modules[module.path] = module
+
+    def _declare_top(self, module: LoadedModule, decl) -> None:
+        try:
+            match decl:
+                case ast.Import():
+                    self._import(module, decl)
+                case ast.ConstDecl(name=name, value=value):
+                    if module.path == self.loading[0] and name.text in self.defines:
+                        value = self.defines[name.text][0]
+                        self.used_defines.add(name.text)
+                    self._declare(module, name, Symbol("const", self._const(module, value), name.span))
+                case ast.BufferDecl():
+                    self._declare(module, decl.name, Symbol("buffer", self._buffer(module, decl), decl.name.span))
+                case ast.GraphDecl(name=name):
+                    self._declare(module, name, Symbol("graph", decl, name.span, module))
+        except Abort:
+            if isinstance(decl, (ast.ConstDecl, ast.BufferDecl)):
+                self._mark_invalid(module, (decl.name,))
+
+
+    def _import(self, module: LoadedModule, decl: ast.Import) -> None:
+        target = self._find_file(module.path.parent, decl.path.value)
+        if target is None:
+            self.sink.add("PC102", f"cannot find `{decl.path.value}`", decl.path.span,
+                          "paths are relative to the importing file, then to each include "
+                          "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
+            self._mark_invalid(module, decl.names or ())
+            return
+        if target.suffix in (".cu", ".cuh", ".cuda"):
+            self._import_kernels(module, decl, target)
+            return
+        imported = self._load(target, decl.path.span)
+        if imported is None:
+            self._mark_invalid(module, decl.names or ())
+            return
+        if decl.names is None:
+            for name, symbol in imported.scope.items():
+                self._declare(module, ast.Ident(name, decl.path.span), symbol)
+            return
+        for ident in decl.names:
+            symbol = imported.scope.get(ident.text)
+            if symbol is None:
+                self.sink.add("PC103", f"`{decl.path.value}` declares no `{ident.text}`", ident.span,
+                              self._suggest(ident.text, imported.scope, "declarations"))
+            else:
+                self._declare(module, ident, symbol)
+
+    def _find_file(self, base: Path, relative: str) -> Path | None:
+        for folder in (base, *self.options.include_dirs):
+            candidate = (folder / relative).resolve()
+            if candidate.is_file():
+                return candidate
+        return None
+
+    def _buffer(self, module: LoadedModule, decl: ast.BufferDecl) -> Buffer:
+        dtype = DTYPES.get(decl.dtype.text)
+        if dtype is None or decl.dtype.text not in BUFFER_DTYPES:
+            self.sink.add("PC107", f"unknown element type `{decl.dtype.text}`", decl.dtype.span,
+                          "element types: " + ", ".join(BUFFER_DTYPES))
+            raise Abort
+        shape = tuple(self._int(module, {}, d, "a dimension") for d in decl.shape)
+        for dim, expr in zip(shape, decl.shape):
+            if dim <= 0:
+                self.sink.add("PC107", f"dimension {dim} is not positive", expr.span,
+                              "every dimension must be at least 1")
+                raise Abort
+        count = int(np.prod(shape, dtype=object))
+        labels = tuple(label.text for label in decl.labels)
+        if len(labels) > count:
+            self.sink.add("PC107", f"{len(labels)} labels for {count} elements",
+                          decl.labels[count].span, "give at most one label per element")
+            raise Abort
+        if labels and not decl.mapped:
+            self.sink.add("PC107", "labels name the elements piperun reads back, so they need a "
+                          "`mapped` buffer", decl.labels[0].span, "add `mapped` or drop the labels")
+            raise Abort
+        init = self._init(module, decl, dtype, shape)
+        return Buffer(decl.name.text, dtype, shape, decl.mapped, labels, init, decl.span)
+
+    def _init(self, module: LoadedModule, decl: ast.BufferDecl, dtype, shape) -> Init:
+        expr = decl.init
+        if expr is None:
+            return Init("zeros")
+        hint = "initial values: zeros, uninit, fill(v), uniform(lo, hi, seed=s), normal(mean, std, seed=s), load(\"file.npy\")"
+        if isinstance(expr, ast.Name) and expr.ident.text in ("zeros", "uninit"):
+            return Init(expr.ident.text)
+        if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
+            self.sink.add("PC107", f"`{expr.span.text}` is not an initial value", expr.span, hint)
+            raise Abort
+        kind = expr.func.ident.text
+        arity = {"fill": 1, "uniform": 2, "normal": 2, "load": 1}.get(kind)
+        if arity is None:
+            self.sink.add("PC107", f"unknown initial value `{kind}`", expr.func.span, hint)
+            raise Abort
+        if len(expr.args) != arity:
+            self.sink.add("PC107", f"`{kind}` takes {arity} argument{'s' * (arity > 1)}", expr.span, hint)
+            raise Abort
+        args = tuple(self._const(module, a) for a in expr.args)
+        seed = 0
+        for keyword in expr.keywords:
+            if keyword.name.text != "seed" or kind in ("fill", "load"):
+                self.sink.add("PC107", f"`{kind}` takes no argument `{keyword.name.text}`",
+                              keyword.span, hint)
+                raise Abort
+            seed = self._int(module, {}, keyword.value, "a seed")
+        if kind == "load":
+            return self._load_init(module, expr, args[0], dtype, shape)
+        for value, arg in zip(args, expr.args):
+            if isinstance(value, (bool, str)):
+                self.sink.add("PC107", f"`{kind}` needs numbers, found `{literal(value)}`", arg.span, hint)
+                raise Abort
+        if kind == "fill":
+            problem = representable(args[0], dtype)
+            if problem:
+                self.sink.add("PC107", f"fill value {problem}", expr.args[0].span,
+                              f"choose a value a `{dtype.name}` can hold")
+                raise Abort
+        return Init(kind, args, seed)
+
+    def _load_init(self, module: LoadedModule, expr: ast.Call, value: Value, dtype, shape) -> Init:
+        if not isinstance(value, str):
+            self.sink.add("PC107", "`load` takes a path string", expr.args[0].span,
+                          "write `load(\"file.npy\")`, relative to the .pipe file")
+            raise Abort
+        path = (module.path.parent / value).resolve()
+        try:
+            with path.open("rb") as f:
+                version = np.lib.format.read_magic(f)
+                if version == (1, 0):
+                    header = np.lib.format.read_array_header_1_0(f)
+                else:  # 2.0 and 3.0 share the header layout
+                    header = np.lib.format.read_array_header_2_0(f)
+            file_shape, _, file_dtype = header
+        except (OSError, ValueError) as error:
+            self.sink.add("PC107", f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
+                          "the path is relative to the .pipe file")
+            raise Abort from None
+        expected = np.dtype(dtype.numpy)
+        if tuple(file_shape) != shape or np.dtype(file_dtype) != expected:
+            self.sink.add("PC107", f"`{value}` holds {np.dtype(file_dtype)}{list(file_shape)}, the "
+                          f"buffer is {dtype.name}{list(shape)}", expr.args[0].span,
+                          "save the array with the buffer's shape and element type")
+            raise Abort
+        return Init("load", (), None, path)
+
+    # --- options and waivers ----------------------------------------------------------------
+
+    def _options(self, module: LoadedModule) -> Options:
+        values: dict = {}
+        share_span = None
+        for decl in module.tree.decls:
+            if not isinstance(decl, ast.OptionDecl):
+                continue
+            name = decl.name.text
+            try:
+                value = self._const(module, decl.value)
+            except Abort:
+                continue
+            if name == "lanes" and isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024:
+                values["lanes"] = value
+            elif name == "copy" and value in ("memcpy", "kernel"):
+                values["copy"] = value
+            elif name == "share_modules" and isinstance(value, bool):
+                values["share_modules"] = value
+                share_span = decl.span
+            elif name in ("lanes", "copy", "share_modules"):
+                expected = {"lanes": "an integer from 1 to 1024", "copy": '"memcpy" or "kernel"',
+                            "share_modules": "true or false"}[name]
+                self.sink.add("PC108", f"option `{name}` cannot be `{literal(value)}`", decl.value.span,
+                              f"`{name}` takes {expected}")
+            else:
+                self.sink.add("PC108", f"unknown option `{name}`", decl.name.span,
+                              self._suggest(name, ["lanes", "copy", "share_modules"], "options"))
+        if self.options.lanes is not None:
+            values["lanes"] = self.options.lanes
+        return Options(**values, share_modules_span=share_span)
+
+    def _waivers(self, module: LoadedModule) -> list[Waiver]:
+        waivers = []
+        for decl in module.tree.decls:
+            if not isinstance(decl, ast.WaiveDecl):
+                continue
+            rule = WAIVABLE_RULES.get(decl.rule.text)
+            symbol = module.scope.get(decl.kernel.text)
+            if rule is None:
+                self.sink.add("PC108", f"`{decl.rule.text}` cannot be waived", decl.rule.span,
+                              "waivable rules: atomics, spin_wait, fence_barrier")
+            elif symbol is not None and symbol.kind == "invalid":
+                continue  # its import failed, and was reported
+            elif symbol is None or symbol.kind != "kernel":
+                self.sink.add("PC103", f"`{decl.kernel.text}` is not an imported kernel", decl.kernel.span,
+                              self._suggest(decl.kernel.text, module.scope, "kernels"))
+            elif not decl.reason.value.strip():
+                self.sink.add("PC108", "a waiver needs a reason", decl.reason.span,
+                              "say why this kernel is safe despite the rule")
+            else:
+                waivers.append(Waiver(rule, symbol.value, decl.reason.value, decl.span))
+        return waivers
