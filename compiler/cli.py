@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from .. import __version__
 from . import codes
@@ -34,7 +35,7 @@ class UsageError(Exception):
 class OneLineParser(argparse.ArgumentParser):
     """argparse, with a usage error as one line (the usage itself is one `--help` away)."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         say(self.prog, "error", f"{message} (see `{self.prog} --help`)", color=use_color("auto", sys.stderr))
         self.exit(EXIT_USAGE)
 

@@ -21,6 +21,13 @@ CLEAN = RULES / "PC302_baked_per_step_value_ok.pipe"
 DIRTY = RULES / "PC302_baked_per_step_value.pipe"
 
 
+@pytest.fixture(autouse=True)
+def no_colour_preference(monkeypatch):
+    """Colour then depends only on the options and the stream, whatever the caller's shell sets."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+
+
 def run(capsys, *args) -> tuple[int, str, str]:
     code = main([str(a) for a in args])
     out, err = capsys.readouterr()
@@ -281,8 +288,6 @@ def test_usage_errors_are_one_line(capsys):
     ("never", {"FORCE_COLOR": "1"}, True, False),
 ])
 def test_color_precedence(monkeypatch, flag, env, tty, expected):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.delenv("FORCE_COLOR", raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     stream = io.StringIO()
@@ -291,8 +296,6 @@ def test_color_precedence(monkeypatch, flag, env, tty, expected):
 
 
 def test_color_reaches_reports_and_errors(capsys, monkeypatch, tmp_path):
-    monkeypatch.delenv("NO_COLOR", raising=False)
-    monkeypatch.delenv("FORCE_COLOR", raising=False)
     assert "\033[" not in run(capsys, DIRTY)[1]  # captured output is not a terminal
     assert "\033[1;31merror[PC302]:" in run(capsys, DIRTY, "--color", "always")[1]
     monkeypatch.setenv("FORCE_COLOR", "1")
