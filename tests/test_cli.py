@@ -326,8 +326,17 @@ def test_piperun_rejects_an_invalid_configuration_in_one_line(capsys, tmp_path):
 def test_piperun_stops_quietly_when_its_output_pipe_closes():
     nodes = ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe"
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipec.runtime.cli", str(nodes), "--steps", "100000", "--log-every", "1", "--json"],
+        [sys.executable, "-m", "pipec.runtime.cli", str(nodes), "--steps", "100000", "--log-every", "1",
+         "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     process.stdout.close()  # the first log line meets a closed pipe
     _, err = process.communicate(timeout=300)
     assert process.returncode == 1 and b"Traceback" not in err and b"BrokenPipe" not in err, err
+
+
+def test_statistics_list_the_most_frequent_code_first(capsys):
+    _, out, _ = run(capsys, RULES, "--statistics", "--select", "PC3,PC4")
+    *rows, summary = out.splitlines()
+    counts = [(-int(count), code) for count, code, _ in (row.split("\t") for row in rows)]
+    assert len(counts) > 3 and counts == sorted(counts)
+    assert summary.startswith("checked ") and f" files, {-sum(c for c, _ in counts)} findings (" in summary
