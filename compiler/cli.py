@@ -1,25 +1,76 @@
 """`pipec`: check `.pipe` pipelines, explain rules, emit plans.
 
 Exit status: 0 clean (warnings allowed unless --error-on-warning), 1 findings, 2 usage,
-configuration, I/O or syntax errors. Nothing here touches a GPU or a driver.
+configuration, I/O or syntax errors, or no kernel compiler. Every failure is one line on
+stderr, never a traceback. Nothing here touches a GPU or a driver.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from .. import __version__
 from . import codes
-from .config import ConfigError, load_settings, override
+from .config import CompileOptions, ConfigError, load_settings, override
 from .driver import compile_file
 from .emit import plan_dot, plan_json
-from .render import RENDERERS
-from .toolchain import ToolchainUnavailable
+from .render import RENDERERS, statistics_json, statistics_text
+from .render.terminal import COLOR_CHOICES, finish_stdout, say, use_color, write_stdout
+from .toolchain import ToolchainUnavailable, get_toolchain
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+STDIN = Path("-")
+
+
+class UsageError(Exception):
+    """A mistake on the command line or in what it names; exit 2 with this one line."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (the usage itself is one `--help` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        say(self.prog, "error", f"{message} (see `{self.prog} --help`)", color=use_color("auto", sys.stderr))
+        self.exit(EXIT_USAGE)
+
+
+class ShowVersion(argparse.Action):
+    """`--version`: the tool's version and the NVRTC it would compile with."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and the NVRTC in use")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        write_stdout(f"{parser.prog} {__version__} ({describe_nvrtc()})\n")
+        finish_stdout()
+        parser.exit(EXIT_CLEAN)
+
+
+def describe_nvrtc() -> str:
+    nvrtc = get_toolchain("nvrtc")
+    try:
+        return f"NVRTC {nvrtc.version.removeprefix('nvrtc-')} from {nvrtc.library_path}"
+    except ToolchainUnavailable:
+        return "NVRTC not found"
+
+
+def check_toolchain(options: CompileOptions) -> None:
+    """Load the kernel compiler before any file is read, so a missing one is one error, and an
+    architecture NVRTC cannot target is a usage error that lists the ones it can."""
+    toolchain = get_toolchain(options.compiler)
+    version = toolchain.version  # loads NVRTC or runs `nvcc --version`: a missing one fails here
+    if options.compiler != "nvrtc":
+        return
+    supported = toolchain.supported_archs
+    match = re.fullmatch(r"(sm_\d+)[af]?", options.arch)
+    if match is None or match.group(1) not in supported:
+        raise UsageError(f"architecture `{options.arch}` is not supported by NVRTC "
+                         f"{version.removeprefix('nvrtc-')}; it supports {', '.join(supported)}")
 
 
 def _codes(value: str) -> tuple[str, ...]:
@@ -37,21 +88,33 @@ def define(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+def add_color_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--color", choices=COLOR_CHOICES, default="auto",
+                   help="colour: auto (a terminal, unless NO_COLOR; or FORCE_COLOR), always or never")
+    p.add_argument("--no-color", action="store_const", const="never", dest="color",
+                   help="the same as --color never")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="pipec",
         description="Check a .pipe pipeline's graph-safety rules and emit its CUDA-graph plan. "
                     "Needs no GPU.",
-        epilog="docs/cli.md describes every option; docs/rules.md every rule.",
+        epilog="docs/cli.md describes every option and exit code; docs/rules.md every rule.",
     )
     p.add_argument("files", nargs="*", type=Path, metavar="FILE",
-                   help=".pipe files to check (a folder means every .pipe file below it)")
+                   help=".pipe files to check (a folder means every .pipe file below it; - reads stdin)")
     p.add_argument("--check", action="store_true",
                    help="check only (the default when --emit is not given)")
     p.add_argument("--emit", choices=("plan", "dot"), help="write the plan as JSON, or the DAG as DOT")
     p.add_argument("-o", "--output", type=Path, help="write --emit output (or the report) to this file")
-    p.add_argument("--format", choices=sorted(RENDERERS),
-                   default=os.environ.get("PIPEC_OUTPUT_FORMAT", "text"), help="diagnostic format")
+    p.add_argument("--output-format", "--format", dest="output_format", choices=sorted(RENDERERS),
+                   help="diagnostic format (default: $PIPEC_OUTPUT_FORMAT, else text)")
+    p.add_argument("--statistics", action="store_true",
+                   help="count the findings per code instead of listing them")
+    p.add_argument("--stdin-filename", type=Path, metavar="PATH",
+                   help="the path that text read from stdin (FILE -) stands for: its name in reports, "
+                        "its folder for imports and configuration")
     p.add_argument("--select", type=_codes, help="only these codes (comma-separated codes, prefixes, names)")
     p.add_argument("--ignore", type=_codes, help="never report these codes")
     p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=None,
@@ -64,82 +127,111 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", metavar="CODE", help="print the documentation of a rule and exit")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     p.add_argument("--error-on-warning", action="store_true", help="exit 1 on warnings too")
-    p.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
-    p.add_argument("--version", action="version", version=f"pipec {__version__}")
+    add_color_options(p)
+    p.add_argument("--version", action=ShowVersion)
     return p
 
 
-def _explain(code: str) -> int:
-    if code.upper() == "ALL":
-        sys.stdout.write(codes.rules_markdown())
-        return EXIT_CLEAN
-    rule = codes.lookup(code)
-    if rule is None:
-        print(f"pipec: error: `{code}` is not a rule code or name (see docs/rules.md)", file=sys.stderr)
-        return EXIT_USAGE
-    sys.stdout.write(rule.explanation())
-    return EXIT_CLEAN
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.explain:
-        return _explain(args.explain)
-    if not args.files:
-        parser().error("give at least one FILE (or --explain CODE)")
-    if args.emit and len(args.files) != 1:
-        parser().error("--emit takes exactly one FILE")
-    if args.lanes is not None and args.lanes < 1:
-        parser().error("--lanes must be at least 1")
     try:
+        return _main(parser().parse_args(argv))
+    finally:
+        finish_stdout()
+
+
+def _main(args: argparse.Namespace) -> int:
+    color_errors = use_color(args.color, sys.stderr)
+    if args.explain:
+        return _explain(args.explain, color_errors)
+    if args.stdin_filename and not args.files:
+        args.files = [STDIN]
+    try:
+        _check_usage(args)
         return _run(args)
-    except ConfigError as error:
-        print(f"pipec: error: {error}", file=sys.stderr)
+    except (UsageError, ConfigError) as error:
+        say("pipec", "error", str(error), color=color_errors)
     except ToolchainUnavailable as error:
-        print(f"pipec: error: cannot compile kernels: {error}", file=sys.stderr)
+        say("pipec", "error", f"cannot compile kernels: {error}", color=color_errors)
     except KeyboardInterrupt:
-        print("pipec: interrupted", file=sys.stderr)
+        say("pipec", "error", "interrupted", color=color_errors)
     return EXIT_USAGE
 
 
-def _expand(paths: list[Path]) -> list[Path]:
-    out = []
+def _explain(code: str, color: bool) -> int:
+    if code.upper() == "ALL":
+        write_stdout(codes.rules_markdown())
+        return EXIT_CLEAN
+    rule = codes.lookup(code)
+    if rule is None:
+        say("pipec", "error", f"`{code}` is not a rule code or name (see docs/rules.md)", color=color)
+        return EXIT_USAGE
+    write_stdout(rule.explanation())
+    return EXIT_CLEAN
+
+
+def _check_usage(args: argparse.Namespace) -> None:
+    if not args.files:
+        raise UsageError("give at least one FILE, - for stdin, or --explain CODE")
+    if args.emit and len(args.files) != 1:
+        raise UsageError("--emit takes exactly one FILE")
+    if args.files.count(STDIN) > 1:
+        raise UsageError("stdin (-) can be read only once")
+    if args.lanes is not None and args.lanes < 1:
+        raise UsageError("--lanes must be at least 1")
+    if args.output_format is None:
+        args.output_format = os.environ.get("PIPEC_OUTPUT_FORMAT") or "text"
+        if args.output_format not in RENDERERS:
+            raise UsageError(f"PIPEC_OUTPUT_FORMAT={args.output_format} is not an output format "
+                             f"(choose from {', '.join(sorted(RENDERERS))})")
+    if args.statistics and (args.emit or args.output_format not in ("text", "concise", "json")):
+        raise UsageError("--statistics goes with --output-format text, concise or json, and not with --emit")
+
+
+def _inputs(paths: list[Path], stdin_filename: Path | None) -> list[tuple[Path, str | None]]:
+    """(path, text) pairs: text is None for a file to read, stdin's text for `-`. A folder stands
+    for the `.pipe` files below it and must hold one, so a mistyped CI path cannot pass."""
+    out: list[tuple[Path, str | None]] = []
     for path in paths:
-        out.extend(sorted(path.rglob("*.pipe")) if path.is_dir() else [path])
+        if path == STDIN:
+            out.append((stdin_filename or Path("stdin.pipe"), sys.stdin.read()))
+        elif path.is_dir():
+            found = sorted(path.rglob("*.pipe"))
+            if not found:
+                raise UsageError(f"no .pipe file in {path}")
+            out.extend((file, None) for file in found)
+        else:
+            out.append((path, None))
     return out
 
 
-def _run(args) -> int:
-    diagnostics, usage_error = [], False
+def _run(args: argparse.Namespace) -> int:
+    diagnostics, usage_error, checked = [], False, 0
     artifact = None
-    for path in _expand(args.files):
+    for path, text in _inputs(args.files, args.stdin_filename):
         settings = override(
             load_settings(path), include_dirs=args.include_dirs, compiler=args.compiler,
             arch=args.arch, lanes=args.lanes, select=args.select, ignore=args.ignore,
             defines=tuple(args.defines) if args.defines else None,
         )
+        check_toolchain(settings.compile)
         try:
-            result = compile_file(path, settings, until="plan" if args.emit else "check")
+            result = compile_file(path, settings, until="plan" if args.emit else "check", text=text)
         except (OSError, UnicodeDecodeError) as error:
-            print(f"pipec: error: cannot read {path}: {getattr(error, 'strerror', None) or error}",
-                  file=sys.stderr)
+            say("pipec", "error", f"cannot read {path}: {getattr(error, 'strerror', None) or error}",
+                color=use_color(args.color, sys.stderr))
             usage_error = True
             continue
+        checked += 1
         diagnostics += result.diagnostics
         usage_error |= any(d.code == "PC101" for d in result.diagnostics)
         if args.emit and result.plan is not None:
             artifact = plan_json(result.plan) if args.emit == "plan" else plan_dot(result.plan)
-    color = args.format in ("text", "concise") and not args.no_color and sys.stdout.isatty() \
-        and "NO_COLOR" not in os.environ and not args.emit
-    report = RENDERERS[args.format](diagnostics, color=color)
     if args.emit:
-        sys.stderr.write(report)
+        sys.stderr.write(RENDERERS[args.output_format](diagnostics, color=use_color(args.color, sys.stderr)))
         if artifact is not None:
             _write(args.output, artifact)
-    elif args.output:
-        _write(args.output, report)
     else:
-        sys.stdout.write(report)
+        _write(args.output, _report(args, diagnostics, checked))
     if usage_error:
         return EXIT_USAGE
     errors = any(d.severity is codes.Severity.ERROR for d in diagnostics)
@@ -151,11 +243,23 @@ def _run(args) -> int:
     return EXIT_FINDINGS
 
 
+def _report(args: argparse.Namespace, diagnostics: list, checked: int) -> str:
+    if args.statistics:
+        if args.output_format == "json":
+            return statistics_json(diagnostics)
+        return statistics_text(diagnostics, checked)
+    color = use_color(args.color, sys.stdout) if args.output is None else args.color == "always"
+    return RENDERERS[args.output_format](diagnostics, color=color, checked=checked)
+
+
 def _write(path: Path | None, text: str) -> None:
     if path is None:
-        sys.stdout.write(text)
-    else:
+        write_stdout(text)
+        return
+    try:
         path.write_text(text)
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror or error}") from error
 
 
 if __name__ == "__main__":

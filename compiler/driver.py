@@ -100,11 +100,13 @@ def _all_bodies(program: Program):
             stack.extend(item.body for item in current.items if isinstance(item, GraphNode))
 
 
-def compile_file(path: Path, settings: Settings, *, until: str = "plan") -> Compilation:
-    """Run the stages on one file, up to and including `until`. Raises OSError when the file
-    cannot be read and ToolchainUnavailable when kernels cannot be compiled at all."""
+def compile_file(path: Path, settings: Settings, *, until: str = "plan",
+                 text: str | None = None) -> Compilation:
+    """Run the stages on one file, up to and including `until`; `text`, when given, stands for
+    the file's content (`pipec -` reads it from stdin). Raises OSError when the file cannot be
+    read and ToolchainUnavailable when kernels cannot be compiled at all."""
     c = Compilation(path, settings)
-    value = SourceFile.read(path.resolve())
+    value = SourceFile.read(path.resolve()) if text is None else SourceFile(path.resolve(), text)
     for name, stage in STAGES:
         if name == "plan":
             _finish_diagnostics(c)

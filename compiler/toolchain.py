@@ -50,7 +50,7 @@ class Nvrtc:
     name = "nvrtc"
 
     @cached_property
-    def _lib(self) -> ctypes.CDLL:
+    def library_path(self) -> str:
         try:
             from cuda.pathfinder import DynamicLibNotFoundError, load_nvidia_dynamic_lib
         except ImportError as error:
@@ -63,7 +63,11 @@ class Nvrtc:
             raise ToolchainUnavailable(
                 f"NVRTC is not installed ({str(error).splitlines()[0]}); install `pipec[cu12]` or "
                 "`pipec[cu13]`, or set `compiler = \"nvcc\"`") from error
-        lib = ctypes.CDLL(loaded.abs_path)
+        return loaded.abs_path
+
+    @cached_property
+    def _lib(self) -> ctypes.CDLL:
+        lib = ctypes.CDLL(self.library_path)
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
         return lib
 
@@ -72,6 +76,15 @@ class Nvrtc:
         major, minor = ctypes.c_int(), ctypes.c_int()
         self._check(self._lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
         return f"nvrtc-{major.value}.{minor.value}"
+
+    @cached_property
+    def supported_archs(self) -> tuple[str, ...]:
+        """The real architectures this NVRTC can target, oldest first (`sm_50`, ...)."""
+        count = ctypes.c_int()
+        self._check(self._lib.nvrtcGetNumSupportedArchs(ctypes.byref(count)), "nvrtcGetNumSupportedArchs")
+        archs = (ctypes.c_int * count.value)()
+        self._check(self._lib.nvrtcGetSupportedArchs(archs), "nvrtcGetSupportedArchs")
+        return tuple(f"sm_{arch}" for arch in archs)
 
     def compile(self, request: CompileRequest) -> bytes:
         lib = self._lib

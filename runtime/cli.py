@@ -1,7 +1,9 @@
 """`piperun`: load a pipeline, replay its step, read diagnostics back, verify, profile.
 
 Exit status: 0 done, 1 the run failed (a CUDA error, a verification difference, out of
-memory), 2 it could not start (usage, a `.pipe` file that does not check, no GPU).
+memory, a closed output pipe), 2 it could not start (usage, an invalid `[tool.pipec]`, no
+kernel compiler, a `.pipe` file that does not check, no GPU). Every failure is one line on
+stderr (a file that does not check: the compiler's report), never a traceback.
 """
 
 from __future__ import annotations
@@ -14,17 +16,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
-from ..compiler.cli import define
+from ..compiler.cli import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
+from ..compiler.config import ConfigError, load_settings
+from ..compiler.render.terminal import finish_stdout, say, use_color
+from ..compiler.toolchain import ToolchainUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="piperun",
         description="Build a .pipe pipeline's CUDA graph explicitly and replay it.",
-        epilog="docs/cli.md describes every option.",
+        epilog="docs/cli.md describes every option and exit code.",
     )
     p.add_argument("file", type=Path, metavar="FILE", help="the .pipe pipeline")
     p.add_argument("--steps", type=int, default=1000, help="steps to run (default 1000)")
@@ -47,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=[],
                    help="also look for imported files here (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--version", action="version", version=f"piperun {__version__}")
+    add_color_options(p)
+    p.add_argument("--version", action=ShowVersion)
     return p
 
 
@@ -58,10 +63,36 @@ class RunLog:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    try:
+        return _main(args)
+    except BrokenPipeError:  # the reader of stdout went away (`piperun ... --json | head -1`)
+        return EXIT_FAILED
+    finally:
+        finish_stdout()
+
+
+def _preflight(args) -> None:
+    """What stops a run before any GPU work: the configuration and the kernel compiler."""
+    check_toolchain(load_settings(args.file).compile)
+
+
+def _error(args, message: str, label: str = "error") -> None:
+    say("piperun", label, message, color=use_color(args.color, sys.stderr))
+
+
+def _main(args) -> int:
     if args.steps < 0 or args.log_every < 1 or (args.verify is not None and args.verify < 1):
         parser().error("--steps must be >= 0, --log-every and --verify >= 1")
     if args.sync_each and not args.eager:
         parser().error("--sync-each goes with --eager")
+    try:
+        _preflight(args)
+    except (UsageError, ConfigError) as error:
+        _error(args, str(error))
+        return EXIT_USAGE
+    except ToolchainUnavailable as error:
+        _error(args, f"cannot compile kernels: {error}")
+        return EXIT_USAGE
     try:
         from .driver import CudaError, NoDevice
         from .eager import NodeFailed
@@ -69,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         from .pipeline import PipelineError, load
         from .state import StateError
     except ImportError as error:  # pragma: no cover - an incomplete installation
-        print(f"piperun: error: {error}", file=sys.stderr)
+        _error(args, str(error))
         return EXIT_USAGE
     try:
         pipeline = load(args.file, device=args.device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
@@ -78,19 +109,18 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(error.report)
         return EXIT_USAGE
     except (NoDevice, OSError) as error:
-        print(f"piperun: error: {error}", file=sys.stderr)
+        _error(args, str(error))
         return EXIT_USAGE
     except (OutOfMemory, BindError, StateError, CudaError, NodeFailed) as error:
-        print(f"piperun: error: {error}", file=sys.stderr)
+        _error(args, str(error))
         return EXIT_FAILED
     with pipeline:
         try:
             return _run(args, pipeline)
         except (OutOfMemory, StateError, CudaError, NodeFailed) as error:
-            print(f"piperun: error: {error}", file=sys.stderr)
+            _error(args, str(error))
             if isinstance(error, CudaError) and not args.eager:
-                print("piperun: hint: rerun with --eager --sync-each to find the node that fails",
-                      file=sys.stderr)
+                _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")
             return EXIT_FAILED
 
 

@@ -13,7 +13,7 @@ def _property(text: str) -> str:
     return _data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(diagnostics: list[Diagnostic], *, color: bool = False) -> str:
+def render_github(diagnostics: list[Diagnostic], *, color: bool = False, checked: int | None = None) -> str:
     lines = []
     for d in diagnostics:
         end_line, end_column = d.span.end_line_col()

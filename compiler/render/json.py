@@ -22,5 +22,5 @@ def to_dict(d: Diagnostic) -> dict:
     }
 
 
-def render_json(diagnostics: list[Diagnostic], *, color: bool = False) -> str:
+def render_json(diagnostics: list[Diagnostic], *, color: bool = False, checked: int | None = None) -> str:
     return json.dumps([to_dict(d) for d in diagnostics], indent=2) + "\n"

@@ -16,7 +16,7 @@ def _fingerprint(d: Diagnostic) -> str:
     return hashlib.sha256(f"{d.code}:{line_text}".encode()).hexdigest()[:16] + ":1"
 
 
-def render_sarif(diagnostics: list[Diagnostic], *, color: bool = False) -> str:
+def render_sarif(diagnostics: list[Diagnostic], *, color: bool = False, checked: int | None = None) -> str:
     index = {rule.code: i for i, rule in enumerate(RULES)}
     rules = [
         {

@@ -1,5 +1,6 @@
 """Compiler-style text: `file:line:col: error[CODE]: message`, the source line with a caret
-under the span, labels elsewhere, and the hint."""
+under the span, labels elsewhere, and the hint; `concise`: one line each. Both end with a
+summary line when told how many files were checked."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ _COLORS = {"error": "\033[1;31m", "warning": "\033[1;33m", "gutter": "\033[1;34m
            "help": "\033[1;36m", "bold": "\033[1m", "reset": "\033[0m"}
 
 
-class _Paint:
+class Paint:
     def __init__(self, color: bool) -> None:
         self.color = color
 
@@ -19,7 +20,7 @@ class _Paint:
         return f"{_COLORS[style]}{text}{_COLORS['reset']}" if self.color else text
 
 
-def _snippet(span: Span, mark: str, label: str, gutter_width: int, paint: _Paint, style: str) -> list[str]:
+def _snippet(span: Span, mark: str, label: str, gutter_width: int, paint: Paint, style: str) -> list[str]:
     line = span.line
     text = span.source.line_text(line).expandtabs(4)
     raw = span.source.line_text(line)
@@ -36,7 +37,7 @@ def _snippet(span: Span, mark: str, label: str, gutter_width: int, paint: _Paint
     ]
 
 
-def render_one(d: Diagnostic, paint: _Paint) -> str:
+def render_one(d: Diagnostic, paint: Paint) -> str:
     severity = d.severity.value
     head = (f"{paint('bold', d.span.location() + ':')} {paint(severity, f'{severity}[{d.code}]:')} "
             f"{paint('bold', d.message)}")
@@ -54,28 +55,39 @@ def render_one(d: Diagnostic, paint: _Paint) -> str:
     return "\n".join(lines)
 
 
-def summary(diagnostics: list[Diagnostic]) -> str:
+def summary(diagnostics: list[Diagnostic], checked: int | None = None) -> str:
+    """`found 2 errors`; with the number of files checked, `checked 3 files, 2 findings (2 errors)`
+    or `checked 3 files, 0 findings`, so a clean run says what it looked at."""
     errors = sum(d.severity is Severity.ERROR for d in diagnostics)
     warnings = len(diagnostics) - errors
-    parts = [f"{n} {word}{'s' * (n != 1)}" for n, word in ((errors, "error"), (warnings, "warning")) if n]
-    return "found " + " and ".join(parts) if parts else ""
+    parts = [_count(n, word) for n, word in ((errors, "error"), (warnings, "warning")) if n]
+    if checked is None:
+        return "found " + " and ".join(parts) if parts else ""
+    found = f" ({' and '.join(parts)})" if parts else ""
+    return f"checked {_count(checked, 'file')}, {_count(len(diagnostics), 'finding')}{found}"
 
 
-def render_text(diagnostics: list[Diagnostic], *, color: bool = False) -> str:
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'s' * (n != 1)}"
+
+
+def render_text(diagnostics: list[Diagnostic], *, color: bool = False, checked: int | None = None) -> str:
+    footer = [summary(diagnostics, checked)] if diagnostics or checked is not None else []
     if not diagnostics:
-        return ""
-    paint = _Paint(color)
+        return "".join(line + "\n" for line in footer)
+    paint = Paint(color)
     blocks = [render_one(d, paint) for d in diagnostics]
-    codes = sorted({d.code for d in diagnostics})
-    footer = [summary(diagnostics)]
-    footer.append(f"for more information about a code, try `pipec --explain {codes[0]}`")
+    first_code = min(d.code for d in diagnostics)
+    footer.append(f"for more information about a code, try `pipec --explain {first_code}`")
     return "\n\n".join(blocks) + "\n\n" + "\n".join(footer) + "\n"
 
 
-def render_concise(diagnostics: list[Diagnostic], *, color: bool = False) -> str:
-    paint = _Paint(color)
+def render_concise(diagnostics: list[Diagnostic], *, color: bool = False, checked: int | None = None) -> str:
+    paint = Paint(color)
     lines = [
         f"{d.span.location()}: {paint(d.severity.value, f'{d.severity.value}[{d.code}]')}: {d.message}"
         for d in diagnostics
     ]
+    if checked is not None:
+        lines.append(summary(diagnostics, checked))
     return "\n".join(lines) + ("\n" if lines else "")
