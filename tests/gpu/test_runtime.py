@@ -96,8 +96,7 @@ def test_a_node_dropped_from_the_graph_is_reported():
 
 
 def test_a_baked_scalar_is_reported(nodes):
-    from pipec.runtime.driver import call
-
+    call = nodes.driver.call
     # Freeze the `factor` argument of one node of the instantiated graph at another value, as
     # stream capture would have frozen a per-step value: only verification can notice.
     handle = nodes.graph.root_nodes["step/scaled"]
