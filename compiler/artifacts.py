@@ -19,7 +19,9 @@ def module_binaries(plan: Plan, arch: str) -> tuple[bytes, ...]:
     CompileFailed when a source no longer compiles, ToolchainUnavailable without a compiler."""
     toolchain = get_toolchain(plan.compiler)
     return tuple(
-        kernels.compile_generated_cubin(spec.name, spec.source, toolchain, arch) if spec.source is not None
-        else kernels.compile_cubin(Path(spec.path), tuple(Path(d) for d in spec.include_dirs), toolchain, arch)
+        kernels.compile_generated_cubin(spec.name, spec.source, toolchain, arch)
+        if spec.source is not None
+        else kernels.compile_cubin(Path(spec.path), tuple(Path(d) for d in spec.include_dirs),
+                                   toolchain, arch)
         for spec in plan.modules
     )

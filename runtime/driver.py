@@ -52,7 +52,8 @@ def cuda_driver() -> Driver:
     try:
         from cuda.bindings import driver as cu
     except ImportError as error:
-        raise NoDevice(f"cuda-python is not installed ({error}); install `pipec[cu12]` or `pipec[cu13]`") from None
+        raise NoDevice(f"cuda-python is not installed ({error}); "
+                       "install `pipec[cu12]` or `pipec[cu13]`") from None
     return Driver(cu)
 
 
@@ -97,7 +98,8 @@ def open_device(ordinal: int = 0, driver: Driver | None = None) -> Device:
     call("cuCtxSetCurrent", context)
 
     def attribute(name: str) -> int:
-        return call("cuDeviceGetAttribute", getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), handle)
+        return call("cuDeviceGetAttribute", getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"),
+                    handle)
 
     name = call("cuDeviceGetName", 256, handle).split(b"\0", 1)[0].decode()
     return Device(

@@ -30,8 +30,9 @@ class Modules:
             self._functions[key] = function
         function = self._functions[key]
         if shared_bytes > DEFAULT_DYNAMIC_SHARED:
-            attribute = self.device.driver.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            call("cuFuncSetAttribute", function, attribute, shared_bytes)
+            attributes = self.device.driver.cu.CUfunction_attribute
+            call("cuFuncSetAttribute", function, attributes.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                 shared_bytes)
         return function
 
     @property
