@@ -16,6 +16,7 @@ from ..compiler.artifacts import module_binaries
 from ..compiler.config import override
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.render import RENDERERS
+from ..compiler.toolchain import CompileFailed
 from ..dsl.source import SourceFile, Span
 from .driver import Driver, open_device, release_device
 from .pipeline import Pipeline
@@ -31,10 +32,6 @@ class PipelineError(Exception):
 
     def render(self, *, color: bool = False) -> str:
         return RENDERERS["text"](self.diagnostics, color=color) if self.diagnostics else self.message + "\n"
-
-    @property
-    def report(self) -> str:
-        return self.render()
 
 
 def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = None,
@@ -57,6 +54,10 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
     opened = open_device(device, driver)
     try:
         binaries = module_binaries(plan, opened.arch)
+    except CompileFailed as failure:
+        release_device(opened)
+        raise PipelineError([], f"{path}: the kernels do not compile for {opened.describe()}:\n"
+                                f"{failure.log.rstrip()}") from None
     except BaseException:
         release_device(opened)
         raise

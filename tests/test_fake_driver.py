@@ -234,3 +234,10 @@ def test_out_of_memory_names_the_buffer_and_frees_the_rest():
     with pytest.raises(OutOfMemory, match="allocating `y` .* declared at .*nodes.pipe:9"):
         load(NODES, driver=driver)
     assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0)
+
+
+def test_kernels_that_do_not_compile_for_the_device_stop_the_load_with_one_error():
+    driver = fake_driver(NODES, name="Fake future GPU", capability=(1, 0))  # NVRTC knows no sm_10
+    with pytest.raises(PipelineError, match="the kernels do not compile for Fake future GPU \\(sm_10"):
+        load(NODES, driver=driver)
+    assert driver.cu.named("cuDevicePrimaryCtxRelease")
