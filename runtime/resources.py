@@ -11,15 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..compiler.plan_schema import KernelNodeSpec, Location, Plan
+from .driver import Device
+from .eager import EAGER_SCOPE
 from .modules import Modules
-
-SCOPE = "eager"  # the eager program loads every module anyway
 
 
 @dataclass(frozen=True)
 class LimitFinding:
-    node: str
-    location: Location
+    location: Location  # the launch in the `.pipe` file
     message: str
     hint: str
 
@@ -30,44 +29,58 @@ class LaunchLimitsExceeded(Exception):
         super().__init__("; ".join(f"{f.location}: {f.message}" for f in findings))
 
 
+@dataclass(frozen=True)
+class _Compiled:
+    """What the compiled kernel needs, from `cuFuncGetAttribute`."""
+
+    registers: int  # per thread
+    static_shared: int  # bytes
+    max_threads: int  # per block, given its registers and `__launch_bounds__`
+
+
 def check_launch_resources(plan: Plan, modules: Modules) -> list[LimitFinding]:
-    device = modules.device
-    cu, call = device.driver.cu, device.driver.call
-    attributes = cu.CUfunction_attribute
     findings: list[LimitFinding] = []
     seen: set[Location] = set()
     for root in (plan.init, plan.step):
-        if root is None:
-            continue
-        for node in plan.leaves(root):
+        for node in plan.leaves(root) if root is not None else ():
             # a child graph used twice is one launch in the source: report it once
-            if not isinstance(node, KernelNodeSpec) or node.location in seen:
-                continue
-            seen.add(node.location)
-            function = modules.function(SCOPE, node.module, node.function)
-
-            def attribute(name: str) -> int:
-                return call("cuFuncGetAttribute", getattr(attributes, f"CU_FUNC_ATTRIBUTE_{name}"), function)
-
-            threads = node.block[0] * node.block[1] * node.block[2]
-            static_shared = attribute("SHARED_SIZE_BYTES")
-            registers = attribute("NUM_REGS")
-            kernel_max = attribute("MAX_THREADS_PER_BLOCK")
-            on = f"{device.name} ({device.arch})"
-            if threads > device.max_threads_per_block:
-                findings.append(LimitFinding(node.name, node.location,
-                    f"`{node.function}` is launched with {threads} threads per block; {on} allows "
-                    f"{device.max_threads_per_block}", "use more blocks of fewer threads"))
-            elif registers * threads > device.max_registers_per_block or threads > kernel_max:
-                findings.append(LimitFinding(node.name, node.location,
-                    f"`{node.function}` uses {registers} registers per thread: {threads} threads need "
-                    f"{registers * threads}, {on} has {device.max_registers_per_block} per block "
-                    f"(at most {kernel_max} threads of this kernel)",
-                    f"launch at most {kernel_max} threads per block, or give the kernel "
-                    "`__launch_bounds__` so the compiler uses fewer registers"))
-            if static_shared + node.shared_bytes > device.max_shared_per_block:
-                findings.append(LimitFinding(node.name, node.location,
-                    f"`{node.function}` needs {static_shared} bytes of static and {node.shared_bytes} of "
-                    f"dynamic shared memory; a block on {on} has at most {device.max_shared_per_block}",
-                    "use less shared memory per block, or split the work across blocks"))
+            if isinstance(node, KernelNodeSpec) and node.location not in seen:
+                seen.add(node.location)
+                findings += _launch_findings(node, _compiled(modules, node), modules.device)
     return findings
+
+
+def _compiled(modules: Modules, node: KernelNodeSpec) -> _Compiled:
+    driver = modules.device.driver
+    function = modules.function(EAGER_SCOPE, node.module, node.function)  # loaded for eager runs anyway
+
+    def attribute(name: str) -> int:
+        return driver.call("cuFuncGetAttribute",
+                           getattr(driver.cu.CUfunction_attribute, f"CU_FUNC_ATTRIBUTE_{name}"), function)
+
+    return _Compiled(attribute("NUM_REGS"), attribute("SHARED_SIZE_BYTES"),
+                     attribute("MAX_THREADS_PER_BLOCK"))
+
+
+def _launch_findings(node: KernelNodeSpec, kernel: _Compiled, device: Device) -> list[LimitFinding]:
+    found = []
+    threads = node.block[0] * node.block[1] * node.block[2]
+    on = f"{device.name} ({device.arch})"
+    if threads > device.max_threads_per_block:
+        found.append(LimitFinding(
+            node.location, f"`{node.function}` is launched with {threads} threads per block; {on} "
+            f"allows {device.max_threads_per_block}", "use more blocks of fewer threads"))
+    elif threads > kernel.max_threads or kernel.registers * threads > device.max_registers_per_block:
+        found.append(LimitFinding(
+            node.location, f"`{node.function}` uses {kernel.registers} registers per thread: {threads} "
+            f"threads need {kernel.registers * threads}, {on} has {device.max_registers_per_block} per "
+            f"block (at most {kernel.max_threads} threads of this kernel)",
+            f"launch at most {kernel.max_threads} threads per block, or give the kernel "
+            "`__launch_bounds__` so the compiler uses fewer registers"))
+    if kernel.static_shared + node.shared_bytes > device.max_shared_per_block:
+        found.append(LimitFinding(
+            node.location, f"`{node.function}` needs {kernel.static_shared} bytes of static and "
+            f"{node.shared_bytes} of dynamic shared memory; a block on {on} has at most "
+            f"{device.max_shared_per_block}", "use less shared memory per block, or split the work "
+            "across blocks"))
+    return found

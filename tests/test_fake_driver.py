@@ -241,3 +241,13 @@ def test_kernels_that_do_not_compile_for_the_device_stop_the_load_with_one_error
     with pytest.raises(PipelineError, match="the kernels do not compile for Fake future GPU \\(sm_10"):
         load(NODES, driver=driver)
     assert driver.cu.named("cuDevicePrimaryCtxRelease")
+
+
+def test_piperun_renders_load_diagnostics_as_pipec_does(capsys):
+    from pipec.runtime import cli
+
+    dirty = ROOT / "tests" / "fixtures" / "rules" / "PC302_baked_per_step_value.pipe"
+    assert cli.main([str(dirty), "--steps", "1"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "PC302_baked_per_step_value.pipe:" in err and "error[PC302]" in err
+    assert "try `pipec --explain PC302`" in err
