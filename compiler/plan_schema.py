@@ -179,7 +179,6 @@ class Plan:
                 yield from self.graph_tree(node.graph)
 
 
-
 def to_json(value):
     """The plan (or any part of it) as JSON-ready data; nodes carry their kind."""
     if is_dataclass(value):

@@ -19,8 +19,8 @@ from .eager import EagerProgram
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
 from .modules import Modules
-from .resources import LaunchLimitsExceeded, check_launch_resources
 from .profile import ProfileReport, profile
+from .resources import LaunchLimitsExceeded, check_launch_resources
 from .state import load_state, save_state
 from .verify import VerifyReport, Writer, verify
 
