@@ -23,7 +23,7 @@ def check(path: str | Path):
 
 
 def load(path: str | Path, **options):
-    """Compile and load a pipeline on the GPU (see `pipec.runtime.pipeline.load`)."""
+    """Compile and load a pipeline on the GPU (see `pipec.runtime.load.load`)."""
     from .runtime import load as load_pipeline
 
     return load_pipeline(path, **options)

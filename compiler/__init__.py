@@ -2,6 +2,6 @@
 
 from .config import Settings, load_settings
 from .driver import STAGES, Compilation, compile_file
-from .plan import Plan
+from .plan_schema import Plan
 
 __all__ = ["STAGES", "Compilation", "Plan", "Settings", "compile_file", "load_settings"]

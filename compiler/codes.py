@@ -85,6 +85,8 @@ RULES: tuple[Rule, ...] = (
     Rule("PC313", "invalid-grid", _E, "a launch has no blocks, no threads, or more blocks than a grid holds"),
     Rule("PC314", "unordered-conflict", _E, "two nodes touch the same data, one writing, with no path between them"),
     Rule("PC315", "graph-cycle", _E, "a graph uses itself"),
+    Rule("PC316", "launch-over-device-limit", _E,
+         "a launch needs more threads, registers or shared memory than the loaded device has"),
     # PC4xx: warnings
     Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it"),
     Rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer"),

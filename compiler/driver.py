@@ -20,7 +20,8 @@ from .config import Settings
 from .dag import Dag, build_dag
 from .diagnostics import Diagnostic, DiagnosticSink
 from .model import GraphNode, Program
-from .plan import Plan, build_plan
+from .lower import build_plan
+from .plan_schema import Plan
 from .resolve import Resolver
 from .suppressions import apply_suppressions, find_suppressions
 from .toolchain import get_toolchain

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .plan import (
+from .plan_schema import (
     ChildGraphNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, Plan, to_json,
 )
 

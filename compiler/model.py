@@ -12,57 +12,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Union
 
-import numpy as np
-
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
-
-
-@dataclass(frozen=True)
-class DType:
-    name: str
-    size: int
-    kind: str  # "f" float, "i" signed integer, "u" unsigned integer, "b" bool
-    numpy: str  # the NumPy dtype that holds it on the host (bf16 travels as its raw bits)
-
-    @property
-    def bits(self) -> int:
-        return self.size * 8
-
-    def int_range(self) -> tuple[int, int]:
-        if self.kind == "u":
-            return 0, (1 << self.bits) - 1
-        if self.kind == "b":
-            return 0, 1
-        return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
-
-
-DTYPES: dict[str, DType] = {
-    d.name: d
-    for d in (
-        DType("f32", 4, "f", "float32"),
-        DType("f16", 2, "f", "float16"),
-        DType("bf16", 2, "f", "uint16"),
-        DType("f64", 8, "f", "float64"),
-        DType("i8", 1, "i", "int8"),
-        DType("i16", 2, "i", "int16"),
-        DType("i32", 4, "i", "int32"),
-        DType("i64", 8, "i", "int64"),
-        DType("u8", 1, "u", "uint8"),
-        DType("u16", 2, "u", "uint16"),
-        DType("u32", 4, "u", "uint32"),
-        DType("u64", 8, "u", "uint64"),
-        DType("bool", 1, "b", "bool"),
-    )
-}
-
-BUFFER_DTYPES = ("f32", "f16", "bf16", "f64", "i32", "u32", "i64", "u64", "u8")
-
-
-def bfloat16_bits(values) -> np.ndarray:
-    """The bf16 bit patterns of `values`, rounded to nearest even (NumPy has no bfloat16)."""
-    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+from .dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
 
 
 class Mode(enum.IntFlag):

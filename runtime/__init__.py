@@ -1,5 +1,7 @@
-"""The runtime: a checked plan made real on the GPU. `load(path)` gives a `Pipeline`."""
+"""The runtime: a plan and its compiled modules made real on the GPU. `load(path)` compiles a
+`.pipe` file and gives a `Pipeline`."""
 
-from .pipeline import Pipeline, PipelineError, load
+from .load import PipelineError, load
+from .pipeline import Pipeline
 
 __all__ = ["Pipeline", "PipelineError", "load"]

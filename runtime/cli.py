@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -97,7 +98,7 @@ def _main(args) -> int:
         from .driver import CudaError, NoDevice
         from .eager import NodeFailed
         from .memory import BindError, OutOfMemory
-        from .pipeline import PipelineError, load
+        from .load import PipelineError, load
         from .state import StateError
     except ImportError as error:  # pragma: no cover - an incomplete installation
         _error(args, str(error))
@@ -106,7 +107,7 @@ def _main(args) -> int:
         pipeline = load(args.file, device=args.device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
                         defines=dict(args.defines))
     except PipelineError as error:
-        sys.stderr.write(error.report)
+        sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
         return EXIT_USAGE
     except (NoDevice, OSError) as error:
         _error(args, str(error))
@@ -150,9 +151,9 @@ def _run(args, pipeline) -> int:
 
 
 def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
-    from .driver import call
-
     from tqdm import tqdm
+
+    call = pipeline.driver.call
 
     run = (lambda n: pipeline.run_eager(n, synchronize_each=args.sync_each)) if args.eager else pipeline.step
     events = [call("cuEventCreate", 0) for _ in range(2)]

@@ -1,8 +1,10 @@
-"""The CUDA driver through cuda-python: one checker for every call, and the device context.
+"""The CUDA driver, one object: the driver API module and the checker every call goes through.
 
-Every call returns `(CUresult, *outputs)`; `call` raises `CudaError` naming the call and the
-driver's error name. Importing this module needs cuda-bindings; a missing driver or GPU is
-reported as `NoDevice`, with one line a person can act on.
+`Driver` wraps `cuda.bindings.driver`, or a stand-in with the same functions and types (the
+CPU tests' fake driver): every runtime module reaches the driver through the `Device` it works
+on, so swapping the module swaps every call. Every call returns `(CUresult, *outputs)`;
+`call` raises `CudaError` naming the call and the driver's error name. A missing driver or GPU
+is reported as `NoDevice`, with one line a person can act on.
 """
 
 from __future__ import annotations
@@ -20,44 +22,53 @@ class CudaError(Exception):
         super().__init__(f"{call} failed: {name}" + (f" ({detail})" if detail else ""))
 
 
-try:
-    from cuda.bindings import driver as cu
-except ImportError as error:  # pragma: no cover - depends on the installation
-    cu = None
-    _IMPORT_ERROR: Exception | None = error
-else:
-    _IMPORT_ERROR = None
-
 MIN_DRIVER = 12040  # CUDA 12.4: conditional nodes and the graph API pipec uses
 
 
-def error_name(err) -> str:
+class Driver:
+    def __init__(self, cu) -> None:
+        self.cu = cu
+        self.success = cu.CUresult.CUDA_SUCCESS
+
+    def error_name(self, err) -> str:
+        try:
+            return self.cu.CUresult(err).name
+        except (ValueError, TypeError):
+            return f"CUDA error {int(err)}"
+
+    def call(self, name: str, *args):
+        """`cu.<name>(*args)`, unwrapped: None, one output, or a tuple of outputs."""
+        result = getattr(self.cu, name)(*args)
+        err = result[0]
+        if err != self.success:
+            raise CudaError(name, self.error_name(err))
+        if len(result) == 1:
+            return None
+        return result[1] if len(result) == 2 else result[1:]
+
+
+def cuda_driver() -> Driver:
+    """The real driver, through cuda-python."""
     try:
-        return cu.CUresult(err).name
-    except (ValueError, TypeError):
-        return f"CUDA error {int(err)}"
-
-
-def call(name: str, *args):
-    """`cu.<name>(*args)`, unwrapped: None, one output, or a tuple of outputs."""
-    result = getattr(cu, name)(*args)
-    err = result[0]
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise CudaError(name, error_name(err))
-    if len(result) == 1:
-        return None
-    return result[1] if len(result) == 2 else result[1:]
+        from cuda.bindings import driver as cu
+    except ImportError as error:
+        raise NoDevice(f"cuda-python is not installed ({error}); "
+                       "install `pipec[cu12]` or `pipec[cu13]`") from None
+    return Driver(cu)
 
 
 @dataclass(frozen=True)
 class Device:
     ordinal: int
+    driver: Driver
     handle: object
     context: object
     name: str
     arch: str  # sm_90
     multiprocessors: int
-    max_shared_per_block: int  # opt-in limit for dynamic shared memory
+    max_threads_per_block: int
+    max_registers_per_block: int
+    max_shared_per_block: int  # opt-in limit for static plus dynamic shared memory
     driver_version: int
 
     def describe(self) -> str:
@@ -65,16 +76,16 @@ class Device:
         return f"{self.name} ({self.arch}, {self.multiprocessors} SMs, driver API {major}.{minor})"
 
 
-def open_device(ordinal: int = 0) -> Device:
+def open_device(ordinal: int = 0, driver: Driver | None = None) -> Device:
     """Make the device's primary context current (the one CuPy and PyTorch use)."""
-    if cu is None:
-        raise NoDevice(f"cuda-python is not installed ({_IMPORT_ERROR}); install `pipec[cu12]` or `pipec[cu13]`")
+    driver = driver or cuda_driver()
+    cu, call = driver.cu, driver.call
     try:
         (err,) = cu.cuInit(0)
     except Exception as error:  # the driver library itself cannot be loaded
         raise NoDevice(f"no CUDA driver: {error}") from None
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise NoDevice(f"no CUDA device: cuInit failed with {error_name(err)}")
+    if err != driver.success:
+        raise NoDevice(f"no CUDA device: cuInit failed with {driver.error_name(err)}")
     version = call("cuDriverGetVersion")
     if version < MIN_DRIVER:
         raise NoDevice(f"the CUDA driver supports API {version // 1000}.{version % 1000 // 10}; "
@@ -87,18 +98,18 @@ def open_device(ordinal: int = 0) -> Device:
     call("cuCtxSetCurrent", context)
 
     def attribute(name: str) -> int:
-        return call("cuDeviceGetAttribute", getattr(cu.CUdevice_attribute, name), handle)
+        return call("cuDeviceGetAttribute", getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"),
+                    handle)
 
-    major = attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
-    minor = attribute("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
     name = call("cuDeviceGetName", 256, handle).split(b"\0", 1)[0].decode()
     return Device(
-        ordinal, handle, context, name, f"sm_{major}{minor}",
-        attribute("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
-        attribute("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+        ordinal, driver, handle, context, name,
+        f"sm_{attribute('COMPUTE_CAPABILITY_MAJOR')}{attribute('COMPUTE_CAPABILITY_MINOR')}",
+        attribute("MULTIPROCESSOR_COUNT"), attribute("MAX_THREADS_PER_BLOCK"),
+        attribute("MAX_REGISTERS_PER_BLOCK"), attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         version,
     )
 
 
 def release_device(device: Device) -> None:
-    call("cuDevicePrimaryCtxRelease", device.handle)
+    device.driver.call("cuDevicePrimaryCtxRelease", device.handle)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compiler.plan import KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan
-from .driver import CudaError, call, cu, error_name
+from ..compiler.plan_schema import KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan
+from .driver import CudaError, Driver
 from .launch import KernelArgs
 from .memory import BufferSet
 from .modules import Modules
@@ -31,6 +31,7 @@ class _Op:
 
 class EagerProgram:
     def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream) -> None:
+        self.driver: Driver = modules.device.driver
         self.nodes = plan.leaves(graph)
         self.ops: list[_Op] = []
         self._keep: list[KernelArgs] = []
@@ -38,6 +39,7 @@ class EagerProgram:
             self.ops.append(self._prepare(node, buffers, modules, stream))
 
     def _prepare(self, node: NodeSpec, buffers: BufferSet, modules: Modules, stream) -> _Op:
+        cu = self.driver.cu
         if isinstance(node, KernelNodeSpec):
             function = modules.function(EAGER_SCOPE, node.module, node.function, node.shared_bytes)
             args = KernelArgs(node, buffers)
@@ -56,13 +58,13 @@ class EagerProgram:
     def run(self, stream, *, synchronize_each: bool = False, between=None) -> None:
         """Launch every node once. `synchronize_each` waits after each node so that a fault is
         pinned on the node that caused it; `between(i)` runs before node i (profiling)."""
-        success = cu.CUresult.CUDA_SUCCESS
+        success, call = self.driver.success, self.driver.call
         for index, op in enumerate(self.ops):
             if between is not None:
                 between(index)
             err = op.function(*op.args)[0]
             if err != success:
-                raise NodeFailed(op.node, CudaError(op.call, error_name(err)))
+                raise NodeFailed(op.node, CudaError(op.call, self.driver.error_name(err)))
             if synchronize_each:
                 try:
                     call("cuStreamSynchronize", stream)

@@ -4,10 +4,10 @@ No stream capture anywhere. Instantiated and uploaded once; a replay is one `cuG
 
 from __future__ import annotations
 
-from ..compiler.plan import (
+from ..compiler.plan_schema import (
     ChildGraphNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan,
 )
-from .driver import Device, call, cu
+from .driver import Device
 from .launch import KernelArgs
 from .memory import BufferSet
 from .modules import Modules
@@ -23,6 +23,7 @@ class BuiltGraph:
                  stream, drop: frozenset[str] = frozenset()) -> None:
         self.plan, self.buffers, self.modules, self.device = plan, buffers, modules, device
         self.drop = drop
+        self.call, self.cu = device.driver.call, device.driver.cu
         self.graphs: list = []
         self.arguments: dict[str, KernelArgs] = {}  # every kernel node's arguments, by node name
         self.root_nodes: dict[str, object] = {}  # top-level node handles, by node name
@@ -30,15 +31,15 @@ class BuiltGraph:
         self.exec = None
         try:
             self.root = self._build(root, top=True)
-            self.exec = call("cuGraphInstantiate", self.root, 0)
-            call("cuGraphUpload", self.exec, stream)
+            self.exec = self.call("cuGraphInstantiate", self.root, 0)
+            self.call("cuGraphUpload", self.exec, stream)
         except BaseException:
             self.close()
             raise
 
     def _build(self, index: int, top: bool = False):
         spec = self.plan.graphs[index]
-        graph = call("cuGraphCreate", 0)
+        graph = self.call("cuGraphCreate", 0)
         self.graphs.append(graph)
         predecessors: list[list[int]] = [[] for _ in spec.nodes]
         for a, b in spec.edges:
@@ -54,37 +55,37 @@ class BuiltGraph:
 
     def _add(self, graph, node: NodeSpec, deps: list, scope: str):
         if node.name in self.drop:
-            return call("cuGraphAddEmptyNode", graph, deps, len(deps))
+            return self.call("cuGraphAddEmptyNode", graph, deps, len(deps))
         if isinstance(node, ChildGraphNodeSpec):
             child = self._build(node.graph)
-            return call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
+            return self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
         self.node_count += 1
         if isinstance(node, KernelNodeSpec):
-            return call("cuGraphAddKernelNode", graph, deps, len(deps), self._kernel_params(node, scope))
+            return self.call("cuGraphAddKernelNode", graph, deps, len(deps), self._kernel_params(node, scope))
         if isinstance(node, MemsetNodeSpec):
-            params = cu.CUDA_MEMSET_NODE_PARAMS()
+            params = self.cu.CUDA_MEMSET_NODE_PARAMS()
             params.dst = self.buffers.pointer(node.buffer, node.byte_offset)
             params.elementSize = node.element_size
             params.value = node.value
             params.width = node.count
             params.height = 1
             params.pitch = node.count * node.element_size
-            return call("cuGraphAddMemsetNode", graph, deps, len(deps), params, self.device.context)
+            return self.call("cuGraphAddMemsetNode", graph, deps, len(deps), params, self.device.context)
         assert isinstance(node, MemcpyNodeSpec)
-        params = cu.CUDA_MEMCPY3D()
-        params.srcMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+        params = self.cu.CUDA_MEMCPY3D()
+        params.srcMemoryType = self.cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
         params.srcDevice = self.buffers.pointer(node.src, node.src_offset)
-        params.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+        params.dstMemoryType = self.cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
         params.dstDevice = self.buffers.pointer(node.dst, node.dst_offset)
         params.WidthInBytes = node.nbytes
         params.Height = 1
         params.Depth = 1
-        return call("cuGraphAddMemcpyNode", graph, deps, len(deps), params, self.device.context)
+        return self.call("cuGraphAddMemcpyNode", graph, deps, len(deps), params, self.device.context)
 
     def _kernel_params(self, node: KernelNodeSpec, scope: str):
         args = KernelArgs(node, self.buffers)
         self.arguments[node.name] = args
-        params = cu.CUDA_KERNEL_NODE_PARAMS()
+        params = self.cu.CUDA_KERNEL_NODE_PARAMS()
         params.func = self.modules.function(scope, node.module, node.function, node.shared_bytes)
         params.gridDimX, params.gridDimY, params.gridDimZ = node.grid
         params.blockDimX, params.blockDimY, params.blockDimZ = node.block
@@ -94,8 +95,8 @@ class BuiltGraph:
 
     def close(self) -> None:
         if self.exec is not None:
-            call("cuGraphExecDestroy", self.exec)
+            self.call("cuGraphExecDestroy", self.exec)
             self.exec = None
         for graph in self.graphs:
-            call("cuGraphDestroy", graph)
+            self.call("cuGraphDestroy", graph)
         self.graphs.clear()

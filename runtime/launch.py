@@ -7,23 +7,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiler.model import bfloat16_bits
-from ..compiler.plan import ArgSpec, KernelNodeSpec
+from ..compiler.dtypes import DTYPES, host_array
+from ..compiler.plan_schema import ArgSpec, KernelNodeSpec
 from .memory import BufferSet
-
-SCALAR_TYPES = {
-    "f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8, "i16": np.int16,
-    "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u16": np.uint16, "u32": np.uint32,
-    "u64": np.uint64, "bool": np.bool_,
-}
 
 
 def _value(arg: ArgSpec, buffers: BufferSet) -> np.ndarray:
     if arg.kind == "pointer":
         return np.array([buffers.pointer(arg.buffer, arg.byte_offset)], dtype=np.uint64)
-    if arg.ctype == "bf16":
-        return bfloat16_bits([arg.value])
-    return np.array([arg.value], dtype=SCALAR_TYPES[arg.ctype])
+    return host_array(DTYPES[arg.ctype], [arg.value])
 
 
 class KernelArgs:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compiler.model import DTYPES, bfloat16_bits
-from ..compiler.plan import BufferSpec, Plan, fill_pattern
-from .driver import CudaError, call, cu
+from ..compiler.dtypes import DTYPES, fill_pattern, host_array
+from ..compiler.plan_schema import BufferSpec, Plan
+from .driver import CudaError, Driver
 
 # Bit patterns that make an unwritten element obvious: NaNs for floats, 0xA5 bytes for integers.
 POISON = {"f32": (4, 0x7FC0DEAD), "f64": (4, 0x7FF8DEAD), "f16": (2, 0x7E5A), "bf16": (2, 0x7FDA)}
@@ -29,6 +29,7 @@ class BindError(Exception):
 @dataclass
 class DeviceBuffer:
     spec: BufferSpec
+    driver: Driver
     device_ptr: int
     host_ptr: int | None  # mapped buffers only
     owner: object | None = None  # an external array whose memory this buffer uses
@@ -48,7 +49,7 @@ class DeviceBuffer:
         if self.host_ptr is not None:
             return self.host_view().copy()
         out = np.empty(self.spec.shape, dtype=self.numpy_dtype)
-        call("cuMemcpyDtoH", out, self.device_ptr, self.spec.nbytes)
+        self.driver.call("cuMemcpyDtoH", out, self.device_ptr, self.spec.nbytes)
         return out
 
     def write(self, array: np.ndarray) -> None:
@@ -56,15 +57,15 @@ class DeviceBuffer:
         if self.host_ptr is not None:
             self.host_view()[...] = array
         else:
-            call("cuMemcpyHtoD", self.device_ptr, array, self.spec.nbytes)
+            self.driver.call("cuMemcpyHtoD", self.device_ptr, array, self.spec.nbytes)
 
     def memset(self, element_size: int, value: int, stream=None) -> None:
         count = self.spec.nbytes // element_size
         suffix = {1: "D8", 2: "D16", 4: "D32"}[element_size]
         if stream is None:
-            call(f"cuMemset{suffix}", self.device_ptr, value, count)
+            self.driver.call(f"cuMemset{suffix}", self.device_ptr, value, count)
         else:
-            call(f"cuMemset{suffix}Async", self.device_ptr, value, count, stream)
+            self.driver.call(f"cuMemset{suffix}Async", self.device_ptr, value, count, stream)
 
     def poison(self, stream=None) -> None:
         size, value = POISON.get(self.spec.dtype, INTEGER_POISON)
@@ -74,8 +75,9 @@ class DeviceBuffer:
 class BufferSet:
     """Every buffer of a plan, by name."""
 
-    def __init__(self, plan: Plan, bind: dict[str, object] | None = None) -> None:
+    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None) -> None:
         self.plan = plan
+        self.driver = driver
         self.buffers: dict[str, DeviceBuffer] = {}
         bind = dict(bind or {})
         unknown = set(bind) - {b.name for b in plan.buffers}
@@ -84,9 +86,9 @@ class BufferSet:
         try:
             for spec in plan.buffers:
                 if spec.name in bind:
-                    self.buffers[spec.name] = _bind_external(spec, bind[spec.name])
+                    self.buffers[spec.name] = _bind_external(spec, driver, bind[spec.name])
                 else:
-                    self.buffers[spec.name] = _allocate(spec)
+                    self.buffers[spec.name] = _allocate(spec, driver)
                     _initialise(self.buffers[spec.name])
         except BaseException:
             self.close()
@@ -106,20 +108,21 @@ class BufferSet:
             if buffer.owner is not None:
                 continue
             if buffer.host_ptr is not None:
-                call("cuMemFreeHost", buffer.host_ptr)
+                self.driver.call("cuMemFreeHost", buffer.host_ptr)
             else:
-                call("cuMemFree", buffer.device_ptr)
+                self.driver.call("cuMemFree", buffer.device_ptr)
         self.buffers.clear()
 
 
-def _allocate(spec: BufferSpec) -> DeviceBuffer:
+def _allocate(spec: BufferSpec, driver: Driver) -> DeviceBuffer:
+    cu, call = driver.cu, driver.call
     try:
         if spec.memory == "mapped":
             flags = cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE
             host = call("cuMemHostAlloc", spec.nbytes, flags)
             device = call("cuMemHostGetDevicePointer", host, 0)
-            return DeviceBuffer(spec, int(device), int(host))
-        return DeviceBuffer(spec, int(call("cuMemAlloc", spec.nbytes)), None)
+            return DeviceBuffer(spec, driver, int(device), int(host))
+        return DeviceBuffer(spec, driver, int(call("cuMemAlloc", spec.nbytes)), None)
     except CudaError as error:
         if error.name in ("CUDA_ERROR_OUT_OF_MEMORY",):
             raise OutOfMemory(f"out of {spec.memory} memory allocating `{spec.name}` "
@@ -155,12 +158,10 @@ def random_values(spec: BufferSpec, dtype) -> np.ndarray:
     if dtype.kind in "iu":
         return rng.integers(int(a), int(b), size=spec.shape, endpoint=False).astype(dtype.numpy)
     values = rng.uniform(a, b, spec.shape) if spec.init.kind == "uniform" else rng.normal(a, b, spec.shape)
-    if spec.dtype == "bf16":
-        return bfloat16_bits(values)
-    return values.astype(dtype.numpy)
+    return host_array(dtype, values)
 
 
-def _bind_external(spec: BufferSpec, array: object) -> DeviceBuffer:
+def _bind_external(spec: BufferSpec, driver: Driver, array: object) -> DeviceBuffer:
     """Use an existing device array (CuPy, PyTorch, anything with __cuda_array_interface__)
     as the buffer's memory; it must match the buffer's type and size and be contiguous."""
     if spec.memory == "mapped":
@@ -181,4 +182,4 @@ def _bind_external(spec: BufferSpec, array: object) -> DeviceBuffer:
     strides = interface.get("strides")
     if strides is not None and tuple(strides) != tuple(np.empty(shape, dtype).strides):
         raise BindError(f"cannot bind `{spec.name}`: the array is not C-contiguous")
-    return DeviceBuffer(spec, int(interface["data"][0]), None, owner=array)
+    return DeviceBuffer(spec, driver, int(interface["data"][0]), None, owner=array)

@@ -1,51 +1,38 @@
-"""Kernel modules: compiled once per plan module for the device's architecture (cached on
-disk), loaded once per scope. A scope is one child graph's instance, or `eager` for work
-launched outside graphs, so no CUfunction is ever shared between them."""
+"""Kernel modules: the compiled binaries of the plan's modules (built for the device's own
+architecture before the runtime starts), loaded once per scope. A scope is one child graph's
+instance, or `eager` for work launched outside graphs, so no CUfunction is ever shared
+between them."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Sequence
 
-from ..compiler import kernels
-from ..compiler.plan import Plan
-from ..compiler.toolchain import get_toolchain
-from .driver import Device, call, cu
+from .driver import Device
+
+# Dynamic shared memory every kernel may use without opting in.
+DEFAULT_DYNAMIC_SHARED = 48 * 1024
 
 
 class Modules:
-    def __init__(self, plan: Plan, device: Device) -> None:
-        self.plan = plan
+    def __init__(self, binaries: Sequence[bytes], device: Device) -> None:
+        self.binaries = binaries  # one per plan module, by index
         self.device = device
-        self.toolchain = get_toolchain(plan.compiler)
-        self._cubins: dict[int, bytes] = {}
         self._loaded: dict[tuple[str, int], object] = {}
         self._functions: dict[tuple[str, int, str], object] = {}
 
-    def cubin(self, index: int) -> bytes:
-        if index not in self._cubins:
-            spec = self.plan.modules[index]
-            if spec.source is not None:
-                binary = kernels.compile_generated_cubin(spec.name, spec.source, self.toolchain, self.device.arch)
-            else:
-                binary = kernels.compile_cubin(Path(spec.path), tuple(Path(d) for d in spec.include_dirs),
-                                               self.toolchain, self.device.arch)
-            self._cubins[index] = binary
-        return self._cubins[index]
-
     def function(self, scope: str, module: int, name: str, shared_bytes: int = 0):
+        call = self.device.driver.call
         key = (scope, module, name)
         if key not in self._functions:
             if (scope, module) not in self._loaded:
-                self._loaded[(scope, module)] = call("cuModuleLoadData", self.cubin(module))
+                self._loaded[(scope, module)] = call("cuModuleLoadData", self.binaries[module])
             function = call("cuModuleGetFunction", self._loaded[(scope, module)], name.encode())
             self._functions[key] = function
         function = self._functions[key]
-        if shared_bytes > 48 * 1024:
-            if shared_bytes > self.device.max_shared_per_block:
-                raise ValueError(f"`{name}` asks for {shared_bytes} bytes of shared memory; "
-                                 f"{self.device.name} allows {self.device.max_shared_per_block}")
-            attribute = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            call("cuFuncSetAttribute", function, attribute, shared_bytes)
+        if shared_bytes > DEFAULT_DYNAMIC_SHARED:
+            attributes = self.device.driver.cu.CUfunction_attribute
+            call("cuFuncSetAttribute", function, attributes.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                 shared_bytes)
         return function
 
     @property
@@ -58,6 +45,6 @@ class Modules:
 
     def close(self) -> None:
         for module in self._loaded.values():
-            call("cuModuleUnload", module)
+            self.device.driver.call("cuModuleUnload", module)
         self._loaded.clear()
         self._functions.clear()

@@ -1,56 +1,28 @@
-"""`pipec.load(path)`: a pipeline on the GPU, ready to replay.
+"""A pipeline on the GPU, ready to replay, made from a plan and its compiled modules alone.
 
-Loading compiles the `.pipe` file (stopping with the compiler's report if it does not check),
-allocates and initialises every buffer, runs the `init` block eagerly, and builds and
-instantiates the step's graph. After that a step is one `cuGraphLaunch`: no Python work per
-node.
+Building one checks every kernel's launch resources against the device, allocates and
+initialises every buffer, runs the `init` block eagerly, and builds and instantiates the step's
+graph. After that a step is one `cuGraphLaunch`: no Python work per node. `pipec.load`
+(runtime/load.py) compiles a `.pipe` file into the plan and binaries this takes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..compiler import compile_file, load_settings
-from ..compiler.config import override
-from ..compiler.plan import Plan
-from ..compiler.render import RENDERERS
-from .driver import CudaError, call, cu, error_name, open_device, release_device
+from ..compiler.plan_schema import Plan
+from .driver import CudaError, Device, release_device
 from .eager import EagerProgram
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
 from .modules import Modules
 from .profile import ProfileReport, profile
+from .resources import LaunchLimitsExceeded, check_launch_resources
 from .state import load_state, save_state
 from .verify import VerifyReport, Writer, verify
-
-
-class PipelineError(Exception):
-    """The `.pipe` file does not check; `report` holds the compiler's diagnostics as text."""
-
-    def __init__(self, report: str) -> None:
-        super().__init__(report)
-        self.report = report
-
-
-def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = None,
-         defines: dict[str, object] | None = None, lanes: int | None = None,
-         include_dirs: tuple[Path, ...] = (), drop_nodes: frozenset[str] = frozenset()) -> Pipeline:
-    """Compile and load a pipeline. `defines` overrides constants of the file (`{"ENVS": 1024}`);
-    `bind` maps buffer names to existing CUDA arrays (CuPy, PyTorch...) to use instead of
-    allocating; `drop_nodes` builds those nodes as empty ones (a planted fault, for testing
-    verification)."""
-    path = Path(path)
-    settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None,
-                        defines=tuple((k, str(v)) for k, v in (defines or {}).items()) or None)
-    compilation = compile_file(path, settings)
-    if compilation.plan is None:
-        raise PipelineError(RENDERERS["text"](compilation.diagnostics))
-    if compilation.plan.step is None:
-        raise PipelineError(f"{path}: there is no `step` block to run\n")
-    return Pipeline(compilation.plan, device=device, bind=bind, drop_nodes=drop_nodes)
 
 
 class CupyBuffers(Mapping):
@@ -80,18 +52,26 @@ class CupyBuffers(Mapping):
 
 
 class Pipeline:
-    def __init__(self, plan: Plan, *, device: int = 0, bind: dict[str, object] | None = None,
-                 drop_nodes: frozenset[str] = frozenset()) -> None:
+    """The plan made real on `device`, which it takes over (and releases on close).
+    `binaries` holds one compiled module per plan module, built for `device.arch`. Raises
+    `LaunchLimitsExceeded` when a kernel node asks for more than the device has."""
+
+    def __init__(self, plan: Plan, binaries: Sequence[bytes], device: Device, *,
+                 bind: dict[str, object] | None = None, drop_nodes: frozenset[str] = frozenset()) -> None:
         self.plan = plan
-        self.device = open_device(device)
+        self.device = device
+        self.driver = device.driver
+        call = self.driver.call
         self._closers: list = [lambda: release_device(self.device)]
         try:
-            self.stream = call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            self.stream = call("cuStreamCreate", self.driver.cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
             self._closers.append(lambda: call("cuStreamDestroy", self.stream))
-            self._buffers = BufferSet(plan, bind)
-            self._closers.append(self._buffers.close)
-            self.modules = Modules(plan, self.device)
+            self.modules = Modules(binaries, self.device)
             self._closers.append(self.modules.close)
+            if findings := check_launch_resources(plan, self.modules):
+                raise LaunchLimitsExceeded(findings)
+            self._buffers = BufferSet(plan, self.driver, bind)
+            self._closers.append(self._buffers.close)
             if plan.init is not None:
                 EagerProgram(plan, plan.init, self._buffers, self.modules, self.stream).run(self.stream)
             self.eager = EagerProgram(plan, plan.step, self._buffers, self.modules, self.stream)
@@ -109,12 +89,12 @@ class Pipeline:
 
     def step(self, n: int = 1) -> None:
         """Enqueue `n` replays of the step graph (asynchronous; see `synchronize`)."""
-        launch, graph_exec, stream = cu.cuGraphLaunch, self.graph.exec, self.stream
-        success = cu.CUresult.CUDA_SUCCESS
+        launch, graph_exec, stream = self.driver.cu.cuGraphLaunch, self.graph.exec, self.stream
+        success = self.driver.success
         for _ in range(n):
             (err,) = launch(graph_exec, stream)
             if err != success:
-                raise CudaError("cuGraphLaunch", error_name(err))
+                raise CudaError("cuGraphLaunch", self.driver.error_name(err))
 
     def run_eager(self, n: int = 1, *, synchronize_each: bool = False) -> None:
         """Run the same nodes `n` times, launched one by one in program order."""
@@ -122,7 +102,7 @@ class Pipeline:
             self.eager.run(self.stream, synchronize_each=synchronize_each)
 
     def synchronize(self) -> None:
-        call("cuStreamSynchronize", self.stream)
+        self.driver.call("cuStreamSynchronize", self.stream)
 
     def verify(self, steps: int) -> VerifyReport:
         """`steps` eager steps against `steps` graph replays from the same state, bit for bit;
@@ -181,7 +161,7 @@ class Pipeline:
 
     def close(self) -> None:
         try:
-            call("cuStreamSynchronize", self.stream)
+            self.driver.call("cuStreamSynchronize", self.stream)
         except (CudaError, AttributeError):
             pass  # a faulted context cannot synchronise; free what can be freed
         while self._closers:

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from ..compiler.plan import ChildGraphNodeSpec, Location, Plan
-from .driver import call, cu
+from ..compiler.plan_schema import ChildGraphNodeSpec, Location, Plan
+from .driver import Driver
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,9 @@ class _Gate:
     """Holds the stream until every node of a run is enqueued, so the events time the
     kernels back to back rather than the host's launch rate."""
 
-    def __init__(self, stream) -> None:
-        self.stream = stream
+    def __init__(self, driver: Driver, stream) -> None:
+        self.driver, self.stream = driver, stream
+        cu, call = driver.cu, driver.call
         flags = cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE
         self.host = call("cuMemHostAlloc", 4, flags)
         self.device = call("cuMemHostGetDevicePointer", self.host, 0)
@@ -89,21 +90,22 @@ class _Gate:
 
     def close_gate(self) -> None:
         self.view.value = 0
-        call("cuStreamWaitValue32", self.stream, self.device, 1,
-             cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
+        self.driver.call("cuStreamWaitValue32", self.stream, self.device, 1,
+                         self.driver.cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
 
     def open_gate(self) -> None:
         self.view.value = 1
 
     def free(self) -> None:
-        call("cuMemFreeHost", self.host)
+        self.driver.call("cuMemFreeHost", self.host)
 
 
 def profile(pipeline, repeats: int = 20, warmup: int = 3, replays: int = 200) -> ProfileReport:
     plan, stream, eager = pipeline.plan, pipeline.stream, pipeline.eager
+    call = pipeline.driver.call
     events = [call("cuEventCreate", 0) for _ in range(len(eager.ops) + 1)]
     samples: list[list[float]] = [[] for _ in eager.ops]
-    gate = _Gate(stream)
+    gate = _Gate(pipeline.driver, stream)
     start = pipeline.snapshot()
     try:
         for repeat in range(warmup + repeats):

@@ -30,6 +30,24 @@ def compile_fixture(path: Path, **settings):
     return actual, result
 
 
+# Rules checked when a pipeline is loaded, against the device: their fixtures are loaded on
+# the fake CUDA driver describing a small device.
+LOAD_TIME_RULES = {"PC316"}
+
+
+def load_fixture(path: Path):
+    from fake_cuda import SMALL_DEVICE, fake_driver
+    from pipec.runtime import PipelineError, load
+
+    result = compile_fixture(path)[1]
+    try:
+        load(path, driver=fake_driver(path, **SMALL_DEVICE)).close()
+    except PipelineError as error:
+        result.diagnostics += [d for d in error.diagnostics if d.code in LOAD_TIME_RULES]
+    actual = {(Path(d.span.source.path).name, d.span.line, d.code) for d in result.diagnostics}
+    return actual, result
+
+
 def explain(actual, expected, result) -> str:
     lines = ["diagnostics differ from the fixture's expectations"]
     lines += [f"  unexpected: {a}" for a in sorted(actual - expected)]

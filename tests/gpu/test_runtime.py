@@ -14,6 +14,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runtime"
+RULES = FIXTURES.parent / "rules"
 
 
 @pytest.fixture
@@ -96,8 +97,7 @@ def test_a_node_dropped_from_the_graph_is_reported():
 
 
 def test_a_baked_scalar_is_reported(nodes):
-    from pipec.runtime.driver import call
-
+    call = nodes.driver.call
     # Freeze the `factor` argument of one node of the instantiated graph at another value, as
     # stream capture would have frozen a per-step value: only verification can notice.
     handle = nodes.graph.root_nodes["step/scaled"]
@@ -186,6 +186,28 @@ def test_profile_reports_every_node_and_the_critical_path(nodes):
     assert all(n.microseconds > 0 for n in report.nodes)
     assert report.critical_path[0] in {"step/bump/add_one", "step/tick"}
     assert report.critical_path_us > 0 and report.replay_us > 0
+
+
+def test_launch_limits_come_from_the_device_and_the_compiled_kernel():
+    import dataclasses
+
+    import pipec
+    from pipec.runtime.modules import Modules
+    from pipec.runtime.resources import check_launch_resources
+
+    # 96 KiB of dynamic shared memory per block: within an H200's limit, over a T4's.
+    with pipec.load(RULES / "PC316_launch_over_device_limit.pipe") as pipeline:
+        device = pipeline.device
+        assert device.max_threads_per_block == 1024 and device.max_shared_per_block >= 96 * 1024
+        assert device.max_registers_per_block >= 64 * 1024
+        t4_shared = dataclasses.replace(device, max_shared_per_block=64 * 1024)
+        smaller = Modules(pipeline.modules.binaries, t4_shared)
+        try:
+            findings = check_launch_resources(pipeline.plan, smaller)
+        finally:
+            smaller.close()
+    assert [f.location.line for f in findings] == [13]
+    assert "98304 of dynamic shared memory" in findings[0].message
 
 
 def _piperun(*args: str) -> subprocess.CompletedProcess:

@@ -1,212 +1,28 @@
-"""Checked model to plan: the data structure the runtime builds a CUDA graph from.
+"""Lowering: the checked model and its DAGs to the plan the runtime builds a CUDA graph from.
 
-Each graph body becomes a `GraphSpec` of primitive nodes (kernel, memset, memcpy, child graph)
-with edges: the hazard DAG, plus the edges that fit it into at most `lanes` parallel chains.
-Measured on an H200 (docs/plan.md), a graph with many independent branches costs the host
-hundreds of microseconds per launch, while a few chains launch in microseconds and keep most
-of the overlap; lanes bound the exposed width without giving up the overlap below it.
+Each graph body becomes a `GraphSpec` of primitive nodes with edges: the hazard DAG, plus the
+edges that fit it into at most `lanes` parallel chains. Measured on an H200 (docs/plan.md), a
+graph with many independent branches costs the host hundreds of microseconds per launch, while
+a few chains launch in microseconds and keep most of the overlap; lanes bound the exposed
+width without giving up the overlap below it.
 
 Fills become memset nodes with the widest element size the value allows; copies become memcpy
-nodes or generated copy kernels (`option copy`). Every node keeps its `.pipe` location and its
-accesses, so the runtime can name the node behind a failure or a difference.
+nodes or generated copy kernels (`option copy`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
-from dataclasses import dataclass, fields, is_dataclass
-from typing import Union
 
 from .. import __version__
 from . import codegen
 from .dag import Dag, add_lanes
-from .model import (
-    CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, PointerArg, Program, ValueArg,
-    bfloat16_bits,
+from .dtypes import fill_pattern
+from .model import CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, PointerArg, Program, ValueArg
+from .plan_schema import (
+    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, GraphSpec, HazardEdge, InitSpec,
+    KernelNodeSpec, Location, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
 )
-
-
-@dataclass(frozen=True)
-class Location:
-    file: str
-    line: int
-    column: int
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}:{self.column}"
-
-
-@dataclass(frozen=True)
-class AccessSpec:
-    buffer: str
-    start: int  # elements
-    stop: int
-    mode: str  # r | w | rw
-
-
-@dataclass(frozen=True)
-class ArgSpec:
-    kind: str  # pointer | scalar
-    ctype: str  # "ptr", or the scalar's type name (f32, i32, u64, bool, ...)
-    buffer: str | None = None
-    byte_offset: int = 0
-    value: int | float | None = None
-
-
-@dataclass(frozen=True)
-class KernelNodeSpec:
-    id: int
-    name: str
-    location: Location
-    accesses: tuple[AccessSpec, ...]
-    module: int
-    function: str
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared_bytes: int
-    args: tuple[ArgSpec, ...]
-
-
-@dataclass(frozen=True)
-class MemsetNodeSpec:
-    id: int
-    name: str
-    location: Location
-    accesses: tuple[AccessSpec, ...]
-    buffer: str
-    byte_offset: int
-    element_size: int  # 1, 2 or 4 bytes
-    value: int  # the element's bit pattern
-    count: int  # elements of element_size
-
-
-@dataclass(frozen=True)
-class MemcpyNodeSpec:
-    id: int
-    name: str
-    location: Location
-    accesses: tuple[AccessSpec, ...]
-    src: str
-    src_offset: int  # bytes
-    dst: str
-    dst_offset: int
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class ChildGraphNodeSpec:
-    id: int
-    name: str
-    location: Location
-    accesses: tuple[AccessSpec, ...]
-    graph: int
-
-
-NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec]
-NODE_KINDS = {KernelNodeSpec: "kernel", MemsetNodeSpec: "memset", MemcpyNodeSpec: "memcpy",
-              ChildGraphNodeSpec: "graph"}
-
-
-@dataclass(frozen=True)
-class HazardEdge:
-    src: int
-    dst: int
-    kind: str  # RAW | WAR | WAW
-    buffer: str
-
-
-@dataclass(frozen=True)
-class GraphSpec:
-    index: int
-    name: str
-    scope: str  # module instances are per scope: one per child graph, "eager" for eager work
-    nodes: tuple[NodeSpec, ...]
-    edges: tuple[tuple[int, int], ...]  # what the runtime adds: hazards and lane order, reduced
-    hazards: tuple[HazardEdge, ...]  # the reduced hazard DAG, for people and tools
-
-
-@dataclass(frozen=True)
-class ModuleSpec:
-    index: int
-    name: str
-    path: str | None  # a kernel source file, or None for generated code
-    source: str | None  # generated code
-    include_dirs: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class InitSpec:
-    kind: str
-    args: tuple[float | int, ...]
-    seed: int | None
-    path: str | None
-
-
-@dataclass(frozen=True)
-class BufferSpec:
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    memory: str  # device | mapped
-    init: InitSpec
-    labels: tuple[str, ...]
-    nbytes: int
-    location: Location
-    step_first_access: str | None  # read | write | None: what the step does to it first
-
-
-@dataclass(frozen=True)
-class Plan:
-    pipe: str
-    pipe_sha256: str
-    pipec_version: str
-    arch: str
-    compiler: str
-    lanes: int
-    buffers: tuple[BufferSpec, ...]
-    modules: tuple[ModuleSpec, ...]
-    graphs: tuple[GraphSpec, ...]
-    step: int | None
-    init: int | None
-
-    def buffer(self, name: str) -> BufferSpec:
-        return next(b for b in self.buffers if b.name == name)
-
-    def leaves(self, graph: int) -> list[NodeSpec]:
-        """Every kernel, memset and memcpy of a graph and its children, in program order:
-        a valid order for eager execution."""
-        out: list[NodeSpec] = []
-        for node in self.graphs[graph].nodes:
-            if isinstance(node, ChildGraphNodeSpec):
-                out.extend(self.leaves(node.graph))
-            else:
-                out.append(node)
-        return out
-
-    def graph_tree(self, graph: int):
-        """A graph and every graph nested in it."""
-        yield self.graphs[graph]
-        for node in self.graphs[graph].nodes:
-            if isinstance(node, ChildGraphNodeSpec):
-                yield from self.graph_tree(node.graph)
-
-
-def to_json(value):
-    """The plan as JSON-ready data; nodes carry their kind."""
-    if is_dataclass(value):
-        data = {}
-        if type(value) in NODE_KINDS:
-            data["kind"] = NODE_KINDS[type(value)]
-        for f in fields(value):
-            data[f.name] = to_json(getattr(value, f.name))
-        return data
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    return value
-
-
-# --- lowering ---------------------------------------------------------------------------------
 
 
 def _location(span) -> Location:
@@ -219,27 +35,6 @@ def _mode(mode: Mode) -> str:
 
 def _accesses(node) -> tuple[AccessSpec, ...]:
     return tuple(AccessSpec(a.buffer.name, a.start, a.stop, _mode(a.mode)) for a in node.accesses)
-
-
-def fill_pattern(dtype, value) -> tuple[int, int]:
-    """(element size, bit pattern) of one element holding `value`; 4-byte elements for 8-byte
-    types whose two halves agree, since a 32-bit memset moves four times the bytes per clock
-    of an 8-bit one."""
-    if dtype.kind == "f":
-        if dtype.name == "f32":
-            return 4, struct.unpack("<I", struct.pack("<f", float(value)))[0]
-        if dtype.name == "f64":
-            bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
-        elif dtype.name == "f16":
-            return 2, struct.unpack("<H", struct.pack("<e", float(value)))[0]
-        else:
-            return 2, int(bfloat16_bits([value])[0])
-    else:
-        bits = int(value) & ((1 << dtype.bits) - 1)
-        if dtype.size < 8:
-            return dtype.size, bits
-    low, high = bits & 0xFFFFFFFF, bits >> 32
-    return (4, low) if low == high else (8, bits)
 
 
 class _Lowering:

@@ -1,0 +1,224 @@
+"""The plan: the one data structure the compiler hands the runtime, and its JSON form.
+
+A plan is frozen data: graphs of primitive nodes (kernel, memset, memcpy, child graph) with
+their edges, the buffers with their initial values, and the kernel modules to compile. Every
+node keeps its `.pipe` location and its accesses, so the runtime can name the node behind a
+failure or a difference. `to_json` and `from_json` are inverses: `pipec --emit plan` writes a
+plan that reads back into equal objects. This module imports nothing else of the compiler.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, fields, is_dataclass
+from functools import cache
+from typing import Union, get_args, get_origin, get_type_hints
+
+@dataclass(frozen=True)
+class Location:
+    file: str
+    line: int
+    column: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}"
+
+
+@dataclass(frozen=True)
+class AccessSpec:
+    buffer: str
+    start: int  # elements
+    stop: int
+    mode: str  # r | w | rw
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    kind: str  # pointer | scalar
+    ctype: str  # "ptr", or the scalar's type name (f32, i32, u64, bool, ...)
+    buffer: str | None = None
+    byte_offset: int = 0
+    value: int | float | None = None
+
+
+@dataclass(frozen=True)
+class KernelNodeSpec:
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    module: int
+    function: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    args: tuple[ArgSpec, ...]
+
+
+@dataclass(frozen=True)
+class MemsetNodeSpec:
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    buffer: str
+    byte_offset: int
+    element_size: int  # 1, 2 or 4 bytes
+    value: int  # the element's bit pattern
+    count: int  # elements of element_size
+
+
+@dataclass(frozen=True)
+class MemcpyNodeSpec:
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    src: str
+    src_offset: int  # bytes
+    dst: str
+    dst_offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class ChildGraphNodeSpec:
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    graph: int
+
+
+NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec]
+NODE_KINDS = {KernelNodeSpec: "kernel", MemsetNodeSpec: "memset", MemcpyNodeSpec: "memcpy",
+              ChildGraphNodeSpec: "graph"}
+
+
+@dataclass(frozen=True)
+class HazardEdge:
+    src: int
+    dst: int
+    kind: str  # RAW | WAR | WAW
+    buffer: str
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    index: int
+    name: str
+    scope: str  # module instances are per scope: one per child graph, "eager" for eager work
+    nodes: tuple[NodeSpec, ...]
+    edges: tuple[tuple[int, int], ...]  # what the runtime adds: hazards and lane order, reduced
+    hazards: tuple[HazardEdge, ...]  # the reduced hazard DAG, for people and tools
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    index: int
+    name: str
+    path: str | None  # a kernel source file, or None for generated code
+    source: str | None  # generated code
+    include_dirs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class InitSpec:
+    kind: str
+    args: tuple[float | int, ...]
+    seed: int | None
+    path: str | None
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    memory: str  # device | mapped
+    init: InitSpec
+    labels: tuple[str, ...]
+    nbytes: int
+    location: Location
+    step_first_access: str | None  # read | write | None: what the step does to it first
+
+
+@dataclass(frozen=True)
+class Plan:
+    pipe: str
+    pipe_sha256: str
+    pipec_version: str
+    arch: str
+    compiler: str
+    lanes: int
+    buffers: tuple[BufferSpec, ...]
+    modules: tuple[ModuleSpec, ...]
+    graphs: tuple[GraphSpec, ...]
+    step: int | None
+    init: int | None
+
+    def buffer(self, name: str) -> BufferSpec:
+        return next(b for b in self.buffers if b.name == name)
+
+    def leaves(self, graph: int) -> list[NodeSpec]:
+        """Every kernel, memset and memcpy of a graph and its children, in program order:
+        a valid order for eager execution."""
+        out: list[NodeSpec] = []
+        for node in self.graphs[graph].nodes:
+            if isinstance(node, ChildGraphNodeSpec):
+                out.extend(self.leaves(node.graph))
+            else:
+                out.append(node)
+        return out
+
+    def graph_tree(self, graph: int):
+        """A graph and every graph nested in it."""
+        yield self.graphs[graph]
+        for node in self.graphs[graph].nodes:
+            if isinstance(node, ChildGraphNodeSpec):
+                yield from self.graph_tree(node.graph)
+
+
+def to_json(value):
+    """The plan (or any part of it) as JSON-ready data; nodes carry their kind."""
+    if is_dataclass(value):
+        data = {}
+        if type(value) in NODE_KINDS:
+            data["kind"] = NODE_KINDS[type(value)]
+        for f in fields(value):
+            data[f.name] = to_json(getattr(value, f.name))
+        return data
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    return value
+
+
+def from_json(data: dict) -> Plan:
+    """The plan that `to_json` wrote, as equal objects (JSON lists become the tuples)."""
+    return _decode(Plan, data)
+
+
+_NODE_BY_KIND = {kind: cls for cls, kind in NODE_KINDS.items()}
+
+
+@cache
+def _hints(cls) -> dict:
+    return get_type_hints(cls)
+
+
+def _decode(annotation, value):
+    if is_dataclass(annotation):
+        hints = _hints(annotation)
+        return annotation(**{f.name: _decode(hints[f.name], value[f.name]) for f in fields(annotation)})
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_decode(args[0], v) for v in value)
+        return tuple(_decode(a, v) for a, v in zip(args, value, strict=True))
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None
+        if isinstance(value, dict):  # a node: its kind says which
+            return _decode(_NODE_BY_KIND[value["kind"]], value)
+        return value  # a scalar: int, float or str as JSON gave it
+    return value

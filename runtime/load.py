@@ -1,0 +1,74 @@
+"""`pipec.load(path)`: the front door that joins the compiler and the runtime.
+
+It compiles the `.pipe` file to a plan (stopping with the compiler's diagnostics if it does not
+check), opens the device, compiles the plan's modules for the device's own architecture, and
+builds the `Pipeline`. Whatever stops a load that the program could fix arrives as one
+`PipelineError` carrying diagnostics, rendered like the compiler's: a kernel launch over the
+device's real limits is PC316 at the launch's `.pipe` location.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..compiler import compile_file, load_settings
+from ..compiler.artifacts import module_binaries
+from ..compiler.config import override
+from ..compiler.diagnostics import Diagnostic
+from ..compiler.render import RENDERERS
+from ..compiler.toolchain import CompileFailed
+from ..dsl.source import SourceFile, Span
+from .driver import Driver, open_device, release_device
+from .pipeline import Pipeline
+from .resources import LaunchLimitsExceeded, LimitFinding
+
+
+class PipelineError(Exception):
+    """The pipeline cannot be loaded: `diagnostics` says why, or `message` where no rule does."""
+
+    def __init__(self, diagnostics: list[Diagnostic], message: str = "") -> None:
+        self.diagnostics, self.message = diagnostics, message
+        super().__init__(self.render())
+
+    def render(self, *, color: bool = False) -> str:
+        return RENDERERS["text"](self.diagnostics, color=color) if self.diagnostics else self.message + "\n"
+
+
+def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = None,
+         defines: dict[str, object] | None = None, lanes: int | None = None,
+         include_dirs: tuple[Path, ...] = (), drop_nodes: frozenset[str] = frozenset(),
+         driver: Driver | None = None) -> Pipeline:
+    """Compile and load a pipeline. `defines` overrides constants of the file (`{"ENVS": 1024}`);
+    `bind` maps buffer names to existing CUDA arrays (CuPy, PyTorch...) to use instead of
+    allocating; `drop_nodes` builds those nodes as empty ones (a planted fault, for testing
+    verification); `driver` replaces the CUDA driver (the CPU tests' fake)."""
+    path = Path(path)
+    settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None,
+                        defines=tuple((k, str(v)) for k, v in (defines or {}).items()) or None)
+    compilation = compile_file(path, settings)
+    plan = compilation.plan
+    if plan is None:
+        raise PipelineError(compilation.diagnostics)
+    if plan.step is None:
+        raise PipelineError([], f"{path}: there is no `step` block to run")
+    opened = open_device(device, driver)
+    try:
+        binaries = module_binaries(plan, opened.arch)
+    except CompileFailed as failure:
+        release_device(opened)
+        raise PipelineError([], f"{path}: the kernels do not compile for {opened.describe()}:\n"
+                                f"{failure.log.rstrip()}") from None
+    except BaseException:
+        release_device(opened)
+        raise
+    try:
+        return Pipeline(plan, binaries, opened, bind=bind, drop_nodes=drop_nodes)
+    except LaunchLimitsExceeded as error:
+        sources = {s.display_path(): s for s in compilation.sources}
+        raise PipelineError([_diagnostic(f, sources) for f in error.findings]) from None
+
+
+def _diagnostic(finding: LimitFinding, sources: dict[str, SourceFile]) -> Diagnostic:
+    location = finding.location
+    span = Span.of_line(sources[location.file], location.line, location.column)
+    return Diagnostic("PC316", finding.message, span, finding.hint)

@@ -1,0 +1,430 @@
+"""A stand-in for `cuda.bindings.driver` so the runtime runs on CPU: `Driver(FakeCuda(...))`.
+
+Every function returns `(CUresult, *outputs)` like the real bindings and is recorded in
+`calls`. Memory is host memory: an allocation is a NumPy array and its address is the
+"device" pointer, so memsets, copies, mapped buffers, state save/load and verification's
+snapshots really move bytes. Kernels do not run: a kernel launch or kernel node records the
+function and its argument values, decoded from the `kernelParams` array at the moment the call
+is made (as the driver copies them), using `param_sizes` (bytes of each parameter, by kernel
+name). A graph keeps its nodes, their dependencies and child graphs; launching an
+instantiated graph performs its memset and memcpy nodes in the order they were added (a
+topological order), like eager execution does, so the two sides of `verify` agree.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class CUresult(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_INVALID_VALUE = 1
+    CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
+class CUdevice_attribute(enum.IntEnum):
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+    CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK = 12
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+
+
+class CUfunction_attribute(enum.IntEnum):
+    CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
+    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+    CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+
+class CUmemorytype(enum.IntEnum):
+    CU_MEMORYTYPE_HOST = 1
+    CU_MEMORYTYPE_DEVICE = 2
+
+
+class CUstream_flags(enum.IntEnum):
+    CU_STREAM_NON_BLOCKING = 1
+
+
+class CUstreamWaitValue_flags(enum.IntEnum):
+    CU_STREAM_WAIT_VALUE_GEQ = 0
+
+
+class _Params:
+    """The driver's parameter structs: attribute bags, as the bindings' are to Python."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({vars(self)})"
+
+
+class CUDA_KERNEL_NODE_PARAMS(_Params):
+    pass
+
+
+class CUDA_MEMSET_NODE_PARAMS(_Params):
+    pass
+
+
+class CUDA_MEMCPY3D(_Params):
+    pass
+
+
+@dataclass(frozen=True)
+class Handle:
+    kind: str  # stream | event | module | function | graph | exec | context | device
+    number: int
+    name: str = ""  # functions: the kernel's name
+
+    def __int__(self) -> int:
+        return self.number
+
+
+@dataclass
+class Call:
+    name: str
+    args: tuple
+
+
+@dataclass
+class KernelLaunch:
+    function: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    args: tuple[bytes, ...]  # each parameter's bytes, as the driver copied them
+
+
+@dataclass
+class Memset:
+    dst: int
+    element_size: int
+    value: int
+    count: int
+
+
+@dataclass
+class Memcpy:
+    dst: int
+    src: int
+    nbytes: int
+
+
+@dataclass
+class GraphNode:
+    handle: Handle
+    kind: str  # kernel | memset | memcpy | graph | empty
+    deps: tuple[Handle, ...]
+    work: KernelLaunch | Memset | Memcpy | None = None
+    child: FakeGraph | None = None
+
+
+@dataclass
+class FakeGraph:
+    handle: Handle
+    nodes: list[GraphNode] = field(default_factory=list)
+
+    def node(self, handle: Handle) -> GraphNode:
+        return next(n for n in self.nodes if n.handle == handle)
+
+
+@dataclass(frozen=True)
+class FunctionAttributes:
+    registers: int = 32
+    static_shared: int = 0
+    max_threads: int = 1024
+
+
+H200 = dict(name="Fake H200", capability=(9, 0), multiprocessors=132, max_threads_per_block=1024,
+            max_registers_per_block=65536, max_shared_per_block=232448)
+
+
+class FakeCuda:
+    CUresult = CUresult
+    CUdevice_attribute = CUdevice_attribute
+    CUfunction_attribute = CUfunction_attribute
+    CUmemorytype = CUmemorytype
+    CUstream_flags = CUstream_flags
+    CUstreamWaitValue_flags = CUstreamWaitValue_flags
+    CUDA_KERNEL_NODE_PARAMS = CUDA_KERNEL_NODE_PARAMS
+    CUDA_MEMSET_NODE_PARAMS = CUDA_MEMSET_NODE_PARAMS
+    CUDA_MEMCPY3D = CUDA_MEMCPY3D
+    CU_MEMHOSTALLOC_PORTABLE = 1
+    CU_MEMHOSTALLOC_DEVICEMAP = 2
+    # Calls that only succeed here: synchronisation (nothing runs asynchronously), contexts.
+    ACCEPTED = ("cuInit", "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease", "cuStreamSynchronize",
+                "cuStreamWaitValue32", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy",
+                "cuFuncSetAttribute", "cuGraphUpload")
+
+    def __init__(self, *, param_sizes: dict[str, tuple[int, ...]], memory_bytes: int = 1 << 30,
+                 function_attributes: dict[str, FunctionAttributes] | None = None, **device) -> None:
+        self.device = {**H200, **device}
+        self.param_sizes = param_sizes
+        self.function_attributes = function_attributes or {}
+        self.memory_bytes = memory_bytes
+        self.calls: list[Call] = []
+        self.allocations: dict[int, np.ndarray] = {}  # address -> the memory behind it
+        self.graphs: dict[Handle, FakeGraph] = {}
+        self.executables: dict[Handle, FakeGraph] = {}
+        self.modules: dict[Handle, bytes] = {}
+        self.launches: list[KernelLaunch] = []  # kernels launched, eagerly or in a graph
+        self.streams: set[Handle] = set()
+        self._numbers = itertools.count(1)
+
+    def __getattribute__(self, name: str):
+        if name in FakeCuda.ACCEPTED:
+            attribute = lambda *args: (CUresult.CUDA_SUCCESS,)
+        else:
+            attribute = object.__getattribute__(self, name)
+        if name.startswith("cu") and callable(attribute):
+            calls = object.__getattribute__(self, "calls")
+
+            def recorded(*args):
+                calls.append(Call(name, args))
+                return attribute(*args)
+            return recorded
+        return attribute
+
+    def named(self, *names: str) -> list[Call]:
+        return [c for c in self.calls if c.name in names]
+
+    def live(self) -> dict[str, int]:
+        """What is still allocated or loaded: all zeros once a pipeline is closed."""
+        return {"allocations": len(self.allocations), "graphs": len(self.graphs),
+                "executables": len(self.executables), "modules": len(self.modules),
+                "streams": len(self.streams)}
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _handle(self, kind: str, name: str = "") -> Handle:
+        return Handle(kind, next(self._numbers), name)
+
+    def _memory(self, address: int, nbytes: int) -> np.ndarray:
+        """The bytes at [address, address + nbytes), which must lie inside one allocation."""
+        for start, array in self.allocations.items():
+            if start <= address and address + nbytes <= start + array.nbytes:
+                return array[address - start: address - start + nbytes]
+        raise AssertionError(f"the runtime touched {nbytes} bytes at {address:#x}, outside every allocation")
+
+    def _allocate(self, nbytes: int):
+        if nbytes + sum(a.nbytes for a in self.allocations.values()) > self.memory_bytes:
+            return (CUresult.CUDA_ERROR_OUT_OF_MEMORY, 0)
+        array = np.zeros(max(nbytes, 1), np.uint8)
+        self.allocations[array.ctypes.data] = array
+        return (CUresult.CUDA_SUCCESS, array.ctypes.data)
+
+    def _kernel(self, function: Handle, grid, block, shared_bytes: int, kernel_params: int) -> KernelLaunch:
+        sizes = self.param_sizes[function.name]
+        pointers = (ctypes.c_uint64 * len(sizes)).from_address(kernel_params)
+        args = tuple(ctypes.string_at(p, size) for p, size in zip(pointers, sizes))
+        return KernelLaunch(function.name, tuple(grid), tuple(block), shared_bytes, args)
+
+    def _memset(self, work: Memset) -> None:
+        view = self._memory(work.dst, work.count * work.element_size)
+        view.view(f"u{work.element_size}")[:] = work.value
+
+    def _memcpy(self, work: Memcpy) -> None:
+        self._memory(work.dst, work.nbytes)[:] = self._memory(work.src, work.nbytes)
+
+    def _run(self, graph: FakeGraph) -> None:
+        for node in graph.nodes:
+            if node.kind == "graph":
+                self._run(node.child)
+            elif node.kind == "memset":
+                self._memset(node.work)
+            elif node.kind == "memcpy":
+                self._memcpy(node.work)
+            elif node.kind == "kernel":
+                self.launches.append(node.work)
+
+    def _add(self, graph: Handle, deps, count: int, kind: str, work=None, child=None):
+        assert len(deps) == count
+        handle = self._handle("node")
+        self.graphs[graph].nodes.append(GraphNode(handle, kind, tuple(deps), work, child))
+        return (CUresult.CUDA_SUCCESS, handle)
+
+    # --- device and context -----------------------------------------------------------------
+
+    def cuDriverGetVersion(self):
+        return (CUresult.CUDA_SUCCESS, 12090)
+
+    def cuDeviceGetCount(self):
+        return (CUresult.CUDA_SUCCESS, 1)
+
+    def cuDeviceGet(self, ordinal):
+        return (CUresult.CUDA_SUCCESS, Handle("device", ordinal))
+
+    def cuDevicePrimaryCtxRetain(self, device):
+        return (CUresult.CUDA_SUCCESS, Handle("context", 1))
+
+    def cuDeviceGetName(self, length, device):
+        return (CUresult.CUDA_SUCCESS, self.device["name"].encode().ljust(length, b"\0"))
+
+    def cuDeviceGetAttribute(self, attribute, device):
+        a, d = CUdevice_attribute, self.device
+        value = {
+            a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: d["capability"][0],
+            a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: d["capability"][1],
+            a.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: d["multiprocessors"],
+            a.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: d["max_threads_per_block"],
+            a.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: d["max_registers_per_block"],
+            a.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: d["max_shared_per_block"],
+        }[attribute]
+        return (CUresult.CUDA_SUCCESS, value)
+
+    # --- streams and events -----------------------------------------------------------------
+
+    def cuStreamCreate(self, flags):
+        handle = self._handle("stream")
+        self.streams.add(handle)
+        return (CUresult.CUDA_SUCCESS, handle)
+
+    def cuStreamDestroy(self, stream):
+        self.streams.remove(stream)
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuEventCreate(self, flags):
+        return (CUresult.CUDA_SUCCESS, self._handle("event"))
+
+    def cuEventElapsedTime(self, start, end):
+        return (CUresult.CUDA_SUCCESS, 0.001)
+
+    # --- memory -----------------------------------------------------------------------------
+
+    def cuMemAlloc(self, nbytes):
+        return self._allocate(nbytes)
+
+    def cuMemHostAlloc(self, nbytes, flags):
+        return self._allocate(nbytes)
+
+    def cuMemHostGetDevicePointer(self, host, flags):
+        return (CUresult.CUDA_SUCCESS, host)  # unified addressing: the same address
+
+    def cuMemFree(self, address):
+        del self.allocations[address]
+        return (CUresult.CUDA_SUCCESS,)
+
+    cuMemFreeHost = cuMemFree
+
+    def cuMemcpyHtoD(self, dst, array, nbytes):
+        self._memory(dst, nbytes)[:] = np.frombuffer(np.ascontiguousarray(array).tobytes()[:nbytes], np.uint8)
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuMemcpyDtoH(self, out, src, nbytes):
+        out.reshape(-1).view(np.uint8)[:nbytes] = self._memory(src, nbytes)
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuMemcpyDtoDAsync(self, dst, src, nbytes, stream):
+        self._memcpy(Memcpy(dst, src, nbytes))
+        return (CUresult.CUDA_SUCCESS,)
+
+    def _memset_call(size):
+        def memset(self, dst, value, count, stream=None):
+            self._memset(Memset(dst, size, value, count))
+            return (CUresult.CUDA_SUCCESS,)
+        return memset
+
+    cuMemsetD8 = cuMemsetD8Async = _memset_call(1)
+    cuMemsetD16 = cuMemsetD16Async = _memset_call(2)
+    cuMemsetD32 = cuMemsetD32Async = _memset_call(4)
+    del _memset_call
+
+    # --- modules and kernels ----------------------------------------------------------------
+
+    def cuModuleLoadData(self, binary):
+        handle = self._handle("module")
+        self.modules[handle] = binary
+        return (CUresult.CUDA_SUCCESS, handle)
+
+    def cuModuleUnload(self, module):
+        del self.modules[module]
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuModuleGetFunction(self, module, name):
+        assert module in self.modules
+        return (CUresult.CUDA_SUCCESS, self._handle("function", name.decode()))
+
+    def cuFuncGetAttribute(self, attribute, function):
+        values = self.function_attributes.get(function.name, FunctionAttributes())
+        a = CUfunction_attribute
+        return (CUresult.CUDA_SUCCESS, {
+            a.CU_FUNC_ATTRIBUTE_NUM_REGS: values.registers,
+            a.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: values.static_shared,
+            a.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: values.max_threads,
+        }[attribute])
+
+    def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared_bytes, stream, kernel_params, extra):
+        self.launches.append(self._kernel(function, (gx, gy, gz), (bx, by, bz), shared_bytes, kernel_params))
+        return (CUresult.CUDA_SUCCESS,)
+
+    # --- graphs -----------------------------------------------------------------------------
+
+    def cuGraphCreate(self, flags):
+        handle = self._handle("graph")
+        self.graphs[handle] = FakeGraph(handle)
+        return (CUresult.CUDA_SUCCESS, handle)
+
+    def cuGraphDestroy(self, graph):
+        del self.graphs[graph]
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuGraphAddKernelNode(self, graph, deps, count, p):
+        work = self._kernel(p.func, (p.gridDimX, p.gridDimY, p.gridDimZ),
+                            (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes, p.kernelParams)
+        return self._add(graph, deps, count, "kernel", work)
+
+    def cuGraphAddMemsetNode(self, graph, deps, count, p, context):
+        assert p.height == 1 and p.pitch == p.width * p.elementSize
+        return self._add(graph, deps, count, "memset", Memset(p.dst, p.elementSize, p.value, p.width))
+
+    def cuGraphAddMemcpyNode(self, graph, deps, count, p, context):
+        device = CUmemorytype.CU_MEMORYTYPE_DEVICE
+        assert p.srcMemoryType == device and p.dstMemoryType == device and p.Height == p.Depth == 1
+        return self._add(graph, deps, count, "memcpy", Memcpy(p.dstDevice, p.srcDevice, p.WidthInBytes))
+
+    def cuGraphAddChildGraphNode(self, graph, deps, count, child):
+        return self._add(graph, deps, count, "graph", child=self.graphs[child])
+
+    def cuGraphAddEmptyNode(self, graph, deps, count):
+        return self._add(graph, deps, count, "empty")
+
+    def cuGraphInstantiate(self, graph, flags):
+        handle = self._handle("exec")
+        self.executables[handle] = self.graphs[graph]
+        return (CUresult.CUDA_SUCCESS, handle)
+
+    def cuGraphLaunch(self, executable, stream):
+        self._run(self.executables[executable])
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuGraphExecDestroy(self, executable):
+        del self.executables[executable]
+        return (CUresult.CUDA_SUCCESS,)
+
+
+# A small device: what PC316's fixtures are loaded on (a T4's limits).
+SMALL_DEVICE = dict(name="Fake T4", capability=(7, 5), multiprocessors=40, max_threads_per_block=1024,
+                    max_registers_per_block=65536, max_shared_per_block=65536)
+GLUE_PARAM_SIZES = {"pipec_fill_8": (8, 8, 8), **{f"pipec_copy_{w}": (8, 8, 8) for w in (1, 2, 4, 8, 16)}}
+
+
+def param_sizes(program) -> dict[str, tuple[int, ...]]:
+    """Bytes of each kernel parameter, from the kernels' signatures as the compiler read them
+    from their sources, plus the glue kernels' (compiler/templates/glue_kernels.cu.j2)."""
+    sizes = {k.name: tuple(8 if p.kind == "pointer" else p.dtype.size for p in k.params)
+             for k in program.kernels.values()}
+    return {**GLUE_PARAM_SIZES, **sizes}
+
+
+def fake_driver(path, **options):
+    """A `Driver` over a `FakeCuda` that knows the kernels of the `.pipe` file at `path`."""
+    import pipec
+    from pipec.runtime.driver import Driver
+
+    compilation = pipec.check(path)
+    return Driver(FakeCuda(param_sizes=param_sizes(compilation.program), **options))
