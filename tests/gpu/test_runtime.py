@@ -14,7 +14,7 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "runtime"
-RULES = FIXTURES.parent / "rules"
+RULES = Path(__file__).parent.parent.parent / "compiler" / "explanations" / "examples"
 
 
 @pytest.fixture
