@@ -69,6 +69,9 @@ RULES: tuple[Rule, ...] = (
     Rule("PC313", "invalid-grid", _E, "a launch has no blocks, no threads, or more blocks than a grid holds"),
     Rule("PC314", "unordered-conflict", _E, "two nodes touch the same data, one writing, with no path between them"),
     Rule("PC315", "graph-cycle", _E, "a graph uses itself"),
+    Rule("PC316", "grid-sync", _E, "a kernel waits for the whole grid, which needs a cooperative launch"),
+    Rule("PC317", "unfollowed-call", _E, "a kernel makes a call the analysis cannot follow"),
+    Rule("PC318", "write-through-read-only", _E, "a kernel writes through a pointer bound `in` or declared const"),
     # PC4xx: warnings
     Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it"),
     Rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer"),

@@ -21,7 +21,7 @@ import jinja2
 from . import cache, ptx
 from .toolchain import CompileRequest
 
-ANALYSIS_VERSION = "3"  # bump when the analysis output format or meaning changes
+ANALYSIS_VERSION = "ptx-5"  # bump when the analysis output format or meaning changes
 
 POINTER_BIT = 0x100
 CONST_BIT = 0x200
@@ -159,8 +159,13 @@ def _describe_kernel(entry: ptx.Function, words: list[int], decl: dict | None, m
         }
         for f in _unique(module.findings(entry.name))
     ]
+    writes = module.writes(entry.name)
+    written = [  # per parameter: yes | no | unknown, and where
+        [status.value, [where.file, where.line, where.column] if where else None]
+        for status, where in (writes.get(index, (ptx.Written.UNKNOWN, None)) for index in range(len(params)))
+    ]
     return {
-        "params": params, "max_threads": entry.max_threads, "findings": findings,
+        "params": params, "max_threads": entry.max_threads, "findings": findings, "written": written,
         "decl": decl["span"] if decl else None,
         "unknown_annotations": [a for a in annotations.get("_unknown", [])],
     }

@@ -302,7 +302,8 @@ class Resolver:
                 extent = self._extent(source, p["extent"])
             dtype = DTYPES.get(p["dtype"]) if p["dtype"] else None
             params.append(Param(p["index"], p["name"], p["kind"], dtype, p["const"],
-                                p["write_only"], extent, p["ctype"]))
+                                p["write_only"], extent, p["ctype"], info["written"][p["index"]][0],
+                                self._cuda_span(info["written"][p["index"]][1], None)))
         for start, end in info.get("unknown_annotations", []):
             self.sink.add("PC106", "cannot read this `pipec:` annotation", Span(source, start, end),
                           "annotations are `pipec: extent NAME = EXPR` and `pipec: out NAME`")
