@@ -91,14 +91,10 @@ class PtxModule:
 
     def findings(self, entry: str) -> list[Finding]:
         """Findings of an entry and of every function a launch of it can reach."""
-        from .ptx_calls import reachable_findings  # the call graph builds on this module's types
-
         return reachable_findings(self, entry)
 
     def writes(self, entry: str) -> dict:
         """Per parameter of an entry: (Written.YES | NO | UNKNOWN, the location of the write)."""
-        from .ptx_writes import module_writes, parameter_writes
-
         if self.summaries is None:
             self.summaries = module_writes(self)
         return parameter_writes(self.summaries[entry], self.functions[entry].params)
@@ -132,10 +128,6 @@ def parse(ptx: str) -> PtxModule:
         i = _read_function(lines, i, function, module.files)
         if function.has_body or function.name not in module.functions:  # a prototype never hides a body
             module.functions[function.name] = function
-    # Imported here: loops and provenance are built on the types of this module.
-    from .ptx_cfg import spin_waits
-    from .ptx_writes import grid_barriers
-
     for function in module.functions.values():
         barriers, workspace = grid_barriers(function)
         findings = function.findings + spin_waits(function)
@@ -306,4 +298,7 @@ def sources(function: Function, instruction: Instruction) -> list[str]:
     return found + ([instruction.guard] if instruction.guard else [])
 
 
-from .ptx_writes import Written  # noqa: E402  (re-exported: the analysis result's vocabulary)
+# The analyses built on the types above; imported last because they import them from here.
+from .ptx_calls import reachable_findings  # noqa: E402
+from .ptx_cfg import spin_waits  # noqa: E402
+from .ptx_writes import Written, grid_barriers, module_writes, parameter_writes  # noqa: E402, F401
