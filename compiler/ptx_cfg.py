@@ -9,7 +9,10 @@ on a value the body loads from memory another block or the host may write:
   definition, with or without `nanosleep` and whatever else the body stores;
 - a plain load of an address the body never changes, when no register the body carries from
   one iteration to the next (a counter) takes part in the exit: the compiler only re-reads it
-  because a store in the body may alias it, and only that memory can end the loop.
+  because a store in the body may alias it, and only that memory can end the loop;
+- likewise an atomic's old value (a lock taken with `atomicCAS(lock, 0, 1)`, a flag read with
+  `atomicAdd(flag, 0)`); a compare-and-swap retry loop compares with the value of the previous
+  iteration, a carried register, and is an atomic (PC305) but no wait.
 
 A loop whose exits depend only on a counter is bounded, however much volatile memory it reads.
 A loop with no exit at all never ends once entered, which is a spin too. Shared and local
@@ -25,11 +28,12 @@ _ORDERED = {"volatile", "relaxed", "acquire", "cv"}
 
 
 def _load_kind(instruction: Instruction) -> str | None:
-    """`ordered`, `plain` or None (not a load of memory other blocks can write)."""
+    """`ordered`, `plain` (a plain load or an atomic's old value) or None (not a read of memory
+    other blocks can write)."""
     parts = instruction.opcode.split(".")
-    if parts[0] != "ld" or any(p.startswith(_LOCAL_SPACES) for p in parts) or "nc" in parts:
+    if parts[0] not in ("ld", "atom") or any(p.startswith(_LOCAL_SPACES) for p in parts) or "nc" in parts:
         return None
-    return "ordered" if _ORDERED.intersection(parts) else "plain"
+    return "ordered" if parts[0] == "ld" and _ORDERED.intersection(parts) else "plain"
 
 
 def loops(function: Function) -> list[tuple[int, int]]:
@@ -87,8 +91,9 @@ def _definitions(function: Function, first: int, last: int) -> dict[str, list[In
     return defined
 
 
-def _feeding(function: Function, defined, start: list[str]) -> tuple[list[Instruction], set[str]]:
-    """The body's instructions whose results flow into `start`, and the registers on the way."""
+def _feeding(function: Function, defined, start: list[str], through_reads: bool = False):
+    """The body's instructions whose results flow into `start`, and the registers on the way;
+    a read's operands (its address, an atomic's operands) only `through_reads`."""
     seen: set[str] = set()
     feeding: dict[int, Instruction] = {}
     stack = list(start)
@@ -99,7 +104,7 @@ def _feeding(function: Function, defined, start: list[str]) -> tuple[list[Instru
         seen.add(register)
         for instruction in defined.get(register, []):
             feeding[instruction.position] = instruction
-            if _load_kind(instruction) is None:  # a load's address does not carry its value
+            if through_reads or _load_kind(instruction) is None:
                 stack.extend(sources(function, instruction))
     return sorted(feeding.values(), key=lambda i: i.position), seen
 
@@ -113,7 +118,7 @@ def _polled_load(function: Function, first: int, last: int, conditions: list[str
             return load
     carried = any(_carried(function, defined, register) for register in walked if register in defined)
     for load, _ in loads:
-        address = [r for operand in load.operands[1:] for r in registers(function, operand)]
+        address = [r for operand in load.operands if operand.startswith("[") for r in registers(function, operand)]
         if not carried and not any(r in defined for r in address):
             return load
     return None
@@ -121,6 +126,6 @@ def _polled_load(function: Function, first: int, last: int, conditions: list[str
 
 def _carried(function: Function, defined, register: str) -> bool:
     """Whether the register's value in one iteration depends on its value in the previous one."""
-    inputs = [s for d in defined[register] if _load_kind(d) is None for s in sources(function, d)]
-    _, reached = _feeding(function, defined, inputs)
+    inputs = [s for d in defined[register] for s in sources(function, d)]
+    _, reached = _feeding(function, defined, inputs, through_reads=True)
     return register in reached
