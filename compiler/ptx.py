@@ -188,7 +188,8 @@ class _BodyReader:
         self._scan_findings()
 
     def _locate(self, m: re.Match) -> None:
-        self.location = Location(self.files.get(int(m.group(1)), m.group(1)), int(m.group(2)), int(m.group(3)))
+        file = self.files.get(int(m.group(1)), m.group(1))
+        self.location = Location(file, int(m.group(2)), int(m.group(3)))
         self.inlined = (
             Location(self.files.get(int(m.group(4)), m.group(4)), int(m.group(5)), int(m.group(6)))
             if m.group(4) else None
@@ -280,7 +281,8 @@ def registers(function: Function, operand: str) -> list[str]:
 
 NO_DESTINATION = ("st", "red", "bra", "brx", "call", "ret", "exit", "bar", "barrier", "membar", "fence",
                   "prefetch", "prefetchu", "nanosleep", "cp", "multimem", "trap", "brkpt", "setmaxnreg",
-                  "stmatrix", "sust", "sured", "pmevent", "griddepcontrol", "discard", "applypriority")
+                  "stmatrix", "sust", "sured", "pmevent", "griddepcontrol", "discard", "applypriority",
+                  "tensormap")
 
 
 def destinations(function: Function, instruction: Instruction) -> list[str]:

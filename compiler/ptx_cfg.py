@@ -118,7 +118,7 @@ def _polled_load(function: Function, first: int, last: int, conditions: list[str
             return load
     carried = any(_carried(function, defined, register) for register in walked if register in defined)
     for load, _ in loads:
-        address = [r for operand in load.operands if operand.startswith("[") for r in registers(function, operand)]
+        address = [r for o in load.operands if o.startswith("[") for r in registers(function, o)]
         if not carried and not any(r in defined for r in address):
             return load
     return None

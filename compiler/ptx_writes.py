@@ -13,7 +13,8 @@ global; a bulk tensor store writes wherever its tensor map points: `unknown`. A 
 to `T*` is the same store in PTX. Calls pass origins into the callee's summary (what it writes
 through each of its parameters), computed for the whole module until nothing changes, so
 recursion and call cycles converge. An indirect call writes what any function whose address
-the module takes writes; a call to a body not in the module makes every parameter not proven written `unknown`.
+the module takes writes; a call to a body not in the module makes every parameter not proven
+written `unknown`.
 
 The cooperative-groups grid barrier reads the driver's grid workspace from `%envreg1`/`%envreg2`
 and arrives on it with an atomic: an atomic through that origin is a grid-wide sync.
@@ -59,6 +60,10 @@ def _write_address(instruction: Instruction) -> str | None:
     head, operands = parts[0], instruction.operands
     if not operands:
         return None
+    if "prefetch" in parts:
+        return None
+    if head == "tensormap" and "global" in parts:  # rewrites a tensor map held in global memory
+        return operands[0]
     if instruction.opcode.startswith(("cp.async.bulk.", "cp.reduce.async.bulk.")):
         spaces = [p for p in parts if p == "global" or p.startswith("shared")]
         if not spaces or spaces[0] != "global":
@@ -74,10 +79,12 @@ def _write_address(instruction: Instruction) -> str | None:
 
 
 class _Provenance:
-    def __init__(self, function: Function, summaries: dict[str, Summary] | None = None,
-                 taken: set[str] = frozenset()) -> None:
-        self.function, self.summaries, self.taken = function, summaries or {}, taken
+    """The origins of every register of one function, and of every call's arguments."""
+
+    def __init__(self, function: Function) -> None:
+        self.function = function
         self.origins: dict[str, set] = {}
+        self.arguments: dict[int, list[set]] = {}  # call position -> origins of each argument
         self._param = re.compile(re.escape(function.name) + r"_param_(\d+)")
         while self._pass():
             pass
@@ -92,17 +99,18 @@ class _Provenance:
 
     def _pass(self) -> bool:
         changed = False
-        slots: dict[str, set] = {}
+        slots: dict[str, set] = {}  # `.param` slots filled for the next call, and its result
         for instruction in self.function.instructions:
             head = instruction.opcode.split(".")[0]
             if instruction.opcode.startswith("st.param") and len(instruction.operands) > 1:
-                slot = _SLOT.match(instruction.operands[0])
-                if slot:
+                if slot := _SLOT.match(instruction.operands[0]):
                     slots.setdefault(slot.group(1), set()).update(self.of(instruction.operands[1]))
                 continue
-            if head == "call":
-                returned = set().union(*slots.values()) if slots else set()
-                slots = {"retval": returned}
+            if head == "call":  # its result derives from its arguments
+                names = next((o for o in instruction.operands[1:] if o.startswith("(")), "()")
+                arguments = [slots.get(n.strip(), set()) for n in names.strip("()").split(",") if n.strip()]
+                self.arguments[instruction.position] = arguments
+                slots = {"retval": set().union(*arguments, set())}
                 continue
             value = self._value(instruction, head, slots)
             for register in destinations(self.function, instruction):
@@ -126,17 +134,6 @@ class _Provenance:
             value.discard(LOADED)  # a parameter plus a loaded index still points into the parameter
         return value
 
-    def call_arguments(self, instruction: Instruction) -> list[set]:
-        """The origins of a call's arguments, read back from the `st.param` slots before it."""
-        names = next((o for o in instruction.operands[1:] if o.startswith("(")), "()")
-        slots: dict[str, set] = {}
-        for earlier in reversed(self.function.instructions[: instruction.position]):
-            if earlier.opcode.startswith("call"):
-                break
-            if earlier.opcode.startswith("st.param") and (slot := _SLOT.match(earlier.operands[0])):
-                slots.setdefault(slot.group(1), set()).update(self.of(earlier.operands[1]))
-        return [slots.get(n.strip(), set()) for n in names.strip("()").split(",") if n.strip()]
-
 
 def grid_barriers(function: Function) -> tuple[list[Finding], set[tuple[str, Location | None]]]:
     """The grid-sync findings, and the (instruction, location) of every access to the grid
@@ -154,8 +151,7 @@ def grid_barriers(function: Function) -> tuple[list[Finding], set[tuple[str, Loc
     return barriers, workspace
 
 
-def _summarise(function: Function, summaries: dict[str, Summary], taken: set[str]) -> Summary:
-    provenance = _Provenance(function, summaries, taken)
+def _summarise(provenance: _Provenance, summaries: dict[str, Summary], taken: set[str]) -> Summary:
     summary = Summary()
 
     def record(origins: set, location: Location | None) -> None:
@@ -165,7 +161,7 @@ def _summarise(function: Function, summaries: dict[str, Summary], taken: set[str
             elif origin == LOADED and not summary.has_unknown:
                 summary.has_unknown, summary.unknown = True, location
 
-    for instruction in function.instructions:
+    for instruction in provenance.function.instructions:
         if (address := _write_address(instruction)) is not None:
             record({LOADED} if address == "?" else provenance.of(address), instruction.location)
         target = call_target(instruction)
@@ -173,7 +169,7 @@ def _summarise(function: Function, summaries: dict[str, Summary], taken: set[str
             continue
         callees = sorted(taken) if target.startswith("%") else [target]
         known = [summaries[c] for c in callees if c in summaries]
-        for index, origins in enumerate(provenance.call_arguments(instruction)):
+        for index, origins in enumerate(provenance.arguments[instruction.position]):
             if not known and origins and target not in KNOWN_EXTERNALS:
                 record({LOADED}, instruction.location)  # a body not in the module
             for callee in known:
@@ -188,9 +184,10 @@ def _summarise(function: Function, summaries: dict[str, Summary], taken: set[str
 def module_writes(module: PtxModule) -> dict[str, Summary]:
     """Every function's summary, iterated until no summary changes (recursion converges)."""
     taken = address_taken(module)
-    summaries = {name: Summary() for name, f in module.functions.items() if f.has_body}
+    provenances = {name: _Provenance(f) for name, f in module.functions.items() if f.has_body}
+    summaries = {name: Summary() for name in provenances}
     for _ in range(len(summaries) + 1):
-        updated = {name: _summarise(module.functions[name], summaries, taken) for name in summaries}
+        updated = {name: _summarise(provenances[name], summaries, taken) for name in summaries}
         stable = all(updated[n].key() == summaries[n].key() for n in summaries)
         summaries = updated
         if stable:

@@ -49,7 +49,8 @@ def forbidden_instructions(ctx: CheckContext) -> None:
             if finding.inlined_into is not None:
                 labels.append(Label(finding.inlined_into, "inlined into the kernel here"))
             if finding.rule in WAIVABLE:
-                hint = f"{hint}; or exempt it: `waive {finding.rule.replace('-', '_')} for {name}: \"reason\"`"
+                waiver = f"waive {finding.rule.replace('-', '_')} for {name}: \"reason\""
+                hint = f"{hint}; or exempt it: `{waiver}`"
             ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what} (`{finding.instruction}`)",
                          finding.span, hint, labels=tuple(labels))
     for key, waiver in waived.items():
