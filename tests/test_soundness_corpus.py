@@ -8,11 +8,14 @@ Each file marks the line where it expects a diagnostic with `// expect: PC3xx[, 
 kernel source or in the header the finding lies in. NVRTC compiles every source; the codes and
 lines the analysis finds must be exactly those expected. A `const` parameter the kernel can
 write through (or cannot be proven not to) counts as PC318 at the write; the `.pipe` files
-bind non-const parameters `in` and carry the usual `# error:` expectations."""
+bind non-const parameters `in` and carry the usual `# error:` expectations. corpus/cccl/ holds
+`grid.sync()` and `cuda::atomic_ref` through the real headers, checked where their wheels are
+installed (nvidia-cuda-runtime-cu12 and nvidia-cuda-cccl-cu12 on the Python path)."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +69,22 @@ def test_exactly_the_expected_findings(source):
 def test_pipelines(path):
     actual, result = compile_fixture(path)
     assert actual == expected_diagnostics(path), explain(actual, expected_diagnostics(path), result)
+
+
+def _header_wheels() -> tuple[Path, ...]:
+    """The include folders of the CUDA runtime and CCCL header wheels, where installed."""
+    wanted = ("nvidia/cuda_cccl/include", "nvidia/cuda_runtime/include")
+    found = [Path(entry) / w for w in wanted for entry in sys.path if (Path(entry) / w).is_dir()]
+    return tuple(dict.fromkeys(found))
+
+
+@pytest.mark.skipif(len(_header_wheels()) < 2,
+                    reason="the CUDA runtime / CCCL header wheels are not installed")
+def test_the_cuda_cpp_library_is_analysed_like_any_code():
+    source = CORPUS.parent / "cccl" / "cooperative_groups.cu"
+    analysis = kernels.analyze(source, _header_wheels(), get_toolchain("nvrtc"), "compute_90")
+    rules = {name: sorted({f["rule"] for f in info["findings"]}) for name, info in analysis.kernels.items()}
+    assert rules == {
+        "sync_noinline": ["grid-sync"], "rank_only": [], "block_sync": [],
+        "wait_ref": ["spin-wait"], "count_ref": ["atomics"], "bounded_ref": [],
+    }
