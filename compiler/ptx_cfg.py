@@ -75,7 +75,7 @@ def spin_waits(function: Function) -> list[Finding]:
     for first, last in loops(function):
         conditions, has_exit = _exit_conditions(function, first, last)
         if not has_exit:
-            findings.append(function.instructions[last].finding("spin-wait", "a loop with no exit"))
+            findings.append(function.instructions[last].finding("spin-wait"))  # the branch back
             continue
         poll = _polled_load(function, first, last, conditions)
         if poll is not None:

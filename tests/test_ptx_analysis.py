@@ -219,7 +219,7 @@ $L_forever:
   .loc 1 9 1
   bra.uni $L_forever;
 """)
-    assert [(f.rule, f.instruction) for f in m.findings("k")] == [("spin-wait", "a loop with no exit")]
+    assert [(f.rule, f.instruction) for f in m.findings("k")] == [("spin-wait", "bra.uni $L_forever")]
 
 
 def test_the_recorded_cooperative_groups_grid_sync_is_one_finding():

@@ -51,8 +51,10 @@ def forbidden_instructions(ctx: CheckContext) -> None:
             if finding.rule in WAIVABLE:
                 waiver = f"waive {finding.rule.replace('-', '_')} for {name}: \"reason\""
                 hint = f"{hint}; or exempt it: `{waiver}`"
-            ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what} (`{finding.instruction}`)",
-                         finding.span, hint, labels=tuple(labels))
+            detail = (f": {finding.instruction}" if finding.rule == "unfollowed-call"  # a description
+                      else f" (`{finding.instruction}`)")
+            ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what}{detail}", finding.span, hint,
+                         labels=tuple(labels))
     for key, waiver in waived.items():
         if key not in used_waivers and not ctx.program.dropped_statements:
             what = (f"the step's `{waiver.kernel.name}` has no {waiver.rule} finding"
