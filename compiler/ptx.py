@@ -130,7 +130,7 @@ def parse(ptx: str) -> PtxModule:
             module.functions[function.name] = function
     for function in module.functions.values():
         barriers, workspace = grid_barriers(function)
-        findings = function.findings + spin_waits(function)
+        findings = function.findings + spin_waits(function, module)
         function.findings = [f for f in findings if (f.instruction, f.location) not in workspace] + barriers
     return module
 

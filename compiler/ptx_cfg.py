@@ -6,7 +6,8 @@ on a value the body loads from memory another block or the host may write:
 
 - a volatile, relaxed or acquire load (`ld.volatile`, `ld.relaxed.gpu`, `ld.acquire.sys`,
   `ld.global.cv`) of global or generic memory: such a load is re-read every iteration by
-  definition, with or without `nanosleep` and whatever else the body stores;
+  definition, with or without `nanosleep` and whatever else the body stores; or the result of a
+  call to a function that makes one (a polling helper that is not inlined);
 - a plain load of an address the body never changes, when no register the body carries from
   one iteration to the next (a counter) takes part in the exit: the compiler only re-reads it
   because a store in the body may alias it, and only that memory can end the loop;
@@ -21,7 +22,8 @@ memory belong to one block, so waits on them are not spins between blocks.
 
 from __future__ import annotations
 
-from .ptx import Finding, Function, Instruction, destinations, registers, sources
+from .ptx import Finding, Function, Instruction, PtxModule, destinations, registers, sources
+from .ptx_calls import call_target
 
 _LOCAL_SPACES = ("shared", "local", "param", "const")
 _ORDERED = {"volatile", "relaxed", "acquire", "cv"}
@@ -70,17 +72,30 @@ def _exit_conditions(function: Function, first: int, last: int) -> tuple[list[st
     return conditions, has_exit
 
 
-def spin_waits(function: Function) -> list[Finding]:
+def spin_waits(function: Function, module: PtxModule) -> list[Finding]:
     findings = []
     for first, last in loops(function):
         conditions, has_exit = _exit_conditions(function, first, last)
         if not has_exit:
             findings.append(function.instructions[last].finding("spin-wait"))  # the branch back
             continue
-        poll = _polled_load(function, first, last, conditions)
+        poll = _polled_load(function, first, last, conditions, module)
         if poll is not None:
             findings.append(poll.finding("spin-wait"))
     return findings
+
+
+def _reads_ordered(module: PtxModule, name: str, visiting: frozenset[str] = frozenset()) -> bool:
+    """Whether a function, or one it calls directly, makes an ordered read: a call whose result
+    ends a loop is then the poll (`while (poll(flag) == 0)` with `poll` not inlined)."""
+    function = module.functions.get(name)
+    if function is None or name in visiting:
+        return False
+    return any(
+        _load_kind(i) == "ordered"
+        or ((callee := call_target(i)) is not None and _reads_ordered(module, callee, visiting | {name}))
+        for i in function.instructions
+    )
 
 
 def _definitions(function: Function, first: int, last: int) -> dict[str, list[Instruction]]:
@@ -106,16 +121,30 @@ def _feeding(function: Function, defined, start: list[str], through_reads: bool 
             feeding[instruction.position] = instruction
             if through_reads or _load_kind(instruction) is None:
                 stack.extend(sources(function, instruction))
+            if (call := _call_returning(function, instruction)) is not None:
+                feeding[call.position] = call
     return sorted(feeding.values(), key=lambda i: i.position), seen
 
 
-def _polled_load(function: Function, first: int, last: int, conditions: list[str]) -> Instruction | None:
+def _call_returning(function: Function, instruction: Instruction) -> Instruction | None:
+    """The call whose result `ld.param [retval0]` reads."""
+    if not (instruction.opcode.startswith("ld.param") and "[retval" in " ".join(instruction.operands)):
+        return None
+    earlier = function.instructions[: instruction.position]
+    return next((i for i in reversed(earlier) if i.opcode.startswith("call")), None)
+
+
+def _polled_load(function: Function, first: int, last: int, conditions: list[str],
+                 module: PtxModule) -> Instruction | None:
     defined = _definitions(function, first, last)
     feeding, walked = _feeding(function, defined, conditions)
     loads = [(i, _load_kind(i)) for i in feeding if _load_kind(i)]
     for load, kind in loads:
         if kind == "ordered":
             return load
+    for call in feeding:
+        if (callee := call_target(call)) is not None and _reads_ordered(module, callee):
+            return call
     carried = any(_carried(function, defined, register) for register in walked if register in defined)
     for load, _ in loads:
         address = [r for o in load.operands if o.startswith("[") for r in registers(function, o)]
