@@ -87,6 +87,9 @@ RULES: tuple[Rule, ...] = (
     Rule("PC315", "graph-cycle", _E, "a graph uses itself"),
     Rule("PC316", "launch-over-device-limit", _E,
          "a launch needs more threads, registers or shared memory than the loaded device has"),
+    Rule("PC317", "unfollowed-call", _E, "a kernel makes a call the analysis cannot follow"),
+    Rule("PC318", "write-through-read-only", _E, "a kernel writes through a pointer bound `in` or declared const"),
+    Rule("PC319", "grid-sync", _E, "a kernel waits for the whole grid, which needs a cooperative launch"),
     # PC4xx: warnings
     Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it"),
     Rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer"),

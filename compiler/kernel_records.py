@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .source_scan import ExtentAnnotation, TextRange
 
-FORMAT = 4  # bump with any change to the records below
+FORMAT = 5  # bump with any change to the records below
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class ParamRecord:
     const: bool  # a bindable pointer through which the kernel cannot write (False for others)
     write_only: bool  # `/// pipec: out NAME`
     extent: ExtentAnnotation | None  # `/// pipec: extent NAME = EXPR`
+    written: str = "unknown"  # yes | no | unknown: whether the kernel's PTX stores through it
+    written_at: SourceLocation | None = None  # a store that proves `yes`
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def _param(p: dict) -> ParamRecord:
     e = p["extent"]
     extent = ExtentAnnotation(e["param"], e["text"], _range(e["where"])) if e else None
     return ParamRecord(p["index"], p["name"], p["kind"], p["dtype"], p["ctype"], p["const"],
-                       p["write_only"], extent)
+                       p["write_only"], extent, p["written"], _location(p["written_at"]))
 
 
 def _location(data: dict | None) -> SourceLocation | None:

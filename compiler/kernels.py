@@ -11,7 +11,7 @@ compiler's version.
 from __future__ import annotations
 
 import re
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from functools import cache as memoize
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from .kernel_records import FindingRecord, KernelRecord, ParamRecord, SourceAnal
 from .source_scan import Declaration, scan_declarations
 from .toolchain import CompileRequest
 
-ANALYSIS_VERSION = "4"  # bump when the analysis output format or meaning changes
+ANALYSIS_VERSION = "5"  # bump when the analysis output format or meaning changes
 
 # The probe's code for one parameter type: the scalar at the bottom of its pointers (0 when
 # pipec cannot bind it: a struct, an enum, a reference), how many pointers lead to it (at most
@@ -170,6 +170,10 @@ def _kernel_record(entry: ptx.Function, words: list[int], decl: Declaration | No
         FindingRecord(f.rule, f.instruction, _location(f.location), _location(f.inlined_at))
         for f in _unique(module.findings(entry.name))
     )
+    writes = module.writes(entry.name)
+    params = tuple(replace(p, written=status.value, written_at=_location(where))
+                   for p, (status, where) in ((p, writes.get(p.index, (ptx.Written.UNKNOWN, None)))
+                                              for p in params))
     return KernelRecord(entry.name, params, entry.max_threads, findings,
                         decl.where if decl else None, decl.unreadable if decl else ())
 

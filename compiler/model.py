@@ -84,6 +84,8 @@ class Param:
     write_only: bool = False
     extent: Extent | None = None
     ctype: str = ""  # the C type as the compiler reported it, for messages
+    written: str = "unknown"  # yes | no | unknown: whether the kernel's PTX can write through it
+    written_span: Span | None = None  # where (the first store, or the store pipec cannot follow)
 
     def describe(self) -> str:
         return f"parameter {self.index + 1} `{self.name}` ({self.ctype})"

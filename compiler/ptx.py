@@ -1,33 +1,34 @@
-"""Reading PTX: kernel entries, their parameters and launch bounds, and the instructions the
-graph-safety rules forbid, mapped back to CUDA source lines through `.loc` line info.
+"""Reading PTX: kernel entries, their parameters and launch bounds, every instruction of every
+function mapped back to CUDA source lines through `.loc` line info, and the instructions the
+graph-safety rules forbid.
 
 PTX is the ground truth for what a kernel does: an atomic hidden in a macro, a template, an
 inline device helper or inline assembly is an `atom`/`red` instruction here all the same.
+Instructions are split at `;`, so a line of inline assembly holding several instructions, a
+`{ }` scope of its own, or a `call` whose operands span several lines are read like any other.
+Loops (ptx_cfg), calls (ptx_calls) and pointer provenance (ptx_writes) build on this.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 _FUNC_HEADER = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)*\.(entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)")
 _FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+(\d+))?")
-_LABEL = re.compile(r"^\s*(\$?[\w$]+):")
-_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$?[\w$]+)\s*;")
-_CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([\w$]+)")
+_LABEL = re.compile(r"^\s*([\w$]+)\s*:(?!:)")
+_GUARD = re.compile(r"^@(!?)([%\w$]+)\s+")
+_REG_DECL = re.compile(r"^\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.*)$")
 _BOUNDS = re.compile(r"\.(maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 _GLOBAL_ARRAY = re.compile(
     r"^\s*(?:\.visible\s+)?\.global\s+(?:\.align\s+\d+\s+)?\.(b8|u32|b32)\s+([\w$]+)\[(\d+)\]"
     r"(?:\s*=\s*\{([^}]*)\})?"
 )
+_INITIALIZER = re.compile(r"=\s*\{([^}]*)\}")
 
 ATOMIC_OPCODES = ("atom.", "red.", "multimem.red", "cp.reduce.async")
 _DEVICE_FENCE = re.compile(r"^(membar\.(gl|sys)|fence\.(sc|acq_rel|acquire|release)\.(gpu|sys)|fence\.(gpu|sys))\b")
-_STRONG_LOAD = re.compile(
-    r"^ld\.(volatile(\.global)?|global\.cv|(acquire|relaxed)\.(gpu|sys)(\.global)?)\.[a-z]\d+"
-)
-_SHARED_OR_LOCAL_STORE = re.compile(r"^st\.(shared|local|param)")
 
 
 @dataclass(frozen=True)
@@ -39,10 +40,29 @@ class Location:
 
 @dataclass(frozen=True)
 class Finding:
-    rule: str  # atomics | fence-barrier | spin-wait
+    rule: str  # atomics | fence-barrier | spin-wait | grid-sync | unfollowed-call
     instruction: str
     location: Location | None
     inlined_at: Location | None = None
+
+
+@dataclass(frozen=True)
+class Instruction:
+    position: int  # index in its function's instruction list
+    guard: str | None  # the predicate of `@p` / `@!p`, without the `!`
+    opcode: str  # `ld.volatile.global.u32`
+    operands: tuple[str, ...]  # split at top-level commas
+    location: Location | None
+    inlined_at: Location | None
+    target: int | None = None  # a branch's resolved label position
+
+    @property
+    def text(self) -> str:
+        guard = f"@{self.guard} " if self.guard else ""
+        return f"{guard}{self.opcode} {', '.join(self.operands)}".strip()
+
+    def finding(self, rule: str, instruction: str | None = None) -> Finding:
+        return Finding(rule, instruction or self.text, self.location, self.inlined_at)
 
 
 @dataclass
@@ -51,8 +71,10 @@ class Function:
     is_entry: bool
     params: int = 0
     max_threads: int | None = None
-    findings: list[Finding] = field(default_factory=list)
-    callees: set[str] = field(default_factory=set)
+    has_body: bool = False
+    instructions: list[Instruction] = field(default_factory=list)
+    registers: set[str] = field(default_factory=set)  # names declared with `.reg` (inline asm)
+    findings: list[Finding] = field(default_factory=list)  # of this body alone
 
 
 @dataclass
@@ -60,30 +82,22 @@ class PtxModule:
     functions: dict[str, Function]
     files: dict[int, str]
     globals: dict[str, list[int]]  # u32 arrays by name (the signature probe's output)
+    initializer_names: set[str] = field(default_factory=set)  # names inside `.global` initialisers
+    summaries: dict | None = None  # what each function writes through its parameters, once computed
 
     @property
     def entries(self) -> list[Function]:
         return [f for f in self.functions.values() if f.is_entry]
 
     def findings(self, entry: str) -> list[Finding]:
-        """Findings of an entry and of every function it calls, transitively."""
-        seen, stack, out = set(), [entry], []
-        while stack:
-            name = stack.pop()
-            if name in seen or name not in self.functions:
-                continue
-            seen.add(name)
-            function = self.functions[name]
-            out.extend(function.findings)
-            stack.extend(function.callees)
-        return out
+        """Findings of an entry and of every function a launch of it can reach."""
+        return reachable_findings(self, entry)
 
-
-def _opcode(line: str) -> str:
-    body = " ".join(line.split())
-    if body.startswith("@"):
-        body = body.split(None, 1)[1] if " " in body else ""
-    return body
+    def writes(self, entry: str) -> dict:
+        """Per parameter of an entry: (Written.YES | NO | UNKNOWN, the location of the write)."""
+        if self.summaries is None:
+            self.summaries = module_writes(self)
+        return parameter_writes(self.summaries[entry], self.functions[entry].params)
 
 
 def _u32_words(kind: str, count: int, values: str) -> list[int]:
@@ -102,6 +116,8 @@ def parse(ptx: str) -> PtxModule:
             module.files[int(m.group(1))] = m.group(2)
         elif m := _GLOBAL_ARRAY.match(line):
             module.globals[m.group(2)] = _u32_words(m.group(1), int(m.group(3)), m.group(4) or "")
+        if line.lstrip().startswith(".global") and (m := _INITIALIZER.search(line)):
+            module.initializer_names.update(re.findall(r"[A-Za-z_$][\w$]*", m.group(1)))
     i = 0
     while i < len(lines):
         m = _FUNC_HEADER.match(lines[i])
@@ -109,8 +125,13 @@ def parse(ptx: str) -> PtxModule:
             i += 1
             continue
         function = Function(m.group(2), m.group(1) == "entry")
-        module.functions[function.name] = function
         i = _read_function(lines, i, function, module.files)
+        if function.has_body or function.name not in module.functions:  # a prototype never hides a body
+            module.functions[function.name] = function
+    for function in module.functions.values():
+        barriers, workspace = grid_barriers(function)
+        findings = function.findings + spin_waits(function, module)
+        function.findings = [f for f in findings if (f.instruction, f.location) not in workspace] + barriers
     return module
 
 
@@ -127,6 +148,7 @@ def _read_function(lines: list[str], i: int, function: Function, files: dict[int
         i += 1
     if i >= len(lines):
         return i
+    function.has_body = True
     depth, body = 0, []
     while i < len(lines):
         text = lines[i]
@@ -135,54 +157,150 @@ def _read_function(lines: list[str], i: int, function: Function, files: dict[int
         i += 1
         if depth <= 0:
             break
-    _scan_body(body, function, files)
+    _BodyReader(function, files).read(body)
     return i
 
 
-def _scan_body(body: list[str], function: Function, files: dict[int, str]) -> None:
-    location: Location | None = None
-    inlined: Location | None = None
-    labels: dict[str, int] = {}
-    instructions: list[tuple[int, str, Location | None, Location | None]] = []
-    for index, text in enumerate(body):
-        if m := _LOC.match(text):
-            file = files.get(int(m.group(1)), m.group(1))
-            location = Location(file, int(m.group(2)), int(m.group(3)))
-            inlined = (
-                Location(files.get(int(m.group(4)), m.group(4)), int(m.group(5)), int(m.group(6)))
-                if m.group(4) else None
-            )
-            continue
-        if m := _LABEL.match(text):
-            labels[m.group(1)] = index
-            continue
-        op = _opcode(text)
-        if not op or op.startswith((".", "//", "{", "}")):
-            continue
-        instructions.append((index, op, location, inlined))
-        if op.startswith(ATOMIC_OPCODES):
-            function.findings.append(Finding("atomics", op.rstrip(";"), location, inlined))
-        elif _DEVICE_FENCE.match(op):
-            function.findings.append(Finding("fence-barrier", op.rstrip(";"), location, inlined))
-        if m := _CALL.search(op):
-            function.callees.add(m.group(1))
-    _find_spin_loops(instructions, labels, function)
+class _BodyReader:
+    """Splits a function body into instructions: at `;`, at `{`/`}` that open and close scopes
+    (inline assembly declares registers and labels of its own inside them), and at labels."""
+
+    def __init__(self, function: Function, files: dict[int, str]) -> None:
+        self.function, self.files = function, files
+        self.location: Location | None = None
+        self.inlined: Location | None = None
+        self.scopes: list[int] = [0]  # the open scopes, innermost last
+        self.parents: dict[int, int] = {0: 0}
+        self.labels: dict[tuple[int, str], int] = {}
+        self.branches: list[tuple[int, str, int]] = []  # (position, label, scope)
+        self.pending = ""
+
+    def read(self, body: list[str]) -> None:
+        for text in body[1:-1] if len(body) > 1 else []:
+            if m := _LOC.match(text):
+                self._locate(m)
+                continue
+            self._feed(text.split("//", 1)[0])
+        instructions = self.function.instructions
+        for position, label, scope in self.branches:
+            target = self._resolve(label, scope)
+            instructions[position] = replace(instructions[position], target=target)
+        self._scan_findings()
+
+    def _locate(self, m: re.Match) -> None:
+        file = self.files.get(int(m.group(1)), m.group(1))
+        self.location = Location(file, int(m.group(2)), int(m.group(3)))
+        self.inlined = (
+            Location(self.files.get(int(m.group(4)), m.group(4)), int(m.group(5)), int(m.group(6)))
+            if m.group(4) else None
+        )
+
+    def _feed(self, text: str) -> None:
+        nesting = 0  # braces inside one statement: vector operands `{%r1, %r2}`
+        for ch in text:
+            if ch == "{" and not self.pending.strip():
+                child = len(self.parents)
+                self.parents[child] = self.scopes[-1]
+                self.scopes.append(child)
+            elif ch == "}" and nesting == 0 and not self.pending.strip():
+                if len(self.scopes) > 1:
+                    self.scopes.pop()
+            elif ch == ";":
+                self._statement(self.pending)
+                self.pending = ""
+            else:
+                nesting += {"{": 1, "}": -1}.get(ch, 0)
+                self.pending += ch
+                if ch == ":" and (m := _LABEL.match(self.pending)) and m.end() == len(self.pending):
+                    self.labels[(self.scopes[-1], m.group(1))] = len(self.function.instructions)
+                    self.pending = ""
+        self.pending += " "
+
+    def _statement(self, text: str) -> None:
+        text = " ".join(text.split())
+        if not text:
+            return
+        if text.startswith("."):
+            if m := _REG_DECL.match(text):
+                self.function.registers.update(
+                    name.strip() for name in m.group(1).split(",") if "<" not in name)
+            return
+        guard = None
+        if m := _GUARD.match(text):
+            guard, text = m.group(2), text[m.end():]
+        opcode, _, rest = text.partition(" ")
+        position = len(self.function.instructions)
+        instruction = Instruction(position, guard, opcode, tuple(split_operands(rest)),
+                                  self.location, self.inlined)
+        self.function.instructions.append(instruction)
+        if opcode.split(".")[0] in ("bra", "brx") and instruction.operands:
+            self.branches.append((position, instruction.operands[-1], self.scopes[-1]))
+
+    def _resolve(self, label: str, scope: int) -> int | None:
+        while True:
+            if (scope, label) in self.labels:
+                return self.labels[(scope, label)]
+            if scope == 0:
+                return None
+            scope = self.parents[scope]
+
+    def _scan_findings(self) -> None:
+        for instruction in self.function.instructions:
+            if instruction.opcode.startswith(ATOMIC_OPCODES):
+                self.function.findings.append(instruction.finding("atomics"))
+            elif _DEVICE_FENCE.match(instruction.opcode):
+                self.function.findings.append(instruction.finding("fence-barrier"))
 
 
-def _find_spin_loops(instructions, labels: dict[str, int], function: Function) -> None:
-    """A backward branch whose loop body polls memory other blocks can write, and stores
-    nothing that another thread could observe, is a spin wait."""
-    for position, (index, op, location, inlined) in enumerate(instructions):
-        m = _BRANCH.search(op)
-        if not m or labels.get(m.group(1), index) >= index:
-            continue
-        start = labels[m.group(1)]
-        body = [entry for entry in instructions[: position + 1] if entry[0] >= start]
-        polls = [e for e in body if _STRONG_LOAD.match(e[1]) or e[1].startswith("nanosleep")]
-        stores = [
-            e for e in body
-            if e[1].startswith(("st.", "atom.", "red.")) and not _SHARED_OR_LOCAL_STORE.match(e[1])
-        ]
-        if polls and not stores:
-            _, poll_op, poll_loc, poll_inlined = polls[0]
-            function.findings.append(Finding("spin-wait", poll_op.rstrip(";"), poll_loc, poll_inlined))
+def split_operands(text: str) -> list[str]:
+    """Operands split at commas outside `{}`, `[]` and `()`."""
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current).strip())
+    return parts
+
+
+_REGISTER = re.compile(r"%[\w$]+|[A-Za-z_$][\w$]*")
+
+
+def registers(function: Function, operand: str) -> list[str]:
+    """The registers an operand names: `%r1`, the parts of `{%r1, %r2}`, the base of `[%rd1+4]`,
+    and registers inline assembly declares without a `%`."""
+    return [t for t in _REGISTER.findall(operand) if t.startswith("%") or t in function.registers]
+
+
+NO_DESTINATION = ("st", "red", "bra", "brx", "call", "ret", "exit", "bar", "barrier", "membar", "fence",
+                  "prefetch", "prefetchu", "nanosleep", "cp", "multimem", "trap", "brkpt", "setmaxnreg",
+                  "stmatrix", "sust", "sured", "pmevent", "griddepcontrol", "discard", "applypriority",
+                  "tensormap")
+
+
+def destinations(function: Function, instruction: Instruction) -> list[str]:
+    head = instruction.opcode.split(".")[0]
+    if head in NO_DESTINATION or not instruction.operands:
+        return []
+    return registers(function, instruction.operands[0])
+
+
+def sources(function: Function, instruction: Instruction) -> list[str]:
+    """Registers the instruction reads (its guard included)."""
+    head = instruction.opcode.split(".")[0]
+    operands = instruction.operands if head in NO_DESTINATION else instruction.operands[1:]
+    found = [r for operand in operands for r in registers(function, operand)]
+    return found + ([instruction.guard] if instruction.guard else [])
+
+
+# The analyses built on the types above; imported last because they import them from here.
+from .ptx_calls import reachable_findings  # noqa: E402
+from .ptx_cfg import spin_waits  # noqa: E402
+from .ptx_writes import Written, grid_barriers, module_writes, parameter_writes  # noqa: E402, F401

@@ -80,7 +80,8 @@ class KernelImports(Scope):
         decl_span = Span(source, where.start, where.end) if where else Span.of_line(source, 1)
         params = tuple(
             Param(p.index, p.name, p.kind, DTYPES.get(p.dtype) if p.dtype else None, p.const,
-                  p.write_only, self._extent(source, p.extent) if p.extent else None, p.ctype)
+                  p.write_only, self._extent(source, p.extent) if p.extent else None, p.ctype,
+                  p.written, self._cuda_span(p.written_at, None))
             for p in record.params
         )
         if where is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -112,7 +113,11 @@ def test_compile_errors_carry_the_log(tmp_path, monkeypatch):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
 def test_nvcc_gives_the_same_signatures(source):
     by_nvcc = kernels.analyze(source, (), get_toolchain("nvcc"), "compute_90")
-    assert by_nvcc.kernels["scale"].params == _analyze(source).kernels["scale"].params
+
+    def comparable(params):  # where a store is found differs by compiler (line info of inlined atomics)
+        return [replace(p, written_at=None) for p in params]
+
+    assert comparable(by_nvcc.kernels["scale"].params) == comparable(_analyze(source).kernels["scale"].params)
 
 
 # Every form a C parameter can take: (declaration, kind, element type, const, C type).

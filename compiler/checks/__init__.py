@@ -22,6 +22,7 @@ from .shared_cufunction import shared_cufunction
 from .shared_memory_over_limit import shared_memory_over_limit
 from .unordered_conflict import unordered_conflict
 from .unused_buffer import unused_buffer
+from .write_through_read_only import write_through_read_only
 
 CHECKS = (
     argument_count,
@@ -30,6 +31,7 @@ CHECKS = (
     pointer_type_mismatch,
     scalar_out_of_range,
     access_conflict,
+    write_through_read_only,
     baked_per_step_value,
     buffer_smaller_than_extent,
     block_too_large,

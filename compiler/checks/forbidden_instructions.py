@@ -1,6 +1,7 @@
 """PC305 atomics, PC306 inter-block spin waits, PC307 fences used as barriers: found in the PTX
-of every kernel the step launches, unless a `waive` declaration exempts the kernel. Also PC003,
-a waiver that exempts nothing."""
+of every function a kernel the step launches can reach, unless a `waive` declaration exempts
+the kernel. PC319 grid-wide syncs (a kernel node never gets a cooperative launch) and PC317
+calls the analysis cannot follow are not waivable. Also PC003, a waiver that exempts nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from ..diagnostics import Label
 from ..model import LaunchNode
 from .context import CheckContext
 
-RULE_CODES = {"atomics": "PC305", "spin-wait": "PC306", "fence-barrier": "PC307"}
+RULE_CODES = {"atomics": "PC305", "spin-wait": "PC306", "fence-barrier": "PC307", "grid-sync": "PC319",
+              "unfollowed-call": "PC317"}
+WAIVABLE = ("atomics", "spin-wait", "fence-barrier")
 MESSAGES = {
     "atomics": ("performs an atomic operation", "atomics make replays non-deterministic and turn "
                 "a stale pointer into a dead context; reduce in two stages (per-block partials, then "
@@ -18,6 +21,12 @@ MESSAGES = {
     "fence-barrier": ("uses a device-wide fence, which does not order the blocks of one launch",
                       "a fence orders one thread's memory operations, it does not wait for other "
                       "blocks; split the kernel at that point into two nodes"),
+    "grid-sync": ("waits for the whole grid (`grid.sync()`), which needs a cooperative launch",
+                  "a graph's kernel node is never launched cooperatively, so the barrier is invalid "
+                  "and can hang; split the kernel at the sync into two nodes"),
+    "unfollowed-call": ("makes a call the analysis cannot follow",
+                        "pipec cannot prove what it runs is graph-safe; call the function directly "
+                        "or keep every function whose address is taken free of forbidden instructions"),
 }
 
 
@@ -39,9 +48,13 @@ def forbidden_instructions(ctx: CheckContext) -> None:
             labels = [Label(node.span, "launched in the step here")]
             if finding.inlined_into is not None:
                 labels.append(Label(finding.inlined_into, "inlined into the kernel here"))
-            ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what} (`{finding.instruction}`)",
-                         finding.span, f"{hint}; or exempt it: `waive {finding.rule.replace('-', '_')} "
-                         f"for {name}: \"reason\"`", labels=tuple(labels))
+            if finding.rule in WAIVABLE:
+                waiver = f"waive {finding.rule.replace('-', '_')} for {name}: \"reason\""
+                hint = f"{hint}; or exempt it: `{waiver}`"
+            detail = (f": {finding.instruction}" if finding.rule == "unfollowed-call"  # a description
+                      else f" (`{finding.instruction}`)")
+            ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what}{detail}", finding.span, hint,
+                         labels=tuple(labels))
     for key, waiver in waived.items():
         if key not in used_waivers and not ctx.program.dropped_statements:
             what = (f"the step's `{waiver.kernel.name}` has no {waiver.rule} finding"

@@ -1,0 +1,90 @@
+"""The call graph of a PTX module: what a launch of a kernel can reach.
+
+Every function a kernel calls directly, transitively (`__noinline__` helpers, functions of
+included headers, recursion: each function is visited once), contributes its findings. What
+cannot be followed is a finding of its own, `unfollowed-call`, naming what it could not follow:
+
+- an indirect call (`call (r), %rd5, (...), prototype;`, a function pointer) is reported unless
+  every function whose address the module takes is itself clean; the report names the ones that
+  are not, with what they do (no function's address taken: the target comes from elsewhere);
+- a call to a function declared here without a body (separate compilation, device-side launch),
+  except the device runtime's own `vprintf`, `malloc`, `free` and `__assertfail`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .ptx import Finding, Function, Instruction, PtxModule
+
+KNOWN_EXTERNALS = frozenset({"vprintf", "malloc", "free", "__assertfail"})
+_NAME = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def call_target(instruction: Instruction) -> str | None:
+    """The callee operand of a `call`: a function name, or a register for an indirect call."""
+    if not instruction.opcode.startswith("call"):
+        return None
+    return next((o for o in instruction.operands if not o.startswith("(")), None)
+
+
+def address_taken(module: PtxModule) -> set[str]:
+    """Functions whose address the module takes: named in an operand other than a call's target,
+    or in a `.global` initialiser (a table of function pointers)."""
+    taken = module.initializer_names & module.functions.keys()
+    for function in module.functions.values():
+        for instruction in function.instructions:
+            operands = list(instruction.operands)
+            if (target := call_target(instruction)) is not None:
+                operands.remove(target)
+            taken.update(n for o in operands for n in _NAME.findall(o) if n in module.functions)
+    return taken
+
+
+def _walk(module: PtxModule, entry: str) -> tuple[list[Function], list[Instruction], list[Instruction]]:
+    """Functions reachable through direct calls, and the indirect and external calls among them."""
+    seen: set[str] = set()
+    reached, indirect, external = [], [], []
+    stack = [entry]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        function = module.functions[name]
+        reached.append(function)
+        for instruction in function.instructions:
+            target = call_target(instruction)
+            if target is None:
+                continue
+            if target.startswith("%"):
+                indirect.append(instruction)
+            elif target in module.functions and module.functions[target].has_body:
+                stack.append(target)
+            elif target not in KNOWN_EXTERNALS:
+                external.append(instruction)
+    return reached, indirect, external
+
+
+def reachable_findings(module: PtxModule, entry: str) -> list[Finding]:
+    reached, indirect, external = _walk(module, entry)
+    findings = [f for function in reached for f in function.findings]
+    findings += [c.finding("unfollowed-call", f"call to `{call_target(c)}`, whose body is not in this module")
+                 for c in external]
+    if indirect:
+        taken = sorted(address_taken(module))
+        unsafe = {name: rules for name in taken if (rules := _rules(module, name))}
+        if unsafe or not taken:
+            reaches = ", ".join(f"`{name}` ({', '.join(sorted(rules))})" for name, rules in unsafe.items())
+            what = f"it may reach {reaches}" if unsafe else "the module takes no function's address"
+            findings += [c.finding("unfollowed-call", f"indirect call through `{call_target(c)}`: {what}")
+                         for c in indirect]
+    return findings
+
+
+def _rules(module: PtxModule, name: str) -> set[str]:
+    """What a function does that a rule forbids, through everything it calls; an indirect or an
+    external call inside it counts as `unfollowed-call` (following it again could cycle)."""
+    reached, indirect, external = _walk(module, name)
+    rules = {f.rule for function in reached for f in function.findings}
+    return rules | ({"unfollowed-call"} if indirect or external else set())

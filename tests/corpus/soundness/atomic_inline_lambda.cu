@@ -1,0 +1,4 @@
+extern "C" __global__ void lambda_atomic(int* c, int n) {
+    auto add = [&](int v) { atomicAdd(c, v); };  // expect: PC305
+    if (threadIdx.x < n) add(1);
+}

@@ -1,0 +1,1 @@
+__device__ inline float squared(float v) { return v * v; }

@@ -1,0 +1,3 @@
+__device__ __noinline__ void add_noinline(unsigned int* total, unsigned int v) {
+    atomicOr(total, v);  // expect: PC305
+}

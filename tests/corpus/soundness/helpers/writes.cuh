@@ -1,0 +1,3 @@
+__device__ inline void overwrite(const float* p, int i, float v) {
+    const_cast<float*>(p)[i] = v;  // expect: PC318
+}
