@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__version__ = "0.1.0"
+from ._version import __version__
+
+__all__ = ["__version__", "check", "load"]
 
 
 def check(path: str | Path):

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from . import codes
 from .config import ConfigError, load_settings, override
 from .driver import compile_file

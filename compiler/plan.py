@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Union
 
-from .. import __version__
+from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
 from .model import (

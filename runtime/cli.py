@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..compiler.cli import define
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
