@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._version import __version__
+# Absolute, not relative: pytest imports this file as a module of no package when the
+# checkout's folder name is no identifier (e.g. `pipec-main`).
+from pipec._version import __version__
 
 __all__ = ["__version__", "check", "load"]
 
