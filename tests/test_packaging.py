@@ -87,11 +87,12 @@ def dists(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _expected_wheel_files() -> set[str]:
-    patterns = ["dsl/**/*.py", "compiler/**/*.py", "runtime/**/*.py", "dsl/grammar.lark",
-                "compiler/templates/*.j2", "compiler/explanations/*.md", "kernels/*.cu", "kernels/*.cuh",
-                "pipelines/**/*.pipe"]
-    files = {p.relative_to(ROOT).as_posix() for pattern in patterns for p in ROOT.glob(pattern)}
-    files = {f for f in files if "__pycache__" not in f}
+    """Every file of the code folders (modules and the data they read), the shipped kernels and
+    pipelines, and the package face."""
+    code = [p for folder in ("dsl", "compiler", "runtime") for p in (ROOT / folder).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts]
+    shipped = [p for pattern in ("kernels/*.cu", "kernels/*.cuh", "pipelines/**/*.pipe") for p in ROOT.glob(pattern)]
+    files = {p.relative_to(ROOT).as_posix() for p in code + shipped}
     return {f"pipec/{f}" for f in files | {"__init__.py", "__main__.py", "_version.py", "py.typed"}}
 
 
