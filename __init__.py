@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__version__ = "0.1.0"
+# Absolute, not relative: pytest imports this file as a module of no package when the
+# checkout's folder name is no identifier (e.g. `pipec-main`).
+from pipec._version import __version__
+
+__all__ = ["__version__", "check", "load"]
 
 
 def check(path: str | Path):

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from .. import __version__
+from .._version import __version__
 from . import codes
 from .config import CompileOptions, ConfigError, load_settings, override
 from .driver import compile_file

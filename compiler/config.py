@@ -8,6 +8,10 @@ from pathlib import Path
 
 KEYS = {"select", "ignore", "include-dirs", "compiler", "arch", "lanes"}
 
+# The kernels pipec ships (`common.cuh`, the examples' sources), in the repository or the wheel:
+# always searched, after the user's folders, so a kernel anywhere can `#include "common.cuh"`.
+SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
+
 
 class ConfigError(Exception):
     pass
@@ -30,7 +34,7 @@ class CompileOptions:
 
 @dataclass(frozen=True)
 class Settings:
-    compile: CompileOptions = field(default_factory=CompileOptions)
+    compile: CompileOptions = field(default_factory=lambda: CompileOptions(include_dirs=(SHIPPED_KERNELS,)))
     select: tuple[str, ...] = ("ALL",)
     ignore: tuple[str, ...] = ()
 
@@ -59,7 +63,7 @@ def load_settings(start: Path) -> Settings:
                           f"{', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
     base = path.parent
     options = CompileOptions(
-        include_dirs=tuple((base / d).resolve() for d in _list(table, "include-dirs", path)),
+        include_dirs=_with_shipped(tuple((base / d).resolve() for d in _list(table, "include-dirs", path))),
         compiler=_string(table, "compiler", "nvrtc", path),
         arch=_string(table, "arch", "sm_90", path),
         lanes=table.get("lanes"),
@@ -84,11 +88,16 @@ def _string(table: dict, key: str, default: str, path: Path) -> str:
     return value
 
 
+def _with_shipped(folders: tuple[Path, ...]) -> tuple[Path, ...]:
+    return (*(f for f in folders if f != SHIPPED_KERNELS), SHIPPED_KERNELS)
+
+
 def override(settings: Settings, **changes) -> Settings:
     """Command-line values on top of the file's; None means "not given"."""
     compile_changes = {k: v for k, v in changes.items()
                        if k in ("include_dirs", "compiler", "arch", "lanes", "defines") and v is not None}
     if "include_dirs" in compile_changes:
-        compile_changes["include_dirs"] = settings.compile.include_dirs + tuple(compile_changes["include_dirs"])
+        compile_changes["include_dirs"] = _with_shipped(settings.compile.include_dirs
+                                                     + tuple(compile_changes["include_dirs"]))
     rest = {k: v for k, v in changes.items() if k in ("select", "ignore") and v is not None}
     return replace(settings, compile=replace(settings.compile, **compile_changes), **rest)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 
-from .. import __version__
+from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
 from .dtypes import fill_pattern

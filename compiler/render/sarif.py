@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ... import __version__
+from ..._version import __version__
 from ..codes import RULES
 from ..diagnostics import Diagnostic
 
