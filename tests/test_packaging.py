@@ -15,7 +15,7 @@ import pytest
 
 from pipec.compiler import Settings, compile_file, load_settings
 from pipec.compiler.config import SHIPPED_KERNELS, override
-from pipec.compiler.resolve import CompileOptions
+from pipec.compiler.config import CompileOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 
