@@ -251,8 +251,7 @@ def _profile(args, pipeline, info) -> int:
     for node in report.nodes:
         mark = "*" if node.critical else " "
         print(f"  {mark} {node.name:<{width}}  {node.kind:<6}  {node.microseconds:7.2f}  "
-              f"{node.latency_us:7.2f}  "
-              f"{node.slack_us:7.2f}  {node.location}", file=info)
+              f"{node.latency_us:7.2f}  {node.slack_us:7.2f}  {node.location}", file=info)
     print(f"  critical path    {len(report.critical_path)} nodes: {report.kernel_us:.1f} us of node time + "
           f"{report.latency_us:.1f} us of dependency latency = {report.critical_path_us:.1f} us, "
           "the floor for one step", file=info)

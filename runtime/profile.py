@@ -180,26 +180,25 @@ def _schedule(dag: nx.DiGraph, duration: dict[str, float], latency: dict[str, fl
 
 
 def analyze(plan: Plan, collection: Collection) -> ReplayProfile:
+    if collection.replays < 1:
+        raise ProfileError("no replay to analyse")
     timeline = replays_by_node(plan, collection)
     dag = leaf_dag(plan, plan.step)
     durations = [{n: r.end_ns - r.start_ns for n, r in replay.items()} for replay in timeline]
     latencies = [_latencies(dag, replay) for replay in timeline]
     duration = {n: statistics.median(d[n] for d in durations) / 1000 for n in dag}
-    latency = {n: statistics.median(g[n] for g in latencies) / 1000 for n in (latencies or [{}])[0]}
+    latency = {n: statistics.median(g[n] for g in latencies) / 1000 for n in latencies[0]}
     earliest, latest, path = _schedule(dag, duration, latency)
-    on_path = set(path)
     # The path's own length in each replay telescopes to at most that replay's span.
     path_ns = [sum(d[n] + g.get(n, 0) for n in path) for d, g in zip(durations, latencies)]
     kernel_ns = [sum(d[n] for n in path) for d in durations]
     spans = [max(r.end_ns for r in replay.values()) - min(r.start_ns for r in replay.values())
              for replay in timeline]
-    first = timeline[0] if timeline else {}
+    first = timeline[0]
     nodes = sorted(
         (NodeProfile(n.name, n.location, first[n.name].kind, first[n.name].graph_node_id, duration[n.name],
-                     latency.get(n.name, 0.0), max(0.0, latest[n.name] - earliest[n.name]), n.name in on_path)
+                     latency.get(n.name, 0.0), max(0.0, latest[n.name] - earliest[n.name]), n.name in path)
          for n in plan.leaves(plan.step)),
         key=lambda p: -p.microseconds)
-    return ReplayProfile(
-        nodes, path, statistics.median(path_ns) / 1000 if path_ns else 0.0,
-        statistics.median(kernel_ns) / 1000 if kernel_ns else 0.0,
-        statistics.median(spans) / 1000 if spans else 0.0, collection.event_us, collection.replays, timeline)
+    return ReplayProfile(nodes, path, statistics.median(path_ns) / 1000, statistics.median(kernel_ns) / 1000,
+                         statistics.median(spans) / 1000, collection.event_us, collection.replays, timeline)

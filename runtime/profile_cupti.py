@@ -35,8 +35,8 @@ def load_cupti():
 
 
 # The activity buffer callbacks are registered once per process (per `cupti` module) and
-# deliver to the tracer in use.
-_registered: dict[object, list] = {}
+# deliver to the tracer in use; the callables are kept here, as CUPTI holds only C pointers.
+_registered: dict[object, tuple] = {}
 
 
 class _Tracer:
@@ -50,18 +50,20 @@ class _Tracer:
         self.records: list[NodeRecord] = []
         self.errors: list[str] = []
         self.kinds = {int(getattr(cupti.ActivityKind, k)): v for k, v in ACTIVITY_KINDS.items()}
+        self._callback = self._on_callback  # kept alive while subscribed
         try:
-            self.subscriber = cupti.subscribe(self._on_callback, None)
+            self.subscriber = cupti.subscribe(self._callback, None)
         except Exception as error:  # noqa: BLE001 - cupti-python's own error type: one subscriber at a time
             raise ProfilerUnavailable(f"CUPTI is taken (is another profiler attached?): {error}") from None
         cupti.enable_callback(1, self.subscriber, cupti.CallbackDomain.RESOURCE,
                               cupti.CallbackIdResource.GRAPHNODE_CLONED)
         if cupti not in _registered:
-            target: list = [None]
-            cupti.activity_register_callbacks(lambda: (BUFFER_BYTES, 0),  # 0: no limit on records
-                                              lambda activities: target[0]._buffer_completed(activities))
-            _registered[cupti] = target
-        _registered[cupti][0] = self
+            tracer: list = [None]
+            callbacks = (lambda: (BUFFER_BYTES, 0),  # 0: no limit on the records per buffer
+                         lambda activities: tracer[0]._buffer_completed(activities))
+            cupti.activity_register_callbacks(*callbacks)
+            _registered[cupti] = (tracer, callbacks)
+        _registered[cupti][0][0] = self
         for kind in self.kinds:
             cupti.activity_enable(kind)
 
