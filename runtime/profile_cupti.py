@@ -28,9 +28,9 @@ class ProfilerUnavailable(Exception):
 def load_cupti():
     try:
         from cupti import cupti
-    except ImportError as error:
+    except Exception as error:  # noqa: BLE001 - not installed, or its libcupti or cuda-bindings missing
         raise ProfilerUnavailable(f"profiling needs NVIDIA's CUPTI for Python: pip install {PACKAGE} "
-                                  f"({error})") from None
+                                  f"({type(error).__name__}: {error})") from None
     return cupti
 
 
@@ -51,21 +51,25 @@ class _Tracer:
         self.errors: list[str] = []
         self.kinds = {int(getattr(cupti.ActivityKind, k)): v for k, v in ACTIVITY_KINDS.items()}
         self._callback = self._on_callback  # kept alive while subscribed
+        self.subscriber = None
         try:
             self.subscriber = cupti.subscribe(self._callback, None)
-        except Exception as error:  # noqa: BLE001 - cupti-python's own error type: one subscriber at a time
-            raise ProfilerUnavailable(f"CUPTI is taken (is another profiler attached?): {error}") from None
-        cupti.enable_callback(1, self.subscriber, cupti.CallbackDomain.RESOURCE,
-                              cupti.CallbackIdResource.GRAPHNODE_CLONED)
-        if cupti not in _registered:
-            tracer: list = [None]
-            callbacks = (lambda: (BUFFER_BYTES, 0),  # 0: no limit on the records per buffer
-                         lambda activities: tracer[0]._buffer_completed(activities))
-            cupti.activity_register_callbacks(*callbacks)
-            _registered[cupti] = (tracer, callbacks)
-        _registered[cupti][0][0] = self
-        for kind in self.kinds:
-            cupti.activity_enable(kind)
+            cupti.enable_callback(1, self.subscriber, cupti.CallbackDomain.RESOURCE,
+                                  cupti.CallbackIdResource.GRAPHNODE_CLONED)
+            if cupti not in _registered:
+                tracer: list = [None]
+                callbacks = (lambda: (BUFFER_BYTES, 0),  # 0: no limit on the records per buffer
+                             lambda activities: tracer[0]._buffer_completed(activities))
+                cupti.activity_register_callbacks(*callbacks)
+                _registered[cupti] = (tracer, callbacks)
+            _registered[cupti][0][0] = self
+            for kind in self.kinds:
+                cupti.activity_enable(kind)
+        except Exception as error:  # noqa: BLE001 - cupti-python's errors: a second subscriber, an old driver
+            if self.subscriber is not None:
+                cupti.unsubscribe(self.subscriber)
+            raise ProfilerUnavailable(f"CUPTI cannot trace here (is another profiler attached?): "
+                                      f"{type(error).__name__}: {error}") from None
 
     def _on_callback(self, userdata, domain, callback_id, data) -> None:
         cupti = self.cupti
@@ -92,7 +96,7 @@ class _Tracer:
             self.errors.append(f"{type(error).__name__}: {error}")
 
     def flush(self) -> None:
-        self.cupti.activity_flush_all(1)  # 1: CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, incomplete buffers too
+        self.cupti.activity_flush_all(self.cupti.ActivityFlag.FLUSH_FORCED)  # incomplete buffers too
 
     def close(self) -> None:
         self.flush()

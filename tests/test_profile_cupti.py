@@ -36,6 +36,9 @@ class FakeCupti:
     class CallbackDomain(enum.IntEnum):
         RESOURCE = 3
 
+    class ActivityFlag(enum.IntEnum):
+        FLUSH_FORCED = 1
+
     class CallbackIdResource(enum.IntEnum):
         GRAPHNODE_CLONED = 20
 
@@ -111,7 +114,7 @@ class FakeCupti:
         return max(ends.values(), default=ready)
 
     def activity_flush_all(self, flag):
-        assert flag == 1
+        assert flag == self.ActivityFlag.FLUSH_FORCED
         outside = SimpleNamespace(kind=self.ActivityKind.MEMCPY, start=0, end=1, graph_node_id=0)  # no node's
         records = [outside]
         for call in self.fake.calls[self.seen_calls:]:
@@ -190,3 +193,15 @@ def test_piperun_profile_without_cupti_names_the_package(monkeypatch, capsys):
     assert cli.main([str(NODES), "--trace", "t.json"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install cupti-python" in err and "Traceback" not in err
+
+
+def test_cupti_that_cannot_trace_is_one_error_and_leaves_no_subscriber(traced):
+    pipeline, _, cupti = traced
+
+    def refuse(kind):
+        raise RuntimeError("CUPTI_ERROR_NOT_SUPPORTED")
+
+    cupti.activity_enable = refuse  # as on a driver too old for this CUPTI
+    with pytest.raises(profile_cupti.ProfilerUnavailable, match="CUPTI cannot trace here.*NOT_SUPPORTED"):
+        profile_cupti.profile(pipeline, _build(pipeline), replays=2, cupti=cupti)
+    assert cupti.callback is None

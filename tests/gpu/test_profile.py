@@ -20,17 +20,26 @@ PIPES = [ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe", ROOT / "pipelin
 
 @pytest.fixture(autouse=True)
 def _cupti():
-    pytest.importorskip("cupti", reason="needs cupti-python (pip install cupti-python)")
+    from pipec.runtime.profile_cupti import ProfilerUnavailable, load_cupti
+
+    try:
+        load_cupti()
+    except ProfilerUnavailable as error:
+        pytest.skip(str(error))
 
 
 @pytest.mark.parametrize("path", PIPES, ids=[p.stem for p in PIPES])
 def test_in_graph_records_map_to_every_node_and_the_floor_holds(path):
     import pipec
+    from pipec.runtime.profile_cupti import ProfilerUnavailable
 
     with pipec.load(path) as pipeline:
         pipeline.step(20)
         before = pipeline.snapshot()
-        report = pipeline.profile(replays=50)
+        try:
+            report = pipeline.profile(replays=50)
+        except ProfilerUnavailable as error:  # CUPTI too new for the driver, or taken
+            pytest.skip(str(error))
         after = pipeline.snapshot()
         pipeline.step(1)  # the pipeline's own graph still replays
         pipeline.synchronize()
@@ -47,6 +56,8 @@ def test_piperun_profile_and_trace(tmp_path):
     trace = tmp_path / "nodes.json"
     result = subprocess.run([sys.executable, "-m", "pipec.runtime.cli", str(PIPES[0]), "--profile",
                              "--trace", str(trace)], capture_output=True, text=True, timeout=300, check=False)
+    if result.returncode == 2 and "CUPTI cannot trace here" in result.stderr:
+        pytest.skip(result.stderr.strip())
     assert result.returncode == 0, result.stderr
     assert "critical path" in result.stdout and "where time goes" in result.stdout
     events = json.loads(trace.read_text())["traceEvents"]
