@@ -137,15 +137,15 @@ def replays_by_node(plan: Plan, collection: Collection) -> list[dict[str, NodeRe
             unnamed.add(record.graph_node_id)
         else:
             by_name.setdefault(name, []).append(record)
-    if unnamed:
-        raise ProfileError(f"{len(unnamed)} graph node id(s) in the records match no node of the plan "
-                           f"(for example {min(unnamed)})")
+    strangers = f"{len(unnamed)} graph node id(s) in the records match no node of the plan"
     wrong = [(n.name, len(by_name.get(n.name, ()))) for n in plan.leaves(plan.step)
              if len(by_name.get(n.name, ())) != collection.replays]
     if wrong:
         name, count = wrong[0]
         raise ProfileError(f"{len(wrong)} node(s) without one record per replay: `{name}` has {count} "
-                           f"for {collection.replays} replays")
+                           f"for {collection.replays} replays" + (f"; {strangers}" if unnamed else ""))
+    if unnamed:
+        raise ProfileError(f"{strangers} (for example {min(unnamed)})")
     for records in by_name.values():
         records.sort(key=lambda r: r.start_ns)
     return [{name: records[i] for name, records in by_name.items()} for i in range(collection.replays)]

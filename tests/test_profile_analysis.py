@@ -85,8 +85,11 @@ def test_records_that_do_not_describe_the_step_are_errors():
         analyze(plan, Collection(collection.records + [NodeRecord(7, 0, 1, "kernel")], collection.node_names,
                                  2, 0.0))
     missing = [r for r in collection.records if collection.node_names[r.graph_node_id] != "step/sum"]
-    with pytest.raises(ProfileError, match="`step/sum` has 0 for 2 replays"):
+    with pytest.raises(ProfileError, match="1 node.* `step/sum` has 0 for 2 replays$"):
         analyze(plan, Collection(missing, collection.node_names, 2, 0.0))
+    names = {i: n for i, n in collection.node_names.items() if n != "step/sum"}  # its id not traced back
+    with pytest.raises(ProfileError, match="`step/sum` has 0 for 2 replays; 1 graph node id"):
+        analyze(plan, Collection(collection.records, names, 2, 0.0))
 
 
 def test_clones_lead_back_to_the_nodes_built():
