@@ -22,7 +22,8 @@ ACTIVITY_KINDS = {"CONCURRENT_KERNEL": "kernel", "MEMSET": "memset", "MEMCPY": "
 
 
 class ProfilerUnavailable(Exception):
-    """cupti-python is not installed."""
+    """No CUPTI to profile with: cupti-python missing or not loadable, or CUPTI refusing to
+    trace (another subscriber, a driver older than the CUPTI)."""
 
 
 def load_cupti():
