@@ -52,7 +52,7 @@ def time_pipec(defines: dict, steps: int, eager: bool) -> dict:
         nodes = p.graph.node_count
         floor = None
         if not eager:
-            report = p.profile(repeats=10)
+            report = p.profile()
             floor = {"critical_path_us": report.critical_path_us, "replay_us": report.replay_us,
                      "ratio": report.replay_over_floor, "critical_path_nodes": len(report.critical_path)}
         return {"steps_per_s": steps / median(wall), "gpu_us_per_step": median(gpu) * 1e6 / steps,

@@ -21,8 +21,10 @@ from ..compiler.cli import OneLineParser, ShowVersion, UsageError, add_color_opt
 from ..compiler.config import ConfigError, load_settings
 from ..compiler.render.terminal import finish_stdout, say, use_color
 from ..compiler.toolchain import ToolchainUnavailable
+from .profile_cupti import ProfilerUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+PROFILE_REPLAYS, TRACE_REPLAYS = 200, 3
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,7 +43,10 @@ def parser() -> argparse.ArgumentParser:
                    help="with --eager: wait after every node, to pin a fault on its node")
     p.add_argument("--verify", type=int, metavar="K",
                    help="run K steps eagerly and K as graph replays from one state; compare every buffer")
-    p.add_argument("--profile", action="store_true", help="per-node GPU times and the critical path")
+    p.add_argument("--profile", action="store_true",
+                   help="per-node times inside graph replays (CUPTI), the critical path, its floor, slack")
+    p.add_argument("--trace", type=Path, metavar="FILE.json",
+                   help="profile, and write the replay timeline as a Chrome trace (Perfetto opens it)")
     p.add_argument("--save-state", type=Path, metavar="DIR", help="save every buffer at the end")
     p.add_argument("--load-state", type=Path, metavar="DIR", help="start from a saved state")
     p.add_argument("--plot", type=Path, metavar="PNG", help="plot the diagnostics against steps")
@@ -73,8 +78,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _preflight(args) -> None:
-    """What stops a run before any GPU work: the configuration and the kernel compiler."""
+    """What stops a run before any GPU work: the configuration, the kernel compiler, and for a
+    profile, CUPTI."""
     check_toolchain(load_settings(args.file).compile)
+    if args.profile or args.trace:
+        from .profile_cupti import load_cupti
+
+        load_cupti()
 
 
 def _error(args, message: str, label: str = "error") -> None:
@@ -94,11 +104,15 @@ def _main(args) -> int:
     except ToolchainUnavailable as error:
         _error(args, f"cannot compile kernels: {error}")
         return EXIT_USAGE
+    except ProfilerUnavailable as error:
+        _error(args, str(error))
+        return EXIT_USAGE
     try:
         from .driver import CudaError, NoDevice
         from .eager import NodeFailed
-        from .memory import BindError, OutOfMemory
         from .load import PipelineError, load
+        from .memory import BindError, OutOfMemory
+        from .profile import ProfileError
         from .state import StateError
     except ImportError as error:  # pragma: no cover - an incomplete installation
         _error(args, str(error))
@@ -118,7 +132,10 @@ def _main(args) -> int:
     with pipeline:
         try:
             return _run(args, pipeline)
-        except (OutOfMemory, StateError, CudaError, NodeFailed) as error:
+        except ProfilerUnavailable as error:
+            _error(args, str(error))
+            return EXIT_USAGE
+        except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError) as error:
             _error(args, str(error))
             if isinstance(error, CudaError) and not args.eager:
                 _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")
@@ -138,8 +155,8 @@ def _run(args, pipeline) -> int:
         print(f"piperun: resumed from {args.load_state} at step {start_step}", file=info)
     if args.verify is not None:
         return _verify(args, pipeline, info)
-    if args.profile:
-        return _profile(pipeline, info)
+    if args.profile or args.trace:
+        return _profile(args, pipeline, info)
     log, done = _replay(args, pipeline, start_step, out, info)
     if args.save_state:
         path = pipeline.save_state(args.save_state, start_step + done)
@@ -223,19 +240,32 @@ def _verify(args, pipeline, info) -> int:
     return EXIT_FAILED
 
 
-def _profile(pipeline, info) -> int:
-    report = pipeline.profile()
-    print(f"piperun: profile of {report.node_count} nodes (eager, median of 20 runs, CUDA events)", file=info)
+def _profile(args, pipeline, info) -> int:
+    from .trace import write_chrome_trace
+
+    report = pipeline.profile(PROFILE_REPLAYS)
+    print(f"piperun: profile of {report.node_count} nodes inside {report.replays} graph replays (CUPTI; "
+          "medians; * on the critical path)", file=info)
     width = max((len(n.name) for n in report.nodes), default=4)
-    print(f"  {'node':<{width}}  {'us':>8}  location", file=info)
+    print(f"    {'node':<{width}}  {'kind':<6}  {'us':>7}  {'latency':>7}  {'slack':>7}  location", file=info)
     for node in report.nodes:
-        print(f"  {node.name:<{width}}  {node.microseconds:8.2f}  {node.location}", file=info)
-    print(f"  node count            {report.node_count}", file=info)
-    print(f"  critical path         {len(report.critical_path)} nodes, {report.critical_path_us:.1f} us "
-          "(the floor for one step)", file=info)
-    print(f"  sum of node times     {report.eager_us:.1f} us", file=info)
-    print(f"  graph replay          {report.replay_us:.1f} us per step "
-          f"({report.replay_over_floor:.2f}x the critical-path floor)", file=info)
+        mark = "*" if node.critical else " "
+        print(f"  {mark} {node.name:<{width}}  {node.kind:<6}  {node.microseconds:7.2f}  "
+              f"{node.latency_us:7.2f}  {node.slack_us:7.2f}  {node.location}", file=info)
+    print(f"  critical path    {len(report.critical_path)} nodes: {report.kernel_us:.1f} us of node time + "
+          f"{report.latency_us:.1f} us of dependency latency = {report.critical_path_us:.1f} us, "
+          "the floor for one step", file=info)
+    print(f"  graph replay     {report.replay_us:.1f} us from first node start to last node end "
+          f"({report.replay_over_floor:.2f}x the floor); {report.event_us:.1f} us per step by CUDA events",
+          file=info)
+    if report.replay_us > 0:
+        kernel, latency, idle = (f"{us:.1f} us ({100 * us / report.replay_us:.0f}%)"
+                                 for us in (report.kernel_us, report.latency_us, report.idle_us))
+        print(f"  where time goes  node time {kernel}, dependency latency {latency}, idle {idle}", file=info)
+    if args.trace:
+        write_chrome_trace(report, pipeline.plan.pipe, args.trace, TRACE_REPLAYS)
+        print(f"piperun: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
+              file=info)
     return EXIT_OK
 
 

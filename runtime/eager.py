@@ -55,13 +55,11 @@ class EagerProgram:
                                           buffers.pointer(node.src, node.src_offset), node.nbytes, stream),
                    node, "cuMemcpyDtoDAsync")
 
-    def run(self, stream, *, synchronize_each: bool = False, between=None) -> None:
+    def run(self, stream, *, synchronize_each: bool = False) -> None:
         """Launch every node once. `synchronize_each` waits after each node so that a fault is
-        pinned on the node that caused it; `between(i)` runs before node i (profiling)."""
+        pinned on the node that caused it."""
         success, call = self.driver.success, self.driver.call
-        for index, op in enumerate(self.ops):
-            if between is not None:
-                between(index)
+        for op in self.ops:
             err = op.function(*op.args)[0]
             if err != success:
                 raise NodeFailed(op.node, CudaError(op.call, self.driver.error_name(err)))

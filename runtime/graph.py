@@ -27,6 +27,9 @@ class BuiltGraph:
         self.graphs: list = []
         self.arguments: dict[str, KernelArgs] = {}  # every kernel node's arguments, by node name
         self.root_nodes: dict[str, object] = {}  # top-level node handles, by node name
+        # Every kernel, memset and memcpy node's handle at any depth, by node name: what a
+        # profiler maps graph node ids back to.
+        self.leaf_nodes: dict[str, object] = {}
         self.node_count = 0
         self.exec = None
         try:
@@ -60,6 +63,11 @@ class BuiltGraph:
             child = self._build(node.graph)
             return self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
         self.node_count += 1
+        handle = self._add_leaf(graph, node, deps, scope)
+        self.leaf_nodes[node.name] = handle
+        return handle
+
+    def _add_leaf(self, graph, node: NodeSpec, deps: list, scope: str):
         if isinstance(node, KernelNodeSpec):
             return self.call("cuGraphAddKernelNode", graph, deps, len(deps), self._kernel_params(node, scope))
         if isinstance(node, MemsetNodeSpec):

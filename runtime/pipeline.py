@@ -19,7 +19,8 @@ from .eager import EagerProgram
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
 from .modules import Modules
-from .profile import ProfileReport, profile
+from .profile import ReplayProfile
+from .profile_cupti import profile
 from .resources import LaunchLimitsExceeded, check_launch_resources
 from .state import load_state, save_state
 from .verify import VerifyReport, Writer, verify
@@ -109,9 +110,11 @@ class Pipeline:
         leaves the state as it was."""
         return verify(self, steps)
 
-    def profile(self, repeats: int = 20) -> ProfileReport:
-        """Per-node GPU times, the critical path, and the replay time per step."""
-        return profile(self, repeats)
+    def profile(self, replays: int = 200) -> ReplayProfile:
+        """Per-node times inside `replays` graph replays (CUPTI), the critical path and its
+        floor, each node's slack, the replay time per step; leaves the state as it was."""
+        return profile(self, lambda: BuiltGraph(self.plan, self.plan.step, self._buffers, self.modules,
+                                                self.device, self.stream), replays)
 
     # --- buffers ----------------------------------------------------------------------------
 

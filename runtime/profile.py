@@ -1,33 +1,84 @@
-"""Per-node GPU times from eager runs timed with events, the critical path of the planned
-DAG under those times (the floor no schedule can beat), and the measured replay time."""
+"""The step's profile from inside graph replays: each node's in-graph time, the dependency
+latency between nodes, the critical path and its floor, each node's slack, and where a
+replay's time goes. Pure analysis of `NodeRecord`s; runtime/profile_cupti.py collects them
+with CUPTI, and tests feed it synthetic ones.
+
+Definitions, per replay r: a node's duration is its record's end minus start; its dependency
+latency is its start minus the end of its latest-finishing predecessor (sources have none); the
+replay's span runs from its first node's start to its last node's end. The critical path is the
+longest path of the DAG under the median durations and latencies. The floor is the median over
+replays of that path's own length in each replay (its durations plus its latencies): in every
+replay the path fits inside the span, so the floor never exceeds the median span."""
 
 from __future__ import annotations
 
-import ctypes
 import statistics
 from dataclasses import dataclass
 
 import networkx as nx
 
 from ..compiler.plan_schema import ChildGraphNodeSpec, Location, Plan
-from .driver import Driver
+
+
+class ProfileError(Exception):
+    """The profile cannot be made: records that do not describe the plan's step (a node
+    without one record per replay, an id of no node), or a failed CUPTI callback."""
 
 
 @dataclass(frozen=True)
-class NodeTime:
+class NodeRecord:
+    """One execution of one graph node, as the activity records give it."""
+    graph_node_id: int
+    start_ns: int
+    end_ns: int
+    kind: str  # kernel | memset | memcpy
+
+
+@dataclass(frozen=True)
+class Collection:
+    """What a profiling run hands to the analysis."""
+    records: list[NodeRecord]
+    node_names: dict[int, str]  # graph node id -> plan node name
+    replays: int
+    event_us: float  # GPU time per replay from CUDA events around the profiled replays
+
+
+@dataclass(frozen=True)
+class NodeProfile:
     name: str
     location: Location
-    microseconds: float
+    kind: str
+    graph_node_id: int
+    microseconds: float  # median in-graph duration
+    latency_us: float  # median dependency latency before it starts
+    slack_us: float  # latest start minus earliest start under the median times
+    critical: bool
 
 
 @dataclass
-class ProfileReport:
-    nodes: list[NodeTime]  # slowest first
-    node_count: int
+class ReplayProfile:
+    nodes: list[NodeProfile]  # slowest first
     critical_path: list[str]
-    critical_path_us: float
-    replay_us: float  # measured GPU time per replayed step
-    eager_us: float  # sum of node times
+    critical_path_us: float  # the floor for one step
+    kernel_us: float  # of the floor: kernel, memset and memcpy time on the critical path
+    replay_us: float  # median span of a replay, from the records
+    event_us: float  # GPU time per replay from CUDA events (includes the gaps between replays)
+    replays: int
+    timeline: list[dict[str, NodeRecord]]  # each replay's record of each node, by node name
+
+    @property
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def latency_us(self) -> float:
+        """Of the floor: dependency latency on the critical path."""
+        return self.critical_path_us - self.kernel_us
+
+    @property
+    def idle_us(self) -> float:
+        """Of a replay: time beyond the floor (waiting on nodes off the path, launch)."""
+        return self.replay_us - self.critical_path_us
 
     @property
     def replay_over_floor(self) -> float:
@@ -60,76 +111,94 @@ def leaf_dag(plan: Plan, graph: int) -> nx.DiGraph:
     return dag
 
 
-def critical_path(dag: nx.DiGraph, weight: dict[str, float]) -> tuple[list[str], float]:
-    best: dict[str, tuple[float, str | None]] = {}
-    for node in nx.topological_sort(dag):
-        preds = [(best[p][0], p) for p in dag.predecessors(node)]
-        length, prev = max(preds, default=(0.0, None))
-        best[node] = (length + weight.get(node, 0.0), prev)
-    if not best:
-        return [], 0.0
-    end = max(best, key=lambda n: best[n][0])
-    path, node = [], end
+def name_graph_nodes(built: dict[int, str], clones: dict[int, int]) -> dict[int, str]:
+    """Plan node names for graph node ids: the ids of the nodes as built, and every clone of
+    them (a child graph embedded in its parent, an instantiated graph's nodes), each clone
+    followed back through `clones` (clone id -> original id) to a node that was built."""
+    names = dict(built)
+    for clone in clones:
+        origin, seen = clone, set()
+        while origin not in built and origin in clones and origin not in seen:
+            seen.add(origin)
+            origin = clones[origin]
+        if origin in built:
+            names[clone] = built[origin]
+    return names
+
+
+def replays_by_node(plan: Plan, collection: Collection) -> list[dict[str, NodeRecord]]:
+    """Each replay's record of each step node. Replays on one stream do not overlap, so the
+    i-th execution of a node belongs to the i-th replay."""
+    by_name: dict[str, list[NodeRecord]] = {}
+    unnamed = set()
+    for record in collection.records:
+        name = collection.node_names.get(record.graph_node_id)
+        if name is None:
+            unnamed.add(record.graph_node_id)
+        else:
+            by_name.setdefault(name, []).append(record)
+    strangers = f"{len(unnamed)} graph node id(s) in the records match no node of the plan"
+    wrong = [(n.name, len(by_name.get(n.name, ()))) for n in plan.leaves(plan.step)
+             if len(by_name.get(n.name, ())) != collection.replays]
+    if wrong:
+        name, count = wrong[0]
+        raise ProfileError(f"{len(wrong)} node(s) without one record per replay: `{name}` has {count} "
+                           f"for {collection.replays} replays" + (f"; {strangers}" if unnamed else ""))
+    if unnamed:
+        raise ProfileError(f"{strangers} (for example {min(unnamed)})")
+    for records in by_name.values():
+        records.sort(key=lambda r: r.start_ns)
+    return [{name: records[i] for name, records in by_name.items()} for i in range(collection.replays)]
+
+
+def _latencies(dag: nx.DiGraph, replay: dict[str, NodeRecord]) -> dict[str, int]:
+    return {node: replay[node].start_ns - max(replay[p].end_ns for p in dag.predecessors(node))
+            for node in dag if dag.in_degree(node)}
+
+
+def _schedule(dag: nx.DiGraph, duration: dict[str, float], latency: dict[str, float]):
+    """Earliest and latest starts under `duration` and `latency` (before a node with
+    predecessors), and the longest path, first node first."""
+    order = list(nx.topological_sort(dag))
+    earliest: dict[str, float] = {}
+    binding: dict[str, str | None] = {}
+    for node in order:
+        finish, prev = max(((earliest[p] + duration[p], p) for p in dag.predecessors(node)),
+                           default=(0.0, None))
+        earliest[node] = finish + latency.get(node, 0.0)
+        binding[node] = prev
+    makespan = max((earliest[n] + duration[n] for n in order), default=0.0)
+    latest: dict[str, float] = {}
+    for node in reversed(order):
+        bound = min((latest[s] - latency.get(s, 0.0) for s in dag.successors(node)), default=makespan)
+        latest[node] = bound - duration[node]
+    path, node = [], max(order, key=lambda n: earliest[n] + duration[n], default=None)
     while node is not None:
         path.append(node)
-        node = best[node][1]
-    return path[::-1], best[end][0]
+        node = binding[node]
+    return earliest, latest, path[::-1]
 
 
-class _Gate:
-    """Holds the stream until every node of a run is enqueued, so the events time the
-    kernels back to back rather than the host's launch rate."""
-
-    def __init__(self, driver: Driver, stream) -> None:
-        self.driver, self.stream = driver, stream
-        cu, call = driver.cu, driver.call
-        flags = cu.CU_MEMHOSTALLOC_DEVICEMAP | cu.CU_MEMHOSTALLOC_PORTABLE
-        self.host = call("cuMemHostAlloc", 4, flags)
-        self.device = call("cuMemHostGetDevicePointer", self.host, 0)
-        self.view = ctypes.c_uint32.from_address(int(self.host))
-
-    def close_gate(self) -> None:
-        self.view.value = 0
-        self.driver.call("cuStreamWaitValue32", self.stream, self.device, 1,
-                         self.driver.cu.CUstreamWaitValue_flags.CU_STREAM_WAIT_VALUE_GEQ)
-
-    def open_gate(self) -> None:
-        self.view.value = 1
-
-    def free(self) -> None:
-        self.driver.call("cuMemFreeHost", self.host)
-
-
-def profile(pipeline, repeats: int = 20, warmup: int = 3, replays: int = 200) -> ProfileReport:
-    plan, stream, eager = pipeline.plan, pipeline.stream, pipeline.eager
-    call = pipeline.driver.call
-    events = [call("cuEventCreate", 0) for _ in range(len(eager.ops) + 1)]
-    samples: list[list[float]] = [[] for _ in eager.ops]
-    gate = _Gate(pipeline.driver, stream)
-    start = pipeline.snapshot()
-    try:
-        for repeat in range(warmup + repeats):
-            gate.close_gate()
-            eager.run(stream, between=lambda i: call("cuEventRecord", events[i], stream))
-            call("cuEventRecord", events[-1], stream)
-            gate.open_gate()
-            call("cuEventSynchronize", events[-1])
-            if repeat >= warmup:
-                for i in range(len(eager.ops)):
-                    samples[i].append(call("cuEventElapsedTime", events[i], events[i + 1]) * 1000)
-        pipeline.step(warmup)
-        call("cuEventRecord", events[0], stream)
-        pipeline.step(replays)
-        call("cuEventRecord", events[1], stream)
-        call("cuEventSynchronize", events[1])
-        replay_us = call("cuEventElapsedTime", events[0], events[1]) * 1000 / replays
-    finally:
-        gate.free()
-        for event in events:
-            call("cuEventDestroy", event)
-        pipeline.restore(start)
-    times = {op.node.name: statistics.median(s) for op, s in zip(eager.ops, samples)}
-    path, length = critical_path(leaf_dag(plan, plan.step), times)
-    nodes = sorted((NodeTime(op.node.name, op.node.location, times[op.node.name]) for op in eager.ops),
-                   key=lambda t: -t.microseconds)
-    return ProfileReport(nodes, len(nodes), path, length, replay_us, sum(times.values()))
+def analyze(plan: Plan, collection: Collection) -> ReplayProfile:
+    if collection.replays < 1:
+        raise ProfileError("no replay to analyse")
+    timeline = replays_by_node(plan, collection)
+    dag = leaf_dag(plan, plan.step)
+    durations = [{n: r.end_ns - r.start_ns for n, r in replay.items()} for replay in timeline]
+    latencies = [_latencies(dag, replay) for replay in timeline]
+    duration = {n: statistics.median(d[n] for d in durations) / 1000 for n in dag}
+    latency = {n: statistics.median(g[n] for g in latencies) / 1000 for n in latencies[0]}
+    earliest, latest, path = _schedule(dag, duration, latency)
+    # The path's own length in each replay telescopes to at most that replay's span.
+    path_ns = [sum(d[n] + g.get(n, 0) for n in path) for d, g in zip(durations, latencies)]
+    kernel_ns = [sum(d[n] for n in path) for d in durations]
+    spans = [max(r.end_ns for r in replay.values()) - min(r.start_ns for r in replay.values())
+             for replay in timeline]
+    first = timeline[0]
+    nodes = sorted(
+        (NodeProfile(n.name, n.location, first[n.name].kind, first[n.name].graph_node_id, duration[n.name],
+                     latency.get(n.name, 0.0), max(0.0, latest[n.name] - earliest[n.name]), n.name in path)
+         for n in plan.leaves(plan.step)),
+        key=lambda p: -p.microseconds)
+    return ReplayProfile(nodes, path, statistics.median(path_ns) / 1000, statistics.median(kernel_ns) / 1000,
+                         statistics.median(spans) / 1000, collection.event_us, collection.replays, timeline)

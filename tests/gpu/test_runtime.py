@@ -180,14 +180,6 @@ def test_binding_checks_type_and_size():
         pipec.load(FIXTURES / "nodes.pipe", bind={"y": cupy.zeros(999, cupy.float32)})
 
 
-def test_profile_reports_every_node_and_the_critical_path(nodes):
-    report = nodes.profile(repeats=5)
-    assert report.node_count == len(nodes.plan.leaves(nodes.plan.step))
-    assert all(n.microseconds > 0 for n in report.nodes)
-    assert report.critical_path[0] in {"step/bump/add_one", "step/tick"}
-    assert report.critical_path_us > 0 and report.replay_us > 0
-
-
 def test_launch_limits_come_from_the_device_and_the_compiled_kernel():
     import dataclasses
 
@@ -225,11 +217,9 @@ def test_piperun_json_progress_and_summary():
     assert summary["event"] == "summary" and summary["steps"] == 30 and summary["steps_per_s"] > 0
 
 
-def test_piperun_verify_and_profile():
+def test_piperun_verify():
     verify = _piperun(str(FIXTURES / "nodes.pipe"), "--verify", "3")
     assert verify.returncode == 0 and "agree bit for bit" in verify.stdout, verify.stdout + verify.stderr
-    profile = _piperun(str(FIXTURES / "nodes.pipe"), "--profile")
-    assert profile.returncode == 0 and "critical path" in profile.stdout, profile.stderr
 
 
 def test_a_faulting_kernel_is_pinned_on_its_node():
