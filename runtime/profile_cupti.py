@@ -30,7 +30,8 @@ def load_cupti():
     try:
         from cupti import cupti
     except Exception as error:  # noqa: BLE001 - not installed, or its libcupti or cuda-bindings missing
-        raise ProfilerUnavailable(f"profiling needs NVIDIA's CUPTI for Python: pip install {PACKAGE} "
+        raise ProfilerUnavailable(f"profiling needs NVIDIA's CUPTI for Python: pip install 'pipec[profile12]' "
+                                  f"(or profile13 for CUDA 13, which installs {PACKAGE}) "
                                   f"({type(error).__name__}: {error})") from None
     return cupti
 
