@@ -192,7 +192,7 @@ def test_piperun_profile_without_cupti_names_the_package(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "cupti", None)  # importing it fails, installed or not
     assert cli.main([str(NODES), "--trace", "t.json"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install cupti-python" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and "pip install 'pipec[profile12]'" in err and "Traceback" not in err
 
 
 def test_cupti_that_cannot_trace_is_one_error_and_leaves_no_subscriber(traced):
