@@ -40,10 +40,14 @@ class BuiltGraph:
             self.close()
             raise
 
-    def _build(self, index: int, top: bool = False):
+    def _build(self, index: int, top: bool = False, into=None):
+        """The nodes of plan graph `index`, added to `into` (a child graph node's embedded
+        graph) or to a new graph."""
         spec = self.plan.graphs[index]
-        graph = self.call("cuGraphCreate", 0)
-        self.graphs.append(graph)
+        graph = into
+        if graph is None:
+            graph = self.call("cuGraphCreate", 0)
+            self.graphs.append(graph)
         predecessors: list[list[int]] = [[] for _ in spec.nodes]
         for a, b in spec.edges:
             predecessors[b].append(a)
@@ -60,8 +64,16 @@ class BuiltGraph:
         if node.name in self.drop:
             return self.call("cuGraphAddEmptyNode", graph, deps, len(deps))
         if isinstance(node, ChildGraphNodeSpec):
-            child = self._build(node.graph)
-            return self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
+            # The driver embeds a copy of the graph it is given, so an empty one goes in and the
+            # nodes are added to the embedded copy: the handles kept in `leaf_nodes` are then
+            # the nodes that instantiation clones, which a profiler maps its records back to.
+            empty = self.call("cuGraphCreate", 0)
+            try:
+                handle = self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), empty)
+            finally:
+                self.call("cuGraphDestroy", empty)
+            self._build(node.graph, into=self.call("cuGraphChildGraphNodeGetGraph", handle))
+            return handle
         self.node_count += 1
         handle = self._add_leaf(graph, node, deps, scope)
         self.leaf_nodes[node.name] = handle

@@ -370,7 +370,10 @@ class FakeCuda:
         return (CUresult.CUDA_SUCCESS, handle)
 
     def cuGraphDestroy(self, graph):
-        del self.graphs[graph]
+        # with the graphs its child graph nodes embed, as the driver does
+        for node in self.graphs.pop(graph).nodes:
+            if node.kind == "graph":
+                self.cuGraphDestroy(node.child.handle)
         return (CUresult.CUDA_SUCCESS,)
 
     def cuGraphAddKernelNode(self, graph, deps, count, p):
@@ -388,7 +391,14 @@ class FakeCuda:
         return self._add(graph, deps, count, "memcpy", Memcpy(p.dstDevice, p.srcDevice, p.WidthInBytes))
 
     def cuGraphAddChildGraphNode(self, graph, deps, count, child):
-        return self._add(graph, deps, count, "graph", child=self.graphs[child])
+        # The driver embeds a copy: later changes to `child` do not reach the node.
+        embedded = self._handle("graph")
+        self.graphs[embedded] = FakeGraph(embedded, list(self.graphs[child].nodes))
+        return self._add(graph, deps, count, "graph", child=self.graphs[embedded])
+
+    def cuGraphChildGraphNodeGetGraph(self, node):
+        embedded = next(n.child for g in self.graphs.values() for n in g.nodes if n.handle == node)
+        return (CUresult.CUDA_SUCCESS, embedded.handle)
 
     def cuGraphAddEmptyNode(self, graph, deps, count):
         return self._add(graph, deps, count, "empty")

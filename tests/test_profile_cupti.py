@@ -5,7 +5,6 @@ fake's graph launches into activity records and clone callbacks."""
 from __future__ import annotations
 
 import enum
-import itertools
 import json
 import sys
 from pathlib import Path
@@ -24,8 +23,9 @@ CLONE = 1_000_000  # a clone's id: its original's id plus this
 class FakeCupti:
     """The parts of `cupti.cupti` the profiler uses. A node's id is its fake handle's number.
     The fake driver neither clones nor times anything, so at a flush this reports what CUPTI
-    would have: each node of a launched executable as a clone of the node built (a child graph's
-    nodes cloned twice, into the parent and into the executable), with activity records on a
+    would have: each node of a launched executable as a clone of the node built (child graphs'
+    nodes too: pipec builds them inside the embedded graph, so the executable's copy is the only
+    one), with activity records on a
     timeline that follows the edges (`DURATION_NS` per node, `GAP_NS` before a dependent node)."""
 
     class ActivityKind(enum.IntEnum):
@@ -91,26 +91,25 @@ class FakeCupti:
         self.callback(None, self.CallbackDomain.RESOURCE, self.CallbackIdResource.GRAPHNODE_CLONED,
                       resource if raw else self.descriptors[resource])
 
-    def _run(self, graph, ready: int, depth: int, records: list) -> int:
+    def _run(self, graph, ready: int, records: list) -> int:
         ends: dict = {}
         for node in graph.nodes:
             start = max((ends[d] for d in node.deps), default=ready)
             if node.kind == "graph":
-                ends[node.handle] = self._run(node.child, start, depth + 1, records)
+                ends[node.handle] = self._run(node.child, start, records)
                 continue
             start += self.GAP_NS if node.deps else 0
             kind = "kernel" if node.kind == "kernel" else node.kind
             end = start + self.SLOW.get(getattr(node.work, "function", ""), self.DURATION_NS[kind])
             ends[node.handle] = end
-            ids = [int(node.handle) + CLONE * step for step in range(depth + 2)]  # built, ..., executed
-            if node.handle not in self.cloned:
+            executed = int(node.handle) + CLONE
+            if node.handle not in self.cloned:  # callback data as an object or a raw pointer, in turn
                 self.cloned.add(node.handle)
-                for original, copy in itertools.pairwise(ids):
-                    self._clone(original, copy, raw=copy != ids[-1])
+                self._clone(int(node.handle), executed, raw=len(self.cloned) % 2 == 0)
             activity = {"kernel": self.ActivityKind.CONCURRENT_KERNEL, "memset": self.ActivityKind.MEMSET,
                         "memcpy": self.ActivityKind.MEMCPY}[kind]
             if activity in self.enabled:
-                records.append(SimpleNamespace(kind=activity, start=start, end=end, graph_node_id=ids[-1]))
+                records.append(SimpleNamespace(kind=activity, start=start, end=end, graph_node_id=executed))
         return max(ends.values(), default=ready)
 
     def activity_flush_all(self, flag):
@@ -119,7 +118,7 @@ class FakeCupti:
         records = [outside]
         for call in self.fake.calls[self.seen_calls:]:
             if call.name == "cuGraphLaunch":
-                self.clock = self._run(self.fake.executables[call.args[0]], self.clock, 0, records)
+                self.clock = self._run(self.fake.executables[call.args[0]], self.clock, records)
                 self.clock += self.REPLAY_GAP_NS
         self.seen_calls = len(self.fake.calls)
         self.completed(records)
