@@ -17,12 +17,19 @@ class BuiltGraph:
     """The step as a CUgraph and its executable instance.
 
     `drop` names nodes to build as empty nodes instead (same edges, no work): a planted fault
-    for testing that verification notices a node missing from the graph."""
+    for testing that verification notices a node missing from the graph.
+
+    `flatten` adds child graphs' nodes to their parent instead of child graph nodes, with the
+    same dependencies: what the driver itself does when it instantiates a graph (seen on an
+    H200). The profiler builds its graph so, because instantiation gives a child graph's nodes
+    new ids without reporting them as clones (CUPTI's GRAPHNODE_CLONED), while nodes added to
+    the graph itself it does report, so every activity record leads back to a plan node."""
 
     def __init__(self, plan: Plan, root: int, buffers: BufferSet, modules: Modules, device: Device,
-                 stream, drop: frozenset[str] = frozenset()) -> None:
+                 stream, drop: frozenset[str] = frozenset(), flatten: bool = False) -> None:
         self.plan, self.buffers, self.modules, self.device = plan, buffers, modules, device
         self.drop = drop
+        self.flatten = flatten
         self.call, self.cu = device.driver.call, device.driver.cu
         self.graphs: list = []
         self.arguments: dict[str, KernelArgs] = {}  # every kernel node's arguments, by node name
@@ -40,44 +47,40 @@ class BuiltGraph:
             self.close()
             raise
 
-    def _build(self, index: int, top: bool = False, into=None):
-        """The nodes of plan graph `index`, added to `into` (a child graph node's embedded
-        graph) or to a new graph."""
+    def _build(self, index: int, top: bool = False):
         spec = self.plan.graphs[index]
-        graph = into
-        if graph is None:
-            graph = self.call("cuGraphCreate", 0)
-            self.graphs.append(graph)
+        graph = self.call("cuGraphCreate", 0)
+        self.graphs.append(graph)
+        self._add_body(graph, spec, [], top)
+        return graph
+
+    def _add_body(self, graph, spec, entry: list, top: bool = False) -> list:
+        """Adds `spec`'s nodes to `graph`, its first nodes after `entry`; returns the handles
+        that later nodes must follow (its last nodes, or `entry` when it has none)."""
         predecessors: list[list[int]] = [[] for _ in spec.nodes]
         for a, b in spec.edges:
             predecessors[b].append(a)
-        handles: list = []
+        ends: list[list] = []  # per node: the handles a successor depends on
         for node in spec.nodes:
-            deps = [handles[p] for p in predecessors[node.id]]
-            handle = self._add(graph, node, deps, spec.scope)
-            handles.append(handle)
-            if top:
-                self.root_nodes[node.name] = handle
-        return graph
+            deps = [h for p in predecessors[node.id] for h in ends[p]] if predecessors[node.id] else entry
+            ends.append(self._add(graph, node, deps, spec.scope))
+            if top and len(ends[-1]) == 1:
+                self.root_nodes[node.name] = ends[-1][0]
+        followed = {a for a, _ in spec.edges}
+        return [h for node in spec.nodes if node.id not in followed for h in ends[node.id]] or entry
 
-    def _add(self, graph, node: NodeSpec, deps: list, scope: str):
+    def _add(self, graph, node: NodeSpec, deps: list, scope: str) -> list:
         if node.name in self.drop:
-            return self.call("cuGraphAddEmptyNode", graph, deps, len(deps))
+            return [self.call("cuGraphAddEmptyNode", graph, deps, len(deps))]
         if isinstance(node, ChildGraphNodeSpec):
-            # The driver embeds a copy of the graph it is given, so an empty one goes in and the
-            # nodes are added to the embedded copy: the handles kept in `leaf_nodes` are then
-            # the nodes that instantiation clones, which a profiler maps its records back to.
-            empty = self.call("cuGraphCreate", 0)
-            try:
-                handle = self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), empty)
-            finally:
-                self.call("cuGraphDestroy", empty)
-            self._build(node.graph, into=self.call("cuGraphChildGraphNodeGetGraph", handle))
-            return handle
+            if self.flatten:
+                return self._add_body(graph, self.plan.graphs[node.graph], deps)
+            child = self._build(node.graph)
+            return [self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)]
         self.node_count += 1
         handle = self._add_leaf(graph, node, deps, scope)
         self.leaf_nodes[node.name] = handle
-        return handle
+        return [handle]
 
     def _add_leaf(self, graph, node: NodeSpec, deps: list, scope: str):
         if isinstance(node, KernelNodeSpec):

@@ -370,10 +370,7 @@ class FakeCuda:
         return (CUresult.CUDA_SUCCESS, handle)
 
     def cuGraphDestroy(self, graph):
-        # with the graphs its child graph nodes embed, as the driver does
-        for node in self.graphs.pop(graph).nodes:
-            if node.kind == "graph":
-                self.cuGraphDestroy(node.child.handle)
+        del self.graphs[graph]
         return (CUresult.CUDA_SUCCESS,)
 
     def cuGraphAddKernelNode(self, graph, deps, count, p):
@@ -391,14 +388,7 @@ class FakeCuda:
         return self._add(graph, deps, count, "memcpy", Memcpy(p.dstDevice, p.srcDevice, p.WidthInBytes))
 
     def cuGraphAddChildGraphNode(self, graph, deps, count, child):
-        # The driver embeds a copy: later changes to `child` do not reach the node.
-        embedded = self._handle("graph")
-        self.graphs[embedded] = FakeGraph(embedded, list(self.graphs[child].nodes))
-        return self._add(graph, deps, count, "graph", child=self.graphs[embedded])
-
-    def cuGraphChildGraphNodeGetGraph(self, node):
-        embedded = next(n.child for g in self.graphs.values() for n in g.nodes if n.handle == node)
-        return (CUresult.CUDA_SUCCESS, embedded.handle)
+        return self._add(graph, deps, count, "graph", child=self.graphs[child])
 
     def cuGraphAddEmptyNode(self, graph, deps, count):
         return self._add(graph, deps, count, "empty")

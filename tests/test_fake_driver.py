@@ -251,3 +251,22 @@ def test_piperun_renders_load_diagnostics_as_pipec_does(capsys):
     err = capsys.readouterr().err
     assert "PC302_baked_per_step_value.pipe:" in err and "error[PC302]" in err
     assert "try `pipec --explain PC302`" in err
+
+
+def test_a_flattened_build_has_the_leaf_dag_of_the_plan(nodes):
+    """The profiler's build: child graphs' nodes added to the parent, with the same ordering."""
+    from pipec.runtime.graph import BuiltGraph
+    from pipec.runtime.profile import leaf_dag
+
+    pipeline, fake = nodes
+    flat = BuiltGraph(pipeline.plan, pipeline.plan.step, pipeline._buffers, pipeline.modules,
+                      pipeline.device, pipeline.stream, flatten=True)
+    try:
+        graph = fake.executables[flat.exec]
+        assert "graph" not in [n.kind for n in graph.nodes]
+        name = {handle: node for node, handle in flat.leaf_nodes.items()}
+        edges = {(name[d], name[n.handle]) for n in graph.nodes for d in n.deps}
+        dag = leaf_dag(pipeline.plan, pipeline.plan.step)
+        assert set(name.values()) == set(dag.nodes) and edges == set(dag.edges)
+    finally:
+        flat.close()

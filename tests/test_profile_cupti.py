@@ -23,9 +23,8 @@ CLONE = 1_000_000  # a clone's id: its original's id plus this
 class FakeCupti:
     """The parts of `cupti.cupti` the profiler uses. A node's id is its fake handle's number.
     The fake driver neither clones nor times anything, so at a flush this reports what CUPTI
-    would have: each node of a launched executable as a clone of the node built (child graphs'
-    nodes too: pipec builds them inside the embedded graph, so the executable's copy is the only
-    one), with activity records on a
+    would have: each node of a launched executable as a clone of the node built (the profiler
+    builds its graph flattened, so there are no child graph nodes), with activity records on a
     timeline that follows the edges (`DURATION_NS` per node, `GAP_NS` before a dependent node)."""
 
     class ActivityKind(enum.IntEnum):
@@ -135,7 +134,7 @@ def _build(pipeline):
     from pipec.runtime.graph import BuiltGraph
 
     return lambda: BuiltGraph(pipeline.plan, pipeline.plan.step, pipeline._buffers, pipeline.modules,
-                              pipeline.device, pipeline.stream)
+                              pipeline.device, pipeline.stream, flatten=True)
 
 
 def test_collect_maps_every_record_to_a_plan_node_through_clones(traced):
