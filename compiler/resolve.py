@@ -21,6 +21,7 @@ class Resolver(Declarations, Unrolling):
     def resolve(self, source: SourceFile, tree: ast.Module) -> Program:
         path = source.path.resolve()
         main = LoadedModule(path, source, tree)
+        self.allowed_dirs = self._allowed_dirs(path)
         self.defines = self._parse_defines()
         self._populate(main)
         for name, (_, span) in self.defines.items():

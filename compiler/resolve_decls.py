@@ -12,6 +12,7 @@ from .config import CompileOptions
 from .consteval import Value, literal, representable
 from .diagnostics import DiagnosticSink, Label
 from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options, Waiver
+from .kernels import include_closure
 from .resolve_kernels import KernelImports
 from .resolve_scope import Abort, LoadedModule, Symbol
 
@@ -20,6 +21,8 @@ WAIVABLE_RULES = {
     "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", "PC306": "spin-wait",
     "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", "PC307": "fence-barrier",
 }
+# the kernels shipped with pipec: importable from any project
+SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
 
 class Declarations(KernelImports):
@@ -30,6 +33,7 @@ class Declarations(KernelImports):
         self.loading: list[Path] = []
         self.defines: dict[str, tuple[ast.Expr, Span]] = {}
         self.used_defines: set[str] = set()
+        self.allowed_dirs: tuple[Path, ...] = ()  # set by `resolve` from the main file
 
     def _load(self, path: Path, via: Span) -> LoadedModule | None:
         if path in self.modules:
@@ -101,14 +105,23 @@ class Declarations(KernelImports):
 
 
     def _import(self, module: LoadedModule, decl: ast.Import) -> None:
-        target = self._find_file(module.path.parent, decl.path.value)
+        target, refused = self._find_file(module.path.parent, decl.path.value)
         if target is None:
-            self.sink.add("PC102", f"cannot find `{decl.path.value}`", decl.path.span,
-                          "paths are relative to the importing file, then to each include "
-                          "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
+            if refused:
+                self._refuse(decl.path.value, decl.path.span)
+            else:
+                self.sink.add("PC102", f"cannot find `{decl.path.value}`", decl.path.span,
+                              "paths are relative to the importing file, then to each include "
+                              "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
             self._mark_invalid(module, decl.names or ())
             return
         if target.suffix in (".cu", ".cuh", ".cuda"):
+            outside = [h for h in include_closure(target, target.read_text(errors="replace"),
+                                                  self.options.include_dirs) if not self._allowed(h)]
+            if outside:
+                self._refuse(f"{decl.path.value}` includes `{outside[0].name}", decl.path.span)
+                self._mark_invalid(module, decl.names or ())
+                return
             self._import_kernels(module, decl, target)
             return
         imported = self._load(target, decl.path.span)
@@ -127,12 +140,31 @@ class Declarations(KernelImports):
             else:
                 self._declare(module, ident, symbol)
 
-    def _find_file(self, base: Path, relative: str) -> Path | None:
+    def _find_file(self, base: Path, relative: str) -> tuple[Path | None, bool]:
+        """The first existing file the path names inside the allowed folders, and whether
+        some folder's reading of it lies outside them (refused whether it exists or not)."""
+        refused = False
         for folder in (base, *self.options.include_dirs):
             candidate = (folder / relative).resolve()
-            if candidate.is_file():
-                return candidate
-        return None
+            if not self._allowed(candidate):
+                refused = True
+            elif candidate.is_file():
+                return candidate, refused
+        return None, refused
+
+    def _allowed_dirs(self, main: Path) -> tuple[Path, ...]:
+        options = self.options
+        root = options.project_root or main.parent
+        return (root, *options.include_dirs, *options.allow_paths, SHIPPED_KERNELS)
+
+    def _allowed(self, path: Path) -> bool:
+        return any(path.is_relative_to(folder) for folder in self.allowed_dirs)
+
+    def _refuse(self, what: str, span: Span) -> None:
+        """PC110; the file is never read, so nothing of it can appear in a report."""
+        self.sink.add("PC110", f"`{what}` lies outside the project", span,
+                      f"imports and `load` files stay inside {self.allowed_dirs[0]} and the include "
+                      "folders; list more folders in `allow-paths` under [tool.pipec]")
 
     def _buffer(self, module: LoadedModule, decl: ast.BufferDecl) -> Buffer:
         dtype = DTYPES.get(decl.dtype.text)
@@ -205,6 +237,9 @@ class Declarations(KernelImports):
                           "write `load(\"file.npy\")`, relative to the .pipe file")
             raise Abort
         path = (module.path.parent / value).resolve()
+        if not self._allowed(path):
+            self._refuse(value, expr.args[0].span)
+            raise Abort
         try:
             with path.open("rb") as f:
                 version = np.lib.format.read_magic(f)
