@@ -29,8 +29,8 @@ class Rule:
     summary: str
     # False for the findings that leave no meaningful plan (or a plan that fails or races for
     # sure): inline suppressions cannot silence them, and with or without `--select`/`--ignore`
-    # no plan is built while one stands. True for findings a person may judge (hygiene,
-    # a value read by a kernel that may expect it, a conflict the access ranges overstate).
+    # no plan is built while one stands. True for findings a person may judge (hygiene, a
+    # transfer to mapped memory, a conflict the whole-buffer access ranges overstate).
     suppressible: bool = False
     # the PTX rules a `waive` declaration exempts, for one kernel and with a reason
     waivable: bool = False
@@ -84,8 +84,7 @@ RULES: tuple[Rule, ...] = (
     Rule("PC206", "slice-out-of-bounds", _E, "a slice lies outside its buffer"),
     # PC3xx: graph safety
     Rule("PC301", "host-branch", _E, "a decision depends on device data or the step index"),
-    Rule("PC302", "baked-per-step-value", _E, "a value that changes between steps is passed by value",
-         suppressible=True),
+    Rule("PC302", "baked-per-step-value", _E, "a value that changes between steps is passed by value"),
     Rule("PC303", "copy-mismatch", _E, "a copy's ends differ in type or size, or overlap"),
     Rule("PC304", "host-transfer-in-step", _E, "a copy inside the step moves data between host and device",
          suppressible=True),
@@ -95,7 +94,7 @@ RULES: tuple[Rule, ...] = (
     Rule("PC307", "fence-as-barrier", _E, "a kernel orders its blocks with a device-wide fence",
          waivable=True),
     Rule("PC308", "shared-cufunction", _E, "two graphs, or a graph and eager launches, share a kernel handle"),
-    Rule("PC309", "null-pointer-argument", _E, "a pointer parameter is bound to `null`", suppressible=True),
+    Rule("PC309", "null-pointer-argument", _E, "a pointer parameter is bound to `null`"),
     Rule("PC310", "buffer-smaller-than-extent", _E, "a buffer is smaller than the extent the kernel declares"),
     Rule("PC311", "block-too-large", _E, "a block has more threads than the device or the kernel allows"),
     Rule("PC312", "shared-memory-over-limit", _E, "dynamic shared memory exceeds the device's limit"),

@@ -111,12 +111,8 @@ def compile_file(path: Path, settings: Settings, *, until: str = "plan",
     for name, stage in STAGES:
         if name == "plan":
             _finish_diagnostics(c)
-            blocking = _unsuppressible_errors(c)
-            if blocking or c.has_errors:
-                # the errors that stop the plan are reported even when the selection hid them
-                hidden = [d for d in blocking if d not in c.diagnostics]
-                c.diagnostics = sorted(c.diagnostics + hidden, key=Diagnostic.sort_key)
-                return c
+            if c.has_errors or _unsuppressible_errors(c):
+                break
         value = stage(value, c)
         if value is None:
             break
@@ -129,6 +125,10 @@ def compile_file(path: Path, settings: Settings, *, until: str = "plan",
         if name == until:
             break
     _finish_diagnostics(c)
+    if until == "plan" and c.plan is None:
+        # the errors that stop the plan are reported even when the selection hid them
+        hidden = [d for d in _unsuppressible_errors(c) if d not in c.diagnostics]
+        c.diagnostics = sorted(c.diagnostics + hidden, key=Diagnostic.sort_key)
     return c
 
 
