@@ -31,6 +31,11 @@ class Resolver(Declarations, Unrolling):
                                             "constants"))
         options = self._options(main)
         waivers = self._waivers(main)
+        roots: dict[type, ast.Block] = {}  # the first step and init: the ones unrolled
+        for decl in main.tree.decls:
+            if isinstance(decl, (ast.StepDecl, ast.InitDecl)):
+                roots.setdefault(type(decl), decl.body)
+        self._measure(main, list(roots.values()))
         step = init = None
         for decl in main.tree.decls:
             if isinstance(decl, ast.StepDecl):

@@ -3,6 +3,7 @@ buffers with their initial values, options and waivers, into each module's scope
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,8 @@ WAIVABLE_RULES = {
     "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", "PC306": "spin-wait",
     "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", "PC307": "fence-barrier",
 }
+MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
+INT64_MAX = (1 << 63) - 1
 # the kernels shipped with pipec: importable from any project
 SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
@@ -179,6 +182,15 @@ class Declarations(KernelImports):
                               "every dimension must be at least 1")
                 raise Abort
         count = int(np.prod(shape, dtype=object))
+        if count > INT64_MAX:
+            self.sink.add("PC107", f"the shape holds {count} elements, more than a 64-bit count "
+                          "can hold", decl.span, "a buffer's element count must fit in int64")
+            raise Abort
+        if count * dtype.size > MAX_BUFFER_BYTES:
+            self.sink.add("PC107", f"`{decl.name.text}` takes {count * dtype.size} bytes, more than "
+                          f"the {MAX_BUFFER_BYTES} (1 TiB) any device holds", decl.span,
+                          "split the data, or keep it on the host and stream it in")
+            raise Abort
         labels = tuple(label.text for label in decl.labels)
         if len(labels) > count:
             self.sink.add("PC107", f"{len(labels)} labels for {count} elements",
@@ -217,6 +229,10 @@ class Declarations(KernelImports):
                               keyword.span, hint)
                 raise Abort
             seed = self._int(module, {}, keyword.value, "a seed")
+            if not 0 <= seed < 1 << 64:
+                self.sink.add("PC107", f"seed {seed} is outside 0 to 2**64 - 1", keyword.value.span,
+                              "seeds are unsigned 64-bit integers")
+                raise Abort
         if kind == "load":
             return self._load_init(module, expr, args[0], dtype, shape)
         for value, arg in zip(args, expr.args):
@@ -229,7 +245,37 @@ class Declarations(KernelImports):
                 self.sink.add("PC107", f"fill value {problem}", expr.args[0].span,
                               f"choose a value a `{dtype.name}` can hold")
                 raise Abort
+        else:
+            self._check_random(kind, args, expr, dtype)
         return Init(kind, args, seed)
+
+    def _check_random(self, kind: str, args: tuple, expr: ast.Call, dtype) -> None:
+        """uniform(lo, hi): finite, lo < hi, values the element type holds (hi excluded for
+        integers); normal(mean, std): a floating-point buffer, finite, std >= 0."""
+        problem = None
+        for value, arg in zip(args, expr.args):
+            if isinstance(value, float) and not math.isfinite(value):
+                problem = (f"`{kind}` needs finite numbers, found `{literal(value)}`", arg.span)
+        if problem is None and kind == "normal":
+            if dtype.kind != "f":
+                problem = (f"`normal` fills floating-point buffers; `{dtype.name}` holds integers",
+                           expr.span)
+            elif args[1] < 0:
+                problem = (f"a standard deviation of {args[1]} is negative", expr.args[1].span)
+        elif problem is None:
+            lo, hi = args
+            last = hi - 1 if dtype.kind != "f" and isinstance(hi, int) else hi
+            if not lo < hi:
+                problem = (f"`uniform({literal(lo)}, {literal(hi)})` is empty: the low end must be "
+                           "below the high end", expr.span)
+            elif (why := representable(lo, dtype)) is not None:
+                problem = (f"`uniform` low end {why}", expr.args[0].span)
+            elif (why := representable(last, dtype)) is not None:
+                problem = (f"`uniform` draws up to {literal(last)}: {why}", expr.args[1].span)
+        if problem is not None:
+            self.sink.add("PC107", problem[0], problem[1], f"the buffer is `{dtype.name}`; "
+                          "uniform(lo, hi) needs lo < hi, normal(mean, std) needs std >= 0")
+            raise Abort
 
     def _load_init(self, module: LoadedModule, expr: ast.Call, value: Value, dtype, shape) -> Init:
         if not isinstance(value, str):
@@ -247,7 +293,9 @@ class Declarations(KernelImports):
                     header = np.lib.format.read_array_header_1_0(f)
                 else:  # 2.0 and 3.0 share the header layout
                     header = np.lib.format.read_array_header_2_0(f)
+                data_start = f.tell()
             file_shape, _, file_dtype = header
+            data_bytes = path.stat().st_size - data_start
         except (OSError, ValueError) as error:
             self.sink.add("PC107", f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
                           "the path is relative to the .pipe file")
@@ -257,6 +305,11 @@ class Declarations(KernelImports):
             self.sink.add("PC107", f"`{value}` holds {np.dtype(file_dtype)}{list(file_shape)}, the "
                           f"buffer is {dtype.name}{list(shape)}", expr.args[0].span,
                           "save the array with the buffer's shape and element type")
+            raise Abort
+        if data_bytes < int(np.prod(shape, dtype=object)) * expected.itemsize:
+            self.sink.add("PC107", f"`{value}` is truncated: it holds {data_bytes} bytes of data, "
+                          f"its header promises {int(np.prod(shape, dtype=object)) * expected.itemsize}",
+                          expr.args[0].span, "save the array again")
             raise Abort
         return Init("load", (), None, path)
 

@@ -43,7 +43,7 @@ class _DependsOnLoop(Exception):
     """The statement's size depends on a loop variable whose value is not fixed yet."""
 
 
-class TooLarge(Exception):
+class _TooLarge(Exception):
     """The program is over a limit; `size` is its size so far (a lower bound)."""
 
     def __init__(self, size: Size) -> None:
@@ -59,19 +59,17 @@ class Sizing(Scope):
         self.size_so_far = Size()
         self.graph_sizes: dict[tuple, Size] = {}
 
-    def _measure_root(self, module: LoadedModule, block: ast.Block) -> None:
-        """Add a root block's size to the program's; raise TooLarge (with the statement that
-        crossed a limit reported) when the program is over a limit."""
-        for stmt in block.stmts:
+    def _measure(self, module: LoadedModule, roots: list[ast.Block]) -> None:
+        """Size the root blocks together, reporting the statement that crosses a limit; after
+        it, `size_so_far.too_large` tells the unrolling to build nothing."""
+        for stmt in (stmt for block in roots for stmt in block.stmts):
             try:
                 self.size_so_far += self._size(module, {}, frozenset(), stmt, (), self.size_so_far)
-            except TooLarge as over:
+            except _TooLarge as over:
                 self.size_so_far = over.size
-                self._report_too_large(stmt, over.size)
-                raise
             if self.size_so_far.too_large:
                 self._report_too_large(stmt, self.size_so_far)
-                raise TooLarge(self.size_so_far)
+                return
 
     def _report_too_large(self, stmt, size: Size) -> None:
         if size.nodes > MAX_NODES:
@@ -111,7 +109,7 @@ class Sizing(Scope):
         for stmt in stmts:
             total += self._size(module, env, unknown, stmt, stack, before + total, lower)
             if (before + total).too_large:
-                raise TooLarge(before + total)
+                raise _TooLarge(before + total)
         return total
 
     def _size_of_loop(self, module, env, unknown, stmt: ast.For, stack, before: Size,
@@ -130,7 +128,7 @@ class Sizing(Scope):
         at_least = (self._size_of(module, env, unknown | {var}, stmt.body.stmts, stack, before,
                                   lower=True) + Size(0, 1)).times(trips)
         if (before + at_least).too_large:
-            raise TooLarge(before + at_least)
+            raise _TooLarge(before + at_least)
         total = Size()
         inner = {**env}
         for value in range(start, stop):
@@ -138,7 +136,7 @@ class Sizing(Scope):
             total += self._size_of(module, inner, unknown - {var}, stmt.body.stmts, stack,
                                    before + total) + Size(0, 1)
             if (before + total).too_large:
-                raise TooLarge(before + total)
+                raise _TooLarge(before + total)
         return total
 
     def _size_of_graph_use(self, module, env, unknown, stmt: ast.GraphCall, stack, before: Size,

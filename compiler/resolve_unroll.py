@@ -13,12 +13,12 @@ from .model import (
 )
 from .ranges import launch_accesses
 from .resolve_scope import Abort, LoadedModule
-from .resolve_size import Sizing, TooLarge
+from .resolve_size import Sizing
 
 
 class Unrolling(Sizing):
     """Owns the parallel groups and the node names given out so far. The size pass has
-    checked a root block against the node and iteration limits before it is unrolled."""
+    checked the root blocks against the node and iteration limits before any is unrolled."""
 
     def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
         super().__init__(options, sink, toolchain)
@@ -28,12 +28,7 @@ class Unrolling(Sizing):
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
-        if not self.size_so_far.too_large:  # else an earlier root was reported too large
-            try:
-                self._measure_root(module, block)
-            except TooLarge:
-                pass
-        if self.size_so_far.too_large:
+        if self.size_so_far.too_large:  # reported by the size pass; build nothing
             self.dropped_statements += 1
             return body
         self._block(module, {}, block, body, None, [])
