@@ -13,10 +13,12 @@ from .model import Program
 from .resolve_decls import Declarations
 from .resolve_scope import LoadedModule
 from .resolve_unroll import Unrolling
+from .resolve_waivers import Waivers
 
 
-class Resolver(Declarations, Unrolling):
-    """The passes over one shared scope: declarations (with kernel imports), then unrolling."""
+class Resolver(Declarations, Waivers, Unrolling):
+    """The passes over one shared scope: declarations (with kernel imports), waivers, then
+    sizing and unrolling."""
 
     def resolve(self, source: SourceFile, tree: ast.Module) -> Program:
         path = source.path.resolve()

@@ -1,5 +1,5 @@
 """The declaration pass: loading imported `.pipe` modules, `-D` definitions, constants,
-buffers with their initial values, options and waivers, into each module's scope."""
+buffers with their initial values and options, into each module's scope."""
 
 from __future__ import annotations
 
@@ -12,16 +12,11 @@ from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expressio
 from .config import CompileOptions
 from .consteval import Value, literal, representable
 from .diagnostics import DiagnosticSink, Label
-from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options, Waiver
 from .kernels import include_closure
+from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options
 from .resolve_kernels import KernelImports
 from .resolve_scope import Abort, LoadedModule, Symbol
 
-WAIVABLE_RULES = {
-    "atomics": "atomics", "atomic_operation": "atomics", "PC305": "atomics",
-    "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", "PC306": "spin-wait",
-    "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", "PC307": "fence-barrier",
-}
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
 INT64_MAX = (1 << 63) - 1
 # the kernels shipped with pipec: importable from any project
@@ -313,7 +308,7 @@ class Declarations(KernelImports):
             raise Abort
         return Init("load", (), None, path)
 
-    # --- options and waivers ----------------------------------------------------------------
+    # --- options ----------------------------------------------------------------------------
 
     def _options(self, module: LoadedModule) -> Options:
         values: dict = {}
@@ -344,25 +339,3 @@ class Declarations(KernelImports):
         if self.options.lanes is not None:
             values["lanes"] = self.options.lanes
         return Options(**values, share_modules_span=share_span)
-
-    def _waivers(self, module: LoadedModule) -> list[Waiver]:
-        waivers = []
-        for decl in module.tree.decls:
-            if not isinstance(decl, ast.WaiveDecl):
-                continue
-            rule = WAIVABLE_RULES.get(decl.rule.text)
-            symbol = module.scope.get(decl.kernel.text)
-            if rule is None:
-                self.sink.add("PC108", f"`{decl.rule.text}` cannot be waived", decl.rule.span,
-                              "waivable rules: atomics, spin_wait, fence_barrier")
-            elif symbol is not None and symbol.kind == "invalid":
-                continue  # its import failed, and was reported
-            elif symbol is None or symbol.kind != "kernel":
-                self.sink.add("PC103", f"`{decl.kernel.text}` is not an imported kernel", decl.kernel.span,
-                              self._suggest(decl.kernel.text, module.scope, "kernels"))
-            elif not decl.reason.value.strip():
-                self.sink.add("PC108", "a waiver needs a reason", decl.reason.span,
-                              "say why this kernel is safe despite the rule")
-            else:
-                waivers.append(Waiver(rule, symbol.value, decl.reason.value, decl.span))
-        return waivers

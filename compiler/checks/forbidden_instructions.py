@@ -4,8 +4,10 @@ a waiver that exempts nothing."""
 
 from __future__ import annotations
 
+import os
+
 from ..diagnostics import Label
-from ..model import LaunchNode
+from ..model import Kernel, LaunchNode
 from .context import CheckContext
 
 RULE_CODES = {"atomics": "PC305", "spin-wait": "PC306", "fence-barrier": "PC307"}
@@ -24,14 +26,24 @@ MESSAGES = {
 def forbidden_instructions(ctx: CheckContext) -> None:
     if ctx.program.step is None:
         return
-    first_use: dict[str, LaunchNode] = {}
+    # keyed by the kernel itself: two sources' kernels of one name are analysed and waived apart
+    first_use: dict[Kernel, LaunchNode] = {}
     for node in ctx.launches(ctx.program.step):
-        first_use.setdefault(node.kernel.name, node)
-    waived = {(w.rule, w.kernel.name): w for w in ctx.program.waivers}
+        first_use.setdefault(node.kernel, node)
+    shared_names = {k.name for k in first_use if sum(o.name == k.name for o in first_use) > 1}
+    folder = ctx.program.path.parent
+
+    def called(kernel: Kernel) -> str:
+        """How a message names the kernel: with its source when another shares its name."""
+        if kernel.name in shared_names:
+            return f'"{os.path.relpath(kernel.source.path, folder)}":{kernel.name}'
+        return kernel.name
+
+    waived = {(w.rule, w.kernel): w for w in ctx.program.waivers}
     used_waivers = set()
-    for name, node in first_use.items():
-        for finding in node.kernel.findings:
-            key = (finding.rule, name)
+    for kernel, node in first_use.items():
+        for finding in kernel.findings:
+            key = (finding.rule, kernel)
             if key in waived:
                 used_waivers.add(key)
                 continue
@@ -39,12 +51,12 @@ def forbidden_instructions(ctx: CheckContext) -> None:
             labels = [Label(node.span, "launched in the step here")]
             if finding.inlined_into is not None:
                 labels.append(Label(finding.inlined_into, "inlined into the kernel here"))
-            ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what} (`{finding.instruction}`)",
-                         finding.span, f"{hint}; or exempt it: `waive {finding.rule.replace('-', '_')} "
-                         f"for {name}: \"reason\"`", labels=tuple(labels))
+            ctx.sink.add(RULE_CODES[finding.rule],
+                         f"kernel `{called(kernel)}` {what} (`{finding.instruction}`)", finding.span, f"{hint}; or exempt it: `waive {finding.rule.replace('-', '_')} "
+                         f"for {called(kernel)}: \"reason\"`", labels=tuple(labels))
     for key, waiver in waived.items():
         if key not in used_waivers and not ctx.program.dropped_statements:
-            what = (f"the step's `{waiver.kernel.name}` has no {waiver.rule} finding"
-                    if waiver.kernel.name in first_use
-                    else f"the step never launches `{waiver.kernel.name}`")
+            what = (f"the step's `{called(waiver.kernel)}` has no {waiver.rule} finding"
+                    if waiver.kernel in first_use
+                    else f"the step never launches `{called(waiver.kernel)}`")
             ctx.sink.add("PC003", f"nothing to waive: {what}", waiver.span, "remove the waiver")
