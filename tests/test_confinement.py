@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from pipec.compiler.cli import main
 from pipec.compiler.codes import EXAMPLES
 from pipec.compiler.render import RENDERERS

@@ -10,12 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from harness import expected_diagnostics
 from pipec.compiler import codes, compile_file, load_settings
 from pipec.compiler.cli import main
-from pipec.compiler.config import override
 from pipec.compiler.codes import BY_CODE, EXAMPLES, RULES
+from pipec.compiler.config import override
 
 FIRING = {p.name.split("_", 1)[0]: p for p in sorted(EXAMPLES.glob("PC*.pipe")) if not p.stem.endswith("_ok")}
 UNSUPPRESSIBLE = [r.code for r in RULES if not r.suppressible and r.severity is codes.Severity.ERROR]

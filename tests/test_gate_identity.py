@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from pipec.compiler import Settings, compile_file
 
 CLEAN = 'extern "C" __global__ void k(float* x, int n) { int i = threadIdx.x; if (i < n) x[i] += 1.0f; }\n'

@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 import pytest
-
 from pipec.compiler.resolve_size import MAX_ITERATIONS, MAX_NODES
 from stage_helpers import check_text
 
@@ -123,9 +122,9 @@ def test_the_count_in_the_message_is_the_whole_programs():
         graph leaf { for k in 0 .. 1000 { launch writer<<<1, 4>>>(x, 4) } }
         step { for i in 0 .. 1001 { leaf } }
     """)
-    assert findings(result, "PC111") == [
+    assert findings(result, "PC111") == [(
         f"unrolling would reach at least {1001 * 1001} nodes; a program holds at most {MAX_NODES} "
-        "(step and init together)"]
+        "(step and init together)")]
 
 
 def test_a_program_just_under_the_limits_unrolls_exactly():
