@@ -27,6 +27,13 @@ class Rule:
     name: str
     severity: Severity
     summary: str
+    # False for the findings that leave no meaningful plan (or a plan that fails or races for
+    # sure): inline suppressions cannot silence them, and with or without `--select`/`--ignore`
+    # no plan is built while one stands. True for findings a person may judge (hygiene, a
+    # transfer to mapped memory, a conflict the whole-buffer access ranges overstate).
+    suppressible: bool = False
+    # the PTX rules a `waive` declaration exempts, for one kernel and with a reason
+    waivable: bool = False
 
     def explanation(self) -> str:
         """The explanation with its examples in place: `<!-- example: FILE -->` stands for the
@@ -48,9 +55,11 @@ _E, _W = Severity.ERROR, Severity.WARNING
 
 RULES: tuple[Rule, ...] = (
     # PC0xx: about the linting itself
-    Rule("PC001", "unused-suppression", _W, "a `# pipec: ignore[...]` comment suppresses nothing"),
-    Rule("PC002", "suppression-without-reason", _E, "a suppression comment gives no reason"),
-    Rule("PC003", "unused-waiver", _W, "a `waive` declaration waives nothing"),
+    Rule("PC001", "unused-suppression", _W, "a `# pipec: ignore[...]` comment suppresses nothing",
+         suppressible=True),
+    Rule("PC002", "suppression-without-reason", _E, "a suppression comment gives no reason",
+         suppressible=True),
+    Rule("PC003", "unused-waiver", _W, "a `waive` declaration waives nothing", suppressible=True),
     # PC1xx: reading the program
     Rule("PC101", "syntax-error", _E, "the file does not follow the grammar"),
     Rule("PC102", "import-error", _E, "an imported file is missing, cyclic or not importable"),
@@ -61,7 +70,11 @@ RULES: tuple[Rule, ...] = (
     Rule("PC107", "buffer-declaration-error", _E, "a buffer's type, shape or initial value is invalid"),
     Rule("PC108", "invalid-option", _E, "an `option` or waiver names nothing known or has a bad value"),
     Rule("PC109", "kernel-declaration-not-found", _W,
-         "the source text does not show a kernel's declaration, so its annotations cannot apply"),
+         "the source text does not show a kernel's declaration, so its annotations cannot apply",
+         suppressible=True),
+    Rule("PC110", "import-outside-project", _E,
+         "an import or `load` names a file outside the project and its allowed folders"),
+    Rule("PC111", "too-many-nodes", _E, "the unrolled program would exceed the node limit"),
     # PC2xx: binding launches to kernels
     Rule("PC201", "argument-count", _E, "a launch or graph use binds more or fewer arguments than it takes"),
     Rule("PC202", "argument-kind", _E, "a pointer parameter gets a value or a scalar parameter a buffer"),
@@ -73,17 +86,21 @@ RULES: tuple[Rule, ...] = (
     Rule("PC301", "host-branch", _E, "a decision depends on device data or the step index"),
     Rule("PC302", "baked-per-step-value", _E, "a value that changes between steps is passed by value"),
     Rule("PC303", "copy-mismatch", _E, "a copy's ends differ in type or size, or overlap"),
-    Rule("PC304", "host-transfer-in-step", _E, "a copy inside the step moves data between host and device"),
-    Rule("PC305", "atomic-operation", _E, "a kernel the step uses performs atomic operations"),
-    Rule("PC306", "inter-block-spin-wait", _E, "a kernel spins on memory that other blocks write"),
-    Rule("PC307", "fence-as-barrier", _E, "a kernel orders its blocks with a device-wide fence"),
+    Rule("PC304", "host-transfer-in-step", _E, "a copy inside the step moves data between host and device",
+         suppressible=True),
+    Rule("PC305", "atomic-operation", _E, "a kernel the step uses performs atomic operations", waivable=True),
+    Rule("PC306", "inter-block-spin-wait", _E, "a kernel spins on memory that other blocks write",
+         waivable=True),
+    Rule("PC307", "fence-as-barrier", _E, "a kernel orders its blocks with a device-wide fence",
+         waivable=True),
     Rule("PC308", "shared-cufunction", _E, "two graphs, or a graph and eager launches, share a kernel handle"),
     Rule("PC309", "null-pointer-argument", _E, "a pointer parameter is bound to `null`"),
     Rule("PC310", "buffer-smaller-than-extent", _E, "a buffer is smaller than the extent the kernel declares"),
     Rule("PC311", "block-too-large", _E, "a block has more threads than the device or the kernel allows"),
     Rule("PC312", "shared-memory-over-limit", _E, "dynamic shared memory exceeds the device's limit"),
     Rule("PC313", "invalid-grid", _E, "a launch has no blocks, no threads, or more blocks than a grid holds"),
-    Rule("PC314", "unordered-conflict", _E, "two nodes touch the same data, one writing, with no path between them"),
+    Rule("PC314", "unordered-conflict", _E,
+         "two nodes touch the same data, one writing, with no path between them", suppressible=True),
     Rule("PC315", "graph-cycle", _E, "a graph uses itself"),
     Rule("PC316", "launch-over-device-limit", _E,
          "a launch needs more threads, registers or shared memory than the loaded device has"),
@@ -91,8 +108,9 @@ RULES: tuple[Rule, ...] = (
     Rule("PC318", "write-through-read-only", _E, "a kernel writes through a pointer bound `in` or declared const"),
     Rule("PC319", "grid-sync", _E, "a kernel waits for the whole grid, which needs a cooperative launch"),
     # PC4xx: warnings
-    Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it"),
-    Rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer"),
+    Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it",
+         suppressible=True),
+    Rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer", suppressible=True),
 )
 
 BY_CODE: dict[str, Rule] = {rule.code: rule for rule in RULES}
@@ -118,6 +136,10 @@ def select(patterns: list[str]) -> set[str]:
     return chosen
 
 
+def _suppressible(rule: Rule) -> str:
+    return "waive" if rule.waivable else "yes" if rule.suppressible else "no"
+
+
 def rules_markdown() -> str:
     """docs/rules.md: every rule's explanation, in code order."""
     lines = [
@@ -127,10 +149,23 @@ def rules_markdown() -> str:
         "`compiler/explanations/` by `pipec --explain ALL`; `pipec --explain CODE`",
         "prints one entry.",
         "",
-        "| code | name | severity | summary |",
-        "| --- | --- | --- | --- |",
+        "**Suppressible** says what `# pipec: ignore[...]`, `--select`, `--ignore` and",
+        "`[tool.pipec]` select/ignore can do. They change what is reported, never what is built:",
+        "",
+        "- *yes*: a finding a person may judge. Suppressed or left out of the selection, it no",
+        "  longer stops `--emit plan`, `piperun` or `pipec.load`.",
+        "- *no*: the finding leaves no meaningful plan (or one that fails or races for sure). An",
+        "  inline suppression of it is itself reported (PC001) and silences nothing; `--select`",
+        "  and `--ignore` may hide it from a `--check` report, but no plan is built while it",
+        "  stands, and `--emit plan`, `piperun` and `pipec.load` report it.",
+        "- *waive*: a PTX rule exempted per kernel, with a reason, by a `waive` declaration",
+        "  (docs/language.md); otherwise as *no*.",
+        "",
+        "| code | name | severity | suppressible | summary |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    lines += [f"| {r.code} | `{r.name}` | {r.severity.value} | {r.summary} |" for r in RULES]
+    lines += [f"| {r.code} | `{r.name}` | {r.severity.value} | {_suppressible(r)} | {r.summary} |"
+              for r in RULES]
     for rule in RULES:
         lines += ["", rule.explanation().rstrip()]
     return "\n".join(lines) + "\n"

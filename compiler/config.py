@@ -6,7 +6,7 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-KEYS = {"select", "ignore", "include-dirs", "compiler", "arch", "lanes"}
+KEYS = {"select", "ignore", "include-dirs", "allow-paths", "compiler", "arch", "lanes"}
 
 # The kernels pipec ships (`common.cuh`, the examples' sources), in the repository or the wheel:
 # always searched, after the user's folders, so a kernel anywhere can `#include "common.cuh"`.
@@ -26,6 +26,10 @@ class CompileOptions:
     arch: str = "sm_90"
     lanes: int | None = None
     defines: tuple[tuple[str, str], ...] = ()  # NAME=EXPR overriding constants of the main file
+    # Imports and `load` files stay inside the project (the folder of the pyproject.toml, or
+    # without one the pipeline's own folder), the include folders and these folders.
+    project_root: Path | None = None
+    allow_paths: tuple[Path, ...] = ()
 
     @property
     def virtual_arch(self) -> str:
@@ -64,6 +68,8 @@ def load_settings(start: Path) -> Settings:
     base = path.parent
     options = CompileOptions(
         include_dirs=_with_shipped(tuple((base / d).resolve() for d in _list(table, "include-dirs", path))),
+        project_root=base.resolve(),
+        allow_paths=tuple((base / d).resolve() for d in _list(table, "allow-paths", path)),
         compiler=_string(table, "compiler", "nvrtc", path),
         arch=_string(table, "arch", "sm_90", path),
         lanes=table.get("lanes"),

@@ -4,7 +4,8 @@
                 --check--> checked model with DAGs --plan--> plan (runtime: built graph)
 
 Stages report into one sink; the driver stops before planning when errors remain after
-suppressions and the rule selection.
+suppressions and the rule selection, or when any unsuppressible error was found at all:
+suppressions and the selection change what is reported, never what is built.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def compile_file(path: Path, settings: Settings, *, until: str = "plan",
     for name, stage in STAGES:
         if name == "plan":
             _finish_diagnostics(c)
-            if c.has_errors:
+            if c.has_errors or _unsuppressible_errors(c):
                 break
         value = stage(value, c)
         if value is None:
@@ -125,7 +126,17 @@ def compile_file(path: Path, settings: Settings, *, until: str = "plan",
         if name == until:
             break
     _finish_diagnostics(c)
+    if until == "plan" and c.plan is None:
+        # the errors that stop the plan are reported even when the selection hid them
+        hidden = [d for d in _unsuppressible_errors(c) if d not in c.diagnostics]
+        c.diagnostics = sorted(c.diagnostics + hidden, key=Diagnostic.sort_key)
     return c
+
+
+def _unsuppressible_errors(c: Compilation) -> list[Diagnostic]:
+    """The errors found before suppressions and selection that leave no meaningful plan."""
+    return [d for d in c.sink.diagnostics
+            if d.severity is codes.Severity.ERROR and not codes.BY_CODE[d.code].suppressible]
 
 
 def _finish_diagnostics(c: Compilation) -> None:

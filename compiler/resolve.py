@@ -13,14 +13,17 @@ from .model import Program
 from .resolve_decls import Declarations
 from .resolve_scope import LoadedModule
 from .resolve_unroll import Unrolling
+from .resolve_waivers import Waivers
 
 
-class Resolver(Declarations, Unrolling):
-    """The passes over one shared scope: declarations (with kernel imports), then unrolling."""
+class Resolver(Declarations, Waivers, Unrolling):
+    """The passes over one shared scope: declarations (with kernel imports), waivers, then
+    sizing and unrolling."""
 
     def resolve(self, source: SourceFile, tree: ast.Module) -> Program:
         path = source.path.resolve()
         main = LoadedModule(path, source, tree)
+        self.allowed_dirs = self._allowed_dirs(path)
         self.defines = self._parse_defines()
         self._populate(main)
         for name, (_, span) in self.defines.items():
@@ -30,6 +33,11 @@ class Resolver(Declarations, Unrolling):
                                             "constants"))
         options = self._options(main)
         waivers = self._waivers(main)
+        roots: dict[type, ast.Block] = {}  # the first step and init: the ones unrolled
+        for decl in main.tree.decls:
+            if isinstance(decl, (ast.StepDecl, ast.InitDecl)):
+                roots.setdefault(type(decl), decl.body)
+        self._measure(main, list(roots.values()))
         step = init = None
         for decl in main.tree.decls:
             if isinstance(decl, ast.StepDecl):

@@ -1,8 +1,9 @@
 """The declaration pass: loading imported `.pipe` modules, `-D` definitions, constants,
-buffers with their initial values, options and waivers, into each module's scope."""
+buffers with their initial values and options, into each module's scope."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -11,15 +12,15 @@ from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expressio
 from .config import CompileOptions
 from .consteval import Value, literal, representable
 from .diagnostics import DiagnosticSink, Label
-from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options, Waiver
+from .kernels import include_closure
+from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options
 from .resolve_kernels import KernelImports
 from .resolve_scope import Abort, LoadedModule, Symbol
 
-WAIVABLE_RULES = {
-    "atomics": "atomics", "atomic_operation": "atomics", "PC305": "atomics",
-    "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", "PC306": "spin-wait",
-    "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", "PC307": "fence-barrier",
-}
+MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
+INT64_MAX = (1 << 63) - 1
+# the kernels shipped with pipec: importable from any project
+SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
 
 class Declarations(KernelImports):
@@ -30,6 +31,7 @@ class Declarations(KernelImports):
         self.loading: list[Path] = []
         self.defines: dict[str, tuple[ast.Expr, Span]] = {}
         self.used_defines: set[str] = set()
+        self.allowed_dirs: tuple[Path, ...] = ()  # set by `resolve` from the main file
 
     def _load(self, path: Path, via: Span) -> LoadedModule | None:
         if path in self.modules:
@@ -101,14 +103,23 @@ class Declarations(KernelImports):
 
 
     def _import(self, module: LoadedModule, decl: ast.Import) -> None:
-        target = self._find_file(module.path.parent, decl.path.value)
+        target, refused = self._find_file(module.path.parent, decl.path.value)
         if target is None:
-            self.sink.add("PC102", f"cannot find `{decl.path.value}`", decl.path.span,
-                          "paths are relative to the importing file, then to each include "
-                          "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
+            if refused:
+                self._refuse(decl.path.value, decl.path.span)
+            else:
+                self.sink.add("PC102", f"cannot find `{decl.path.value}`", decl.path.span,
+                              "paths are relative to the importing file, then to each include "
+                              "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
             self._mark_invalid(module, decl.names or ())
             return
         if target.suffix in (".cu", ".cuh", ".cuda"):
+            outside = [h for h in include_closure(target, target.read_text(errors="replace"),
+                                                  self.options.include_dirs) if not self._allowed(h)]
+            if outside:
+                self._refuse(f"{decl.path.value}` includes `{outside[0].name}", decl.path.span)
+                self._mark_invalid(module, decl.names or ())
+                return
             self._import_kernels(module, decl, target)
             return
         imported = self._load(target, decl.path.span)
@@ -127,12 +138,31 @@ class Declarations(KernelImports):
             else:
                 self._declare(module, ident, symbol)
 
-    def _find_file(self, base: Path, relative: str) -> Path | None:
+    def _find_file(self, base: Path, relative: str) -> tuple[Path | None, bool]:
+        """The first existing file the path names inside the allowed folders, and whether
+        some folder's reading of it lies outside them (refused whether it exists or not)."""
+        refused = False
         for folder in (base, *self.options.include_dirs):
             candidate = (folder / relative).resolve()
-            if candidate.is_file():
-                return candidate
-        return None
+            if not self._allowed(candidate):
+                refused = True
+            elif candidate.is_file():
+                return candidate, refused
+        return None, refused
+
+    def _allowed_dirs(self, main: Path) -> tuple[Path, ...]:
+        options = self.options
+        root = options.project_root or main.parent
+        return (root, *options.include_dirs, *options.allow_paths, SHIPPED_KERNELS)
+
+    def _allowed(self, path: Path) -> bool:
+        return any(path.is_relative_to(folder) for folder in self.allowed_dirs)
+
+    def _refuse(self, what: str, span: Span) -> None:
+        """PC110; the file is never read, so nothing of it can appear in a report."""
+        self.sink.add("PC110", f"`{what}` lies outside the project", span,
+                      f"imports and `load` files stay inside {self.allowed_dirs[0]} and the include "
+                      "folders; list more folders in `allow-paths` under [tool.pipec]")
 
     def _buffer(self, module: LoadedModule, decl: ast.BufferDecl) -> Buffer:
         dtype = DTYPES.get(decl.dtype.text)
@@ -147,6 +177,15 @@ class Declarations(KernelImports):
                               "every dimension must be at least 1")
                 raise Abort
         count = int(np.prod(shape, dtype=object))
+        if count > INT64_MAX:
+            self.sink.add("PC107", f"the shape holds {count} elements, more than a 64-bit count "
+                          "can hold", decl.span, "a buffer's element count must fit in int64")
+            raise Abort
+        if count * dtype.size > MAX_BUFFER_BYTES:
+            self.sink.add("PC107", f"`{decl.name.text}` takes {count * dtype.size} bytes, more than "
+                          f"the {MAX_BUFFER_BYTES} (1 TiB) any device holds", decl.span,
+                          "split the data, or keep it on the host and stream it in")
+            raise Abort
         labels = tuple(label.text for label in decl.labels)
         if len(labels) > count:
             self.sink.add("PC107", f"{len(labels)} labels for {count} elements",
@@ -185,6 +224,10 @@ class Declarations(KernelImports):
                               keyword.span, hint)
                 raise Abort
             seed = self._int(module, {}, keyword.value, "a seed")
+            if not 0 <= seed < 1 << 64:
+                self.sink.add("PC107", f"seed {seed} is outside 0 to 2**64 - 1", keyword.value.span,
+                              "seeds are unsigned 64-bit integers")
+                raise Abort
         if kind == "load":
             return self._load_init(module, expr, args[0], dtype, shape)
         for value, arg in zip(args, expr.args):
@@ -197,7 +240,37 @@ class Declarations(KernelImports):
                 self.sink.add("PC107", f"fill value {problem}", expr.args[0].span,
                               f"choose a value a `{dtype.name}` can hold")
                 raise Abort
+        else:
+            self._check_random(kind, args, expr, dtype)
         return Init(kind, args, seed)
+
+    def _check_random(self, kind: str, args: tuple, expr: ast.Call, dtype) -> None:
+        """uniform(lo, hi): finite, lo < hi, values the element type holds (hi excluded for
+        integers); normal(mean, std): a floating-point buffer, finite, std >= 0."""
+        problem = None
+        for value, arg in zip(args, expr.args):
+            if isinstance(value, float) and not math.isfinite(value):
+                problem = (f"`{kind}` needs finite numbers, found `{literal(value)}`", arg.span)
+        if problem is None and kind == "normal":
+            if dtype.kind != "f":
+                problem = (f"`normal` fills floating-point buffers; `{dtype.name}` holds integers",
+                           expr.span)
+            elif args[1] < 0:
+                problem = (f"a standard deviation of {args[1]} is negative", expr.args[1].span)
+        elif problem is None:
+            lo, hi = args
+            last = hi - 1 if dtype.kind != "f" and isinstance(hi, int) else hi
+            if not lo < hi:
+                problem = (f"`uniform({literal(lo)}, {literal(hi)})` is empty: the low end must be "
+                           "below the high end", expr.span)
+            elif (why := representable(lo, dtype)) is not None:
+                problem = (f"`uniform` low end {why}", expr.args[0].span)
+            elif (why := representable(last, dtype)) is not None:
+                problem = (f"`uniform` draws up to {literal(last)}: {why}", expr.args[1].span)
+        if problem is not None:
+            self.sink.add("PC107", problem[0], problem[1], f"the buffer is `{dtype.name}`; "
+                          "uniform(lo, hi) needs lo < hi, normal(mean, std) needs std >= 0")
+            raise Abort
 
     def _load_init(self, module: LoadedModule, expr: ast.Call, value: Value, dtype, shape) -> Init:
         if not isinstance(value, str):
@@ -205,6 +278,9 @@ class Declarations(KernelImports):
                           "write `load(\"file.npy\")`, relative to the .pipe file")
             raise Abort
         path = (module.path.parent / value).resolve()
+        if not self._allowed(path):
+            self._refuse(value, expr.args[0].span)
+            raise Abort
         try:
             with path.open("rb") as f:
                 version = np.lib.format.read_magic(f)
@@ -212,7 +288,9 @@ class Declarations(KernelImports):
                     header = np.lib.format.read_array_header_1_0(f)
                 else:  # 2.0 and 3.0 share the header layout
                     header = np.lib.format.read_array_header_2_0(f)
+                data_start = f.tell()
             file_shape, _, file_dtype = header
+            data_bytes = path.stat().st_size - data_start
         except (OSError, ValueError) as error:
             self.sink.add("PC107", f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
                           "the path is relative to the .pipe file")
@@ -223,9 +301,14 @@ class Declarations(KernelImports):
                           f"buffer is {dtype.name}{list(shape)}", expr.args[0].span,
                           "save the array with the buffer's shape and element type")
             raise Abort
+        if data_bytes < int(np.prod(shape, dtype=object)) * expected.itemsize:
+            self.sink.add("PC107", f"`{value}` is truncated: it holds {data_bytes} bytes of data, "
+                          f"its header promises {int(np.prod(shape, dtype=object)) * expected.itemsize}",
+                          expr.args[0].span, "save the array again")
+            raise Abort
         return Init("load", (), None, path)
 
-    # --- options and waivers ----------------------------------------------------------------
+    # --- options ----------------------------------------------------------------------------
 
     def _options(self, module: LoadedModule) -> Options:
         values: dict = {}
@@ -256,25 +339,3 @@ class Declarations(KernelImports):
         if self.options.lanes is not None:
             values["lanes"] = self.options.lanes
         return Options(**values, share_modules_span=share_span)
-
-    def _waivers(self, module: LoadedModule) -> list[Waiver]:
-        waivers = []
-        for decl in module.tree.decls:
-            if not isinstance(decl, ast.WaiveDecl):
-                continue
-            rule = WAIVABLE_RULES.get(decl.rule.text)
-            symbol = module.scope.get(decl.kernel.text)
-            if rule is None:
-                self.sink.add("PC108", f"`{decl.rule.text}` cannot be waived", decl.rule.span,
-                              "waivable rules: atomics, spin_wait, fence_barrier")
-            elif symbol is not None and symbol.kind == "invalid":
-                continue  # its import failed, and was reported
-            elif symbol is None or symbol.kind != "kernel":
-                self.sink.add("PC103", f"`{decl.kernel.text}` is not an imported kernel", decl.kernel.span,
-                              self._suggest(decl.kernel.text, module.scope, "kernels"))
-            elif not decl.reason.value.strip():
-                self.sink.add("PC108", "a waiver needs a reason", decl.reason.span,
-                              "say why this kernel is safe despite the rule")
-            else:
-                waivers.append(Waiver(rule, symbol.value, decl.reason.value, decl.span))
-        return waivers

@@ -25,7 +25,9 @@ class KernelImports(Scope):
     def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
         super().__init__(options, sink, toolchain)
         self.kernel_files: dict[Path, SourceFile] = {}
-        self.kernels: dict[tuple[Path, str], Kernel] = {}  # one object per kernel, however imported
+        # one object per kernel identity (its source's analysis key, which covers the path, the
+        # content and the compile options, and its name), however often it is imported
+        self.kernels: dict[tuple[str, str], Kernel] = {}
 
     def _import_kernels(self, module: LoadedModule, decl: ast.Import, path: Path) -> None:
         try:
@@ -47,9 +49,10 @@ class KernelImports(Scope):
                 self.sink.add("PC106", f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint)
                 self._mark_invalid(module, (ident,))
                 continue
-            kernel = self.kernels.get((path, ident.text))
+            kernel = self.kernels.get((analysis.key, ident.text))
             if kernel is None:
-                kernel = self.kernels[path, ident.text] = self._kernel(ident, record, path, source, analysis.key)
+                kernel = self._kernel(ident, record, path, source, analysis.key)
+                self.kernels[analysis.key, ident.text] = kernel
             self._declare(module, ident, Symbol("kernel", kernel, ident.span))
 
     def _kernel_file(self, path: Path) -> SourceFile:

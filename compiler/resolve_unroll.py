@@ -12,23 +12,25 @@ from .model import (
     PointerArg, RuntimeValueArg, ValueArg,
 )
 from .ranges import launch_accesses
-from .resolve_scope import Abort, LoadedModule, Scope
+from .resolve_scope import Abort, LoadedModule
+from .resolve_size import Sizing
 
-MAX_NODES = 1_000_000
 
-
-class Unrolling(Scope):
-    """Owns the node count, the parallel groups and the node names given out so far."""
+class Unrolling(Sizing):
+    """Owns the parallel groups and the node names given out so far. The size pass has
+    checked the root blocks against the node and iteration limits before any is unrolled."""
 
     def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
         super().__init__(options, sink, toolchain)
-        self.node_count = 0
         self.dropped_statements = 0
         self.next_group = 0
         self.names_taken: dict[str, dict[str, int]] = {}
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
+        if self.size_so_far.too_large:  # reported by the size pass; build nothing
+            self.dropped_statements += 1
+            return body
         self._block(module, {}, block, body, None, [])
         return body
 
@@ -45,22 +47,18 @@ class Unrolling(Scope):
     def _statement(self, module, env, stmt, body: GraphBody, group, stack) -> None:
         match stmt:
             case ast.Launch():
-                self._add(body, self._launch(module, env, stmt, body, group))
+                body.items.append(self._launch(module, env, stmt, body, group))
             case ast.Fill():
-                self._add(body, self._fill(module, env, stmt, body, group))
+                body.items.append(self._fill(module, env, stmt, body, group))
             case ast.Copy():
-                self._add(body, self._copy(module, env, stmt, body, group))
+                body.items.append(self._copy(module, env, stmt, body, group))
             case ast.GraphCall():
                 node = self._graph_call(module, env, stmt, body, group, stack)
                 if node is not None:
-                    self._add(body, node)
+                    body.items.append(node)
             case ast.For():
                 start = self._int(module, env, stmt.start, "a loop bound", "branch")
                 stop = self._int(module, env, stmt.stop, "a loop bound", "branch")
-                if stop - start > MAX_NODES:
-                    self.sink.add("PC105", f"the loop unrolls {stop - start} times", stmt.span,
-                                  f"a step holds at most {MAX_NODES} nodes")
-                    raise Abort
                 for value in range(start, stop):
                     self._block(module, {**env, stmt.var.text: value}, stmt.body, body, group, stack)
             case ast.If():
@@ -79,14 +77,6 @@ class Unrolling(Scope):
                     self.next_group += 1
                     group = self.next_group
                 self._block(module, env, stmt.body, body, group, stack)
-
-    def _add(self, body: GraphBody, node) -> None:
-        self.node_count += 1
-        if self.node_count > MAX_NODES:
-            self.sink.add("PC105", f"the step has more than {MAX_NODES} nodes", node.span,
-                          "split the work into fewer, larger kernels")
-            raise Abort
-        body.items.append(node)
 
     def _node_name(self, body: GraphBody, base: str) -> str:
         taken = self.names_taken.setdefault(body.name, {})

@@ -1,6 +1,8 @@
 """Inline suppressions: `# pipec: ignore[PC302, PC401] reason` silences those findings on its
 own line, or on the next line when the comment stands alone. Every suppression must give a
-reason (PC002), and one that silences nothing is reported (PC001)."""
+reason (PC002), and one that silences nothing is reported (PC001). Only suppressible rules
+(`Rule.suppressible` in codes.py) can be silenced: naming another is reported as PC001 and
+leaves the finding in place."""
 
 from __future__ import annotations
 
@@ -38,6 +40,11 @@ def find_suppressions(source: SourceFile, sink: DiagnosticSink) -> list[Suppress
             if rule is None:
                 sink.add("PC001", f"`{item}` is not a rule code or name", span,
                          "docs/rules.md lists every code and name")
+            elif not rule.suppressible:
+                sink.add("PC001", f"{rule.code} ({rule.name}) cannot be suppressed: "
+                         + ("exempt a kernel with `waive` instead" if rule.waivable
+                            else "it leaves no meaningful plan"), span,
+                         "fix the finding; docs/rules.md lists the suppressible rules")
             else:
                 codes.add(rule.code)
         reason = match.group(2).strip()

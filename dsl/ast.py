@@ -258,10 +258,13 @@ class OptionDecl:
 
 @dataclass(frozen=True)
 class WaiveDecl:
+    """`waive RULE for KERNEL: "reason"`, or `for "file.cu":KERNEL` naming the kernel source."""
+
     rule: Ident
     kernel: Ident
     reason: StrLit
     span: Span
+    file: StrLit | None = None
 
 
 Decl = Union[

@@ -251,8 +251,9 @@ class _ToAst(Transformer):
         return ast.OptionDecl(self._ident(name), value, self._span(children))
 
     def waive_decl(self, children):
-        rule, kernel, reason = self._parts(children)
-        return ast.WaiveDecl(self._ident(rule), self._ident(kernel), self._str(reason), self._span(children))
+        rule, file, *_, kernel, reason = self._parts(children)  # file: None in the bare form
+        return ast.WaiveDecl(self._ident(rule), self._ident(kernel), self._str(reason), self._span(children),
+                             self._str(file) if file is not None else None)
 
     # --- statements -------------------------------------------------------------------------
 

@@ -7,8 +7,12 @@ import textwrap
 from pathlib import Path
 
 from pipec.compiler import Settings, compile_file
+from pipec.compiler.config import CompileOptions
 
 KERNELS = Path(__file__).parent / "fixtures" / "stage_kernels.cu"
+# the programs import the test kernels and kernel sources tests write to temporary folders
+ALLOW_TEST_FILES = Settings(CompileOptions(
+    allow_paths=(KERNELS.parent.resolve(), Path(tempfile.gettempdir()).resolve())))
 
 
 def check_text(body: str, *, header: str | None = None, settings: Settings | None = None):
@@ -17,4 +21,4 @@ def check_text(body: str, *, header: str | None = None, settings: Settings | Non
     folder = Path(tempfile.mkdtemp(prefix="pipec-test-"))
     path = folder / "t.pipe"
     path.write_text(header + textwrap.dedent(body))
-    return compile_file(path, settings or Settings())
+    return compile_file(path, settings or ALLOW_TEST_FILES)

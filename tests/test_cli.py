@@ -96,7 +96,7 @@ def test_select_and_ignore(capsys):
 
 
 def test_config_in_pyproject(tmp_path, capsys):
-    (tmp_path / "pyproject.toml").write_text('[tool.pipec]\nignore = ["PC302"]\n')
+    (tmp_path / "pyproject.toml").write_text(f'[tool.pipec]\nignore = ["PC302"]\nallow-paths = ["{RULES}"]\n')
     target = tmp_path / "x.pipe"
     target.write_text(DIRTY.read_text().replace('"kernels.cu"', f'"{RULES / "kernels.cu"}"'))
     assert run(capsys, target)[0] == 0

@@ -5,8 +5,10 @@ calls the analysis cannot follow are not waivable. Also PC003, a waiver that exe
 
 from __future__ import annotations
 
+import os
+
 from ..diagnostics import Label
-from ..model import LaunchNode
+from ..model import Kernel, LaunchNode
 from .context import CheckContext
 
 RULE_CODES = {"atomics": "PC305", "spin-wait": "PC306", "fence-barrier": "PC307", "grid-sync": "PC319",
@@ -33,14 +35,24 @@ MESSAGES = {
 def forbidden_instructions(ctx: CheckContext) -> None:
     if ctx.program.step is None:
         return
-    first_use: dict[str, LaunchNode] = {}
+    # keyed by the kernel itself: two sources' kernels of one name are analysed and waived apart
+    first_use: dict[Kernel, LaunchNode] = {}
     for node in ctx.launches(ctx.program.step):
-        first_use.setdefault(node.kernel.name, node)
-    waived = {(w.rule, w.kernel.name): w for w in ctx.program.waivers}
+        first_use.setdefault(node.kernel, node)
+    shared_names = {k.name for k in first_use if sum(o.name == k.name for o in first_use) > 1}
+    folder = ctx.program.path.parent
+
+    def called(kernel: Kernel) -> str:
+        """How a message names the kernel: with its source when another shares its name."""
+        if kernel.name in shared_names:
+            return f'"{os.path.relpath(kernel.source.path, folder)}":{kernel.name}'
+        return kernel.name
+
+    waived = {(w.rule, w.kernel): w for w in ctx.program.waivers}
     used_waivers = set()
-    for name, node in first_use.items():
-        for finding in node.kernel.findings:
-            key = (finding.rule, name)
+    for kernel, node in first_use.items():
+        for finding in kernel.findings:
+            key = (finding.rule, kernel)
             if key in waived:
                 used_waivers.add(key)
                 continue
@@ -49,15 +61,15 @@ def forbidden_instructions(ctx: CheckContext) -> None:
             if finding.inlined_into is not None:
                 labels.append(Label(finding.inlined_into, "inlined into the kernel here"))
             if finding.rule in WAIVABLE:
-                exemption = f"waive {finding.rule.replace('-', '_')} for {name}: \"reason\""
+                exemption = f"waive {finding.rule.replace('-', '_')} for {called(kernel)}: \"reason\""
                 hint = f"{hint}; or exempt it: `{exemption}`"
             detail = (f": {finding.instruction}" if finding.rule == "unfollowed-call"  # a description
                       else f" (`{finding.instruction}`)")
-            ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what}{detail}", finding.span, hint,
-                         labels=tuple(labels))
+            ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{called(kernel)}` {what}{detail}", finding.span,
+                         hint, labels=tuple(labels))
     for key, waiver in waived.items():
         if key not in used_waivers and not ctx.program.dropped_statements:
-            what = (f"the step's `{waiver.kernel.name}` has no {waiver.rule} finding"
-                    if waiver.kernel.name in first_use
-                    else f"the step never launches `{waiver.kernel.name}`")
+            what = (f"the step's `{called(waiver.kernel)}` has no {waiver.rule} finding"
+                    if waiver.kernel in first_use
+                    else f"the step never launches `{called(waiver.kernel)}`")
             ctx.sink.add("PC003", f"nothing to waive: {what}", waiver.span, "remove the waiver")

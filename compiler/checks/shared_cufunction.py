@@ -4,14 +4,14 @@ graph and by the eager init block, would use one CUfunction in both."""
 from __future__ import annotations
 
 from ..diagnostics import Label
-from ..model import GraphBody, GraphNode, LaunchNode
+from ..model import GraphBody, GraphNode, Kernel, LaunchNode
 from .context import CheckContext
 
 
-def _owners(body: GraphBody, owner: str, found: dict[str, list[tuple[str, LaunchNode]]]) -> None:
+def _owners(body: GraphBody, owner: str, found: dict[Kernel, list[tuple[str, LaunchNode]]]) -> None:
     for item in body.items:
-        if isinstance(item, LaunchNode):
-            found.setdefault(item.kernel.name, []).append((owner, item))
+        if isinstance(item, LaunchNode):  # keyed by the kernel, not its name: one CUfunction each
+            found.setdefault(item.kernel, []).append((owner, item))
         elif isinstance(item, GraphNode):
             _owners(item.body, item.body.name, found)
 
@@ -20,7 +20,7 @@ def shared_cufunction(ctx: CheckContext) -> None:
     options = ctx.program.options
     if not options.share_modules:
         return
-    found: dict[str, list[tuple[str, LaunchNode]]] = {}
+    found: dict[Kernel, list[tuple[str, LaunchNode]]] = {}
     if ctx.program.init is not None:
         _owners(ctx.program.init, "eager init", found)
     if ctx.program.step is not None:
@@ -36,7 +36,7 @@ def shared_cufunction(ctx: CheckContext) -> None:
         labels = [Label(first.span, f"used by `{first_owner}` here")]
         if options.share_modules_span is not None:
             labels.append(Label(options.share_modules_span, "modules shared here"))
-        ctx.sink.add("PC308", f"kernel `{kernel}` would share one CUfunction between `{first_owner}` "
+        ctx.sink.add("PC308", f"kernel `{kernel.name}` would share one CUfunction between `{first_owner}` "
                      f"and `{second_owner}`", second.span,
                      "remove `option share_modules = true`: each child graph then loads its own "
                      "module instance, and eager launches yet another", labels=tuple(labels))

@@ -1,0 +1,182 @@
+"""The size pass: how many nodes, and how many loop iterations, unrolling a `step` or `init`
+block would take, found before anything is unrolled so that an oversized program fails fast,
+in bounded time and memory (PC111).
+
+A graph body is counted once per set of arguments and multiplied by its uses; a loop whose
+body does not depend on the loop variable is counted once and multiplied by its trip count.
+Only a body that does depend on it (a condition, a bound or a graph argument reading the
+variable) is counted iteration by iteration; before that, a lower bound (every part that
+depends on the variable counted as nothing) times the trip count may already be over a
+limit, and the enumeration stops as soon as the program is. Statements the unrolling would
+reject count as nothing: it reports them itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dsl import ast
+from .consteval import ConstError, RuntimeValue, evaluate
+from .resolve_scope import Abort, LoadedModule, Scope
+
+MAX_NODES = 1_000_000  # nodes of the step and init together, child graphs' nodes included
+MAX_ITERATIONS = 1_000_000  # loop iterations the unrolling may walk, nested loops multiplied
+
+
+@dataclass(frozen=True)
+class Size:
+    nodes: int = 0
+    iterations: int = 0
+
+    def __add__(self, other: Size) -> Size:
+        return Size(self.nodes + other.nodes, self.iterations + other.iterations)
+
+    def times(self, count: int) -> Size:
+        return Size(self.nodes * count, self.iterations * count)
+
+    @property
+    def too_large(self) -> bool:
+        return self.nodes > MAX_NODES or self.iterations > MAX_ITERATIONS
+
+
+class _DependsOnLoop(Exception):
+    """The statement's size depends on a loop variable whose value is not fixed yet."""
+
+
+class _TooLarge(Exception):
+    """The program is over a limit; `size` is its size so far (a lower bound)."""
+
+    def __init__(self, size: Size) -> None:
+        super().__init__()
+        self.size = size
+
+
+class Sizing(Scope):
+    """Owns the size counted so far and the per-argument sizes of graph bodies."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.size_so_far = Size()
+        self.graph_sizes: dict[tuple, Size] = {}
+
+    def _measure(self, module: LoadedModule, roots: list[ast.Block]) -> None:
+        """Size the root blocks together, reporting the statement that crosses a limit; after
+        it, `size_so_far.too_large` tells the unrolling to build nothing."""
+        for stmt in (stmt for block in roots for stmt in block.stmts):
+            try:
+                self.size_so_far += self._size(module, {}, frozenset(), stmt, (), self.size_so_far)
+            except _TooLarge as over:
+                self.size_so_far = over.size
+            if self.size_so_far.too_large:
+                self._report_too_large(stmt, self.size_so_far)
+                return
+
+    def _report_too_large(self, stmt, size: Size) -> None:
+        if size.nodes > MAX_NODES:
+            what = f"{size.nodes} nodes; a program holds at most {MAX_NODES} (step and init together)"
+        else:
+            what = (f"{size.iterations} loop iterations; unrolling walks at most {MAX_ITERATIONS} "
+                    "(nested loops multiply)")
+        self.sink.add("PC111", f"unrolling would reach at least {what}", stmt.span,
+                      "let one kernel launch do the repeated work (a larger grid, a loop inside "
+                      "the kernel) instead of unrolling it into nodes")
+
+    def _size(self, module: LoadedModule, env: dict, unknown: frozenset, stmt, stack: tuple,
+              before: Size, lower: bool = False) -> Size:
+        """The size of one statement; `unknown` names loop variables not fixed yet, `before`
+        is the size counted ahead of it (so an enumeration can stop at a limit). With `lower`,
+        a lower bound in which whatever reads an unknown variable counts as nothing;
+        without, reading one raises _DependsOnLoop."""
+        match stmt:
+            case ast.Launch() | ast.Fill() | ast.Copy():
+                return Size(1)
+            case ast.Parallel(body=body):
+                return self._size_of(module, env, unknown, _statements(body), stack, before, lower)
+            case ast.If():
+                cond = self._value(module, env, unknown, stmt.cond, lower)
+                chosen = stmt.then if cond is True else stmt.orelse if cond is False else None
+                if isinstance(chosen, ast.If):
+                    return self._size(module, env, unknown, chosen, stack, before, lower)
+                return self._size_of(module, env, unknown, _statements(chosen), stack, before, lower)
+            case ast.For():
+                return self._size_of_loop(module, env, unknown, stmt, stack, before, lower)
+            case ast.GraphCall():
+                return self._size_of_graph_use(module, env, unknown, stmt, stack, before, lower)
+        return Size()
+
+    def _size_of(self, module, env, unknown, stmts, stack, before: Size, lower: bool = False) -> Size:
+        total = Size()
+        for stmt in stmts:
+            total += self._size(module, env, unknown, stmt, stack, before + total, lower)
+            if (before + total).too_large:
+                raise _TooLarge(before + total)
+        return total
+
+    def _size_of_loop(self, module, env, unknown, stmt: ast.For, stack, before: Size,
+                      lower: bool) -> Size:
+        start = self._value(module, env, unknown, stmt.start, lower)
+        stop = self._value(module, env, unknown, stmt.stop, lower)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop)):
+            return Size()
+        trips = max(stop - start, 0)
+        var = stmt.var.text
+        try:
+            once = self._size_of(module, env, unknown | {var}, stmt.body.stmts, stack, before, lower)
+            return (once + Size(0, 1)).times(trips)
+        except _DependsOnLoop:
+            pass
+        at_least = (self._size_of(module, env, unknown | {var}, stmt.body.stmts, stack, before,
+                                  lower=True) + Size(0, 1)).times(trips)
+        if (before + at_least).too_large:
+            raise _TooLarge(before + at_least)
+        total = Size()
+        inner = {**env}
+        for value in range(start, stop):
+            inner[var] = value
+            total += self._size_of(module, inner, unknown - {var}, stmt.body.stmts, stack,
+                                   before + total) + Size(0, 1)
+            if (before + total).too_large:
+                raise _TooLarge(before + total)
+        return total
+
+    def _size_of_graph_use(self, module, env, unknown, stmt: ast.GraphCall, stack, before: Size,
+                           lower: bool) -> Size:
+        symbol = module.scope.get(stmt.name.text)
+        if symbol is None or symbol.kind != "graph":
+            return Size()
+        decl: ast.GraphDecl = symbol.value
+        if decl.name.text in stack or len(stmt.args) != len(decl.params):
+            return Size()
+        values = tuple(self._value(module, env, unknown, a, lower) for a in stmt.args)
+        if None in values:
+            return Size()
+        key = (id(decl), tuple((type(v), v) for v in values))
+        if key not in self.graph_sizes:
+            inner = {p.text: v for p, v in zip(decl.params, values)}
+            self.graph_sizes[key] = self._size_of(symbol.module, inner, frozenset(), decl.body.stmts,
+                                                  stack + (decl.name.text,), before)
+        return self.graph_sizes[key] + Size(1)
+
+    def _value(self, module, env, unknown, expr: ast.Expr, lower: bool):
+        """The expression's value, None when the unrolling would reject it; when it reads a
+        variable in `unknown`, None for a lower bound, else _DependsOnLoop."""
+        lookup = self._lookup(module, env)
+
+        def known(ident: ast.Ident):
+            if ident.text in unknown:
+                raise _DependsOnLoop
+            return lookup(ident)
+        try:
+            return evaluate(expr, known)
+        except (ConstError, RuntimeValue, Abort):
+            return None
+        except _DependsOnLoop:
+            if lower:
+                return None
+            raise
+
+
+def _statements(block) -> tuple:
+    if block is None:
+        return ()
+    return (block,) if isinstance(block, ast.For) else block.stmts

@@ -1,0 +1,75 @@
+"""The waiver pass: `waive RULE for KERNEL: "reason"` exempts one kernel from a PTX rule.
+
+A waiver names a kernel's identity, not a bare function name: two kernels called `k` in two
+sources are two kernels. `for "file.cu":k` names the source (a path found like an import's);
+a bare `for k` names the kernel the file imports as `k`, or else the one kernel of that name
+anywhere in the program, and is an error when there are several.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..dsl import ast
+from .model import Kernel, Waiver
+from .resolve_scope import LoadedModule, Scope
+
+WAIVABLE_RULES = {
+    "atomics": "atomics", "atomic_operation": "atomics", "PC305": "atomics",
+    "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", "PC306": "spin-wait",
+    "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", "PC307": "fence-barrier",
+}
+
+
+class Waivers(Scope):
+    """Reads the kernels the imports loaded (`self.kernels`) and finds files like imports."""
+
+    def _waivers(self, module: LoadedModule) -> list[Waiver]:
+        waivers = []
+        for decl in module.tree.decls:
+            if not isinstance(decl, ast.WaiveDecl):
+                continue
+            rule = WAIVABLE_RULES.get(decl.rule.text)
+            if rule is None:
+                self.sink.add("PC108", f"`{decl.rule.text}` cannot be waived", decl.rule.span,
+                              "waivable rules: atomics, spin_wait, fence_barrier")
+                continue
+            kernels = self._waived_kernels(module, decl)
+            if kernels and not decl.reason.value.strip():
+                self.sink.add("PC108", "a waiver needs a reason", decl.reason.span,
+                              "say why this kernel is safe despite the rule")
+            elif kernels:
+                waivers += [Waiver(rule, kernel, decl.reason.value, decl.span) for kernel in kernels]
+        return waivers
+
+    def _waived_kernels(self, module: LoadedModule, decl: ast.WaiveDecl) -> list[Kernel]:
+        """The kernels the waiver names (one, or one per compilation of a source), or none
+        after a report."""
+        name = decl.kernel.text
+        if decl.file is not None:
+            target, refused = self._find_file(module.path.parent, decl.file.value)
+            if target is None and refused:
+                self._refuse(decl.file.value, decl.file.span)
+                return []
+            found = [k for k in self.kernels.values() if k.name == name and k.source.path == target]
+            if not found:
+                self.sink.add("PC103", f"no kernel `{name}` is imported from `{decl.file.value}`",
+                              decl.kernel.span, "name a kernel source the pipeline imports, "
+                              "with its path as in the import")
+            return found
+        symbol = module.scope.get(name)
+        if symbol is not None and symbol.kind == "invalid":
+            return []  # its import failed, and was reported
+        if symbol is not None and symbol.kind == "kernel":
+            return [symbol.value]
+        found = [k for k in self.kernels.values() if k.name == name]
+        if len(found) > 1:
+            sources = ", ".join(f'`"{os.path.relpath(k.source.path, module.path.parent)}":{name}`'
+                                for k in found)
+            self.sink.add("PC108", f"`{name}` names {len(found)} kernels of different sources",
+                          decl.kernel.span, f"name the one to waive: {sources}")
+            return []
+        if not found:
+            self.sink.add("PC103", f"`{name}` is not an imported kernel", decl.kernel.span,
+                          self._suggest(name, module.scope, "kernels"))
+        return found
