@@ -82,10 +82,6 @@ SOLVED_RETURN = 195.0
 # scatter and a learner batch one gather; the action (0 or 1) is exact in float32.
 OBS, ACT, RET, NEXT, DISC, ROW = 0, 4, 5, 6, 10, 11
 
-DIAG_FIELDS = ("step", "mean_return_100", "episodes", "loss", "loss_ema", "lr", "epsilon",
-               "replay_size")
-
-
 def param_count(hidden: int) -> int:
     """Length of the flat parameter vector of the Q network 4 -> H -> H -> 2 (docs/dqn.md)."""
     return 8 * hidden + hidden * hidden + 2
@@ -109,11 +105,18 @@ def nstep_return_matrix(cfg: Config) -> list[list[float]]:
     return [[cfg.gamma ** (q - p) if q >= p else 0.0 for p in range(n)] for q in range(n)]
 
 
-def diagnostics_dict(values) -> dict:
-    out = dict(zip(DIAG_FIELDS, (float(v) for v in values)))
-    for key in ("step", "episodes", "replay_size"):
-        out[key] = int(out[key])
-    return out
+def epsilon_at(cfg: Config, step: int) -> float:
+    """The linear epsilon schedule of docs/dqn.md 1."""
+    return max(cfg.eps_end, cfg.eps_start - (cfg.eps_start - cfg.eps_end) * step / cfg.eps_decay_steps)
+
+
+def diagnostics(cfg: Config, *, step, ret_ring, episodes, loss, loss_ema, lr, replay_size) -> dict:
+    """docs/dqn.md 8's diagnostics from state read back from the device (``ret_ring``: the
+    ring of the last 100 finished episodes' returns). Computed when read, not every step."""
+    step, episodes = int(step), int(episodes)
+    return {"step": step, "mean_return_100": float(sum(ret_ring)) / min(max(episodes, 1), 100),
+            "episodes": episodes, "loss": float(loss), "loss_ema": float(loss_ema),
+            "lr": float(lr), "epsilon": epsilon_at(cfg, step), "replay_size": int(replay_size)}
 
 
 # Field types as strings: this module uses postponed evaluation of annotations.

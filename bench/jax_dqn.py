@@ -6,8 +6,9 @@ dispatch, the state's buffers donated so that XLA updates them in place.
 
 Differences from the PyTorch twin (bench/torch_dqn.py) are those of the idiom, not of the
 algorithm: randomness is ``jax.random`` keyed by (SEED, step); writes that must not happen
-go to an out-of-range index that ``mode="drop"`` discards; the learner runs under
-``lax.cond`` on the gate read at the tick; the sum tree is rebuilt from its leaves as a list
+go to an out-of-range index that ``mode="drop"`` discards; the learner is branch-free, its
+writes selected by the gate read at the tick (a ``lax.cond`` would copy its predicate to the
+host on every step of the scan on XLA's GPU backend); the sum tree is rebuilt from its leaves as a list
 of levels (each node the float32 sum of its two children, as pipec's tree) and walked from
 the root, which XLA fuses. CartPole runs in float64 like Gymnasium, so this module turns on
 ``jax_enable_x64``; everything else is float32 or int32 explicitly.
@@ -34,18 +35,13 @@ from jax import lax  # noqa: E402
 
 from dqn_spec import (ACT, DISC, FORCE_MAG, GRAVITY, LENGTH, MASSPOLE, MAX_EPISODE_STEPS,  # noqa: E402
                       NEXT, OBS, POLEMASS_LENGTH, RET, ROW, TAU_PHYS, THETA_THRESHOLD,
-                      TOTAL_MASS, X_THRESHOLD, Config, config_of, diagnostics_dict,
+                      TOTAL_MASS, X_THRESHOLD, Config, config_of, diagnostics,
                       nstep_return_matrix, param_count, param_slices, parser, print_summary,
                       train)
 
 jax.config.update("jax_enable_x64", True)
 
 F32, F64, I32 = jnp.float32, jnp.float64, jnp.int32
-
-
-# What a learner update writes: the only fields that go through lax.cond (the replay is read).
-LEARNER_FIELDS = ("params", "target", "adam_m", "adam_v", "update_count", "leaves", "max_prio",
-                  "loss_ema", "last_loss")
 
 
 class State(NamedTuple):
@@ -151,8 +147,9 @@ def init_state(cfg: Config) -> State:
         ret_ring=jnp.zeros(100, F32), key=key)
 
 
-def _learn(cfg: Config, s: State, strata, beta, last_slot) -> State:
-    """One learner update (docs/dqn.md 6.1-6.7)."""
+def _learn(cfg: Config, s: State, strata, beta, last_slot, learning) -> State:
+    """One learner update (docs/dqn.md 6.1-6.7); with ``learning`` off it changes nothing
+    (its values may then be NaN: empty replay; jnp.where drops them)."""
     c, b = cfg.capacity, cfg.batch
     leaf = sample_leaves(sum_tree_levels(s.leaves), strata, last_slot)
     # w_i = (size * p_i / total)^-beta over its batch maximum is (p_i / min_j p_j)^-beta.
@@ -187,13 +184,15 @@ def _learn(cfg: Config, s: State, strata, beta, last_slot) -> State:
     error = jnp.abs(delta) + cfg.per_eps
     later = jnp.triu(jnp.ones((b, b), bool), 1)
     dup_later = ((leaf[:, None] == leaf[None, :]) & later).any(1)
-    leaves = s.leaves.at[jnp.where(dup_later, c, leaf)].set(error ** cfg.per_alpha, mode="drop")
+    leaves = s.leaves.at[jnp.where(dup_later | ~learning, c, leaf)].set(error ** cfg.per_alpha,
+                                                                        mode="drop")
     ema = jnp.where(s.update_count == 0, loss,
                     cfg.loss_ema * s.loss_ema + (1 - cfg.loss_ema) * loss)
-    return s._replace(params=params, adam_m=m, adam_v=v, update_count=s.update_count + 1,
-                      target=cfg.tau * params + (1 - cfg.tau) * s.target, leaves=leaves,
-                      max_prio=jnp.maximum(s.max_prio, error.max()), loss_ema=ema,
-                      last_loss=loss)
+    new = {"params": params, "adam_m": m, "adam_v": v, "update_count": s.update_count + 1,
+           "target": cfg.tau * params + (1 - cfg.tau) * s.target,
+           "max_prio": jnp.maximum(s.max_prio, error.max()), "loss_ema": ema, "last_loss": loss}
+    return s._replace(leaves=leaves, **{k: jnp.where(learning, v, getattr(s, k))
+                                        for k, v in new.items()})
 
 
 def train_step(cfg: Config, s: State) -> State:
@@ -252,20 +251,12 @@ def train_step(cfg: Config, s: State) -> State:
                    window=window, replay=replay, leaves=leaves, head=(s.head + total) % c,
                    size=size, step=step)
 
-    # 6. Learner, UPDATES times, only when the gate is on.
+    # 6. Learner, UPDATES times.
     strata = (jnp.arange(b, dtype=F32)
               + jax.random.uniform(k_sample, (cfg.updates, b), F32)) / b
     last_slot = jnp.maximum(size - 1, 0)
-
-    def learn(parts, stratum):
-        new = _learn(cfg, s._replace(**dict(zip(LEARNER_FIELDS, parts))), stratum, beta,
-                     last_slot)
-        return tuple(getattr(new, f) for f in LEARNER_FIELDS)
-
-    parts = tuple(getattr(s, f) for f in LEARNER_FIELDS)
     for u in range(cfg.updates):
-        parts = lax.cond(learning, learn, lambda p, _: p, parts, strata[u])
-    s = s._replace(**dict(zip(LEARNER_FIELDS, parts)))
+        s = _learn(cfg, s, strata[u], beta, last_slot, learning)
 
     # 7. Plateau controller on the loss EMA.
     check = learning & (step % cfg.lr_check_every == 0)
@@ -285,16 +276,6 @@ def train_step(cfg: Config, s: State) -> State:
     return s._replace(ret_ring=ring, episodes=s.episodes + rank[-1])
 
 
-def diagnostics_of(cfg: Config, s: State):
-    """docs/dqn.md's diagnostics of a state, in dqn_spec.DIAG_FIELDS order."""
-    stepf = s.step.astype(F32)
-    epsilon = jnp.maximum(cfg.eps_end, cfg.eps_start - (cfg.eps_start - cfg.eps_end) * stepf
-                          / cfg.eps_decay_steps)
-    mean100 = s.ret_ring.sum() / jnp.clip(s.episodes, 1, 100)
-    return jnp.stack([stepf, mean100, s.episodes.astype(F32), s.last_loss, s.loss_ema, s.lr,
-                      epsilon, s.size.astype(F32)])
-
-
 class Trainer:
     """``advance(k)`` enqueues k steps as k / K dispatches of a jitted ``lax.scan`` over K
     steps (K = ``steps_per_dispatch``; a shorter tail compiles its own scan) and returns
@@ -304,7 +285,6 @@ class Trainer:
         self.cfg = cfg
         self.steps_per_dispatch = steps_per_dispatch
         self.state = init_state(cfg)
-        self._diag = jax.jit(functools.partial(diagnostics_of, cfg))
         self._scans = {}
 
     def _scan(self, length: int):
@@ -324,7 +304,11 @@ class Trainer:
             self.state = self._scan(steps % k)(self.state)
 
     def diagnostics(self) -> dict:
-        return diagnostics_dict(self._diag(self.state).tolist())
+        s = self.state
+        step, ring, episodes, loss, ema, lr, size = jax.device_get(
+            (s.step, s.ret_ring, s.episodes, s.last_loss, s.loss_ema, s.lr, s.size))
+        return diagnostics(self.cfg, step=step, ret_ring=ring, episodes=episodes, loss=loss,
+                           loss_ema=ema, lr=lr, replay_size=size)
 
     def synchronize(self) -> None:
         jax.block_until_ready(self.state)

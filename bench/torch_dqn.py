@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 from dqn_spec import (ACT, DISC, FORCE_MAG, GRAVITY, LENGTH, MASSPOLE, MAX_EPISODE_STEPS, NEXT,
                       OBS, POLEMASS_LENGTH, RET, ROW, TAU_PHYS, THETA_THRESHOLD, TOTAL_MASS,
-                      X_THRESHOLD, Config, config_of, diagnostics_dict, nstep_return_matrix,
+                      X_THRESHOLD, Config, config_of, diagnostics, nstep_return_matrix,
                       param_count, param_slices, parser, print_summary, train)
 
 MODES = ("eager", "cudagraph", "compile", "compile-graph")
@@ -195,7 +195,6 @@ class DQNTrainer(torch.nn.Module):
         buf("last_loss", torch.zeros((), dtype=f32))
         # Returns of the last 100 finished episodes, then one scratch slot per env.
         buf("ret_ring", torch.zeros(100 + e, dtype=f32))
-        buf("diag", torch.zeros(8, dtype=f64))
 
         # Constants derived from the config.
         buf("rng_keys", torch.cat([
@@ -229,13 +228,13 @@ class DQNTrainer(torch.nn.Module):
                            max=1.0)
         learning = self.size >= cfg.learning_starts
 
-        bits = hash32(self.rng_keys ^ step)  # keys and step are below 2^32
-        explore_u = uniform01(bits[:e])
-        random_action = bits[e:2 * e] >> 31
-        reset_state = (-0.05 + 0.1 * uniform01(bits[2 * e:6 * e], torch.float64)).view(e, 4)
+        # One conversion of all random words; float64 values of the same 24 bits are exact.
+        uniform = uniform01(hash32(self.rng_keys ^ step))  # keys and step are below 2^32
+        explore_u = uniform[:e]
+        random_action = (uniform[e:2 * e] >= 0.5).long()  # the word's top bit
+        reset_state = (-0.05 + 0.1 * uniform[2 * e:6 * e].double()).view(e, 4)
         # Stratum of sample i of every update, (i + U_i) / BATCH, in float64 for the search.
-        strata = (self.batch_index + uniform01(bits[6 * e:], torch.float64).view(cfg.updates, b)
-                  ) / b
+        strata = (self.batch_index + uniform[6 * e:].double().view(cfg.updates, b)) / b
 
         # 2. Act.
         obs = self.env_state.to(torch.float32)
@@ -298,7 +297,7 @@ class DQNTrainer(torch.nn.Module):
                                   self.lr))
         self.bad_checks.copy_(torch.where(cut, 0, bad))
 
-        # 8. Diagnostics. Of the episodes that end in this step only the last 100 (in env
+        # 8. Episode returns. Of the episodes that end in this step only the last 100 (in env
         # order) can be in the ring, and only they write, so no two writes meet in one slot.
         rank = torch.cumsum(done, 0)  # 1-based among this step's ended episodes
         n_ended = rank[-1]
@@ -306,10 +305,6 @@ class DQNTrainer(torch.nn.Module):
         self.ret_ring.index_put_(
             (torch.where(keep, (self.episodes + rank - 1) % 100, 100 + self.env_index),), ret)
         self.episodes.add_(n_ended)
-        mean100 = self.ret_ring[:100].sum() / torch.clamp(self.episodes, 1, 100)
-        self.diag.copy_(torch.stack((stepf, mean100, self.episodes.to(torch.float32),
-                                     self.last_loss, self.loss_ema_value, self.lr, epsilon,
-                                     self.size.to(torch.float32))))
 
     @staticmethod
     def _loss(weights, obs, act, y, w):
@@ -444,7 +439,11 @@ class Trainer:
             self._step()
 
     def diagnostics(self) -> dict:
-        return diagnostics_dict(self.module.diag.tolist())
+        m = self.module
+        return diagnostics(self.cfg, step=m.step_count.item(), ret_ring=m.ret_ring[:100].tolist(),
+                           episodes=m.episodes.item(), loss=m.last_loss.item(),
+                           loss_ema=m.loss_ema_value.item(), lr=m.lr.item(),
+                           replay_size=m.size.item())
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":

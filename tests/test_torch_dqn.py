@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch", reason="the PyTorch baseline needs torch")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import torch_dqn as tdqn  # noqa: E402
 from dqn_spec import Config  # noqa: E402
+from sum_tree_reference import sum_tree_walk  # noqa: E402
 
 
 def test_cartpole_matches_gymnasium():
@@ -145,29 +146,6 @@ def test_same_seed_same_run():
         assert torch.equal(x, y), k
 
 
-def sum_tree_walk(leaves, us):
-    """docs/dqn.md 6.1-6.2 literally: a heap-layout sum tree rebuilt from the leaves, then
-    one walk from the root per u (left when u < left sum, else subtract it and go right)."""
-    import numpy as np
-
-    c = len(leaves)
-    tree = np.zeros(2 * c)
-    tree[c:] = leaves
-    for node in range(c - 1, 0, -1):
-        tree[node] = tree[2 * node] + tree[2 * node + 1]
-    out = []
-    for u in us:
-        node = 1
-        while node < c:
-            if u < tree[2 * node]:
-                node = 2 * node
-            else:
-                u -= tree[2 * node]
-                node = 2 * node + 1
-        out.append(node - c)
-    return out, tree[1]
-
-
 def test_sampling_matches_sum_tree_walk():
     import numpy as np
 
@@ -177,7 +155,7 @@ def test_sampling_matches_sum_tree_walk():
     leaves[:size] = rng.uniform(0.01, 2.0, size) ** 0.6
     leaves[rng.integers(0, size, 50)] = 0.0  # zero leaves are never sampled
     strata = (np.arange(b) + rng.random(b)) / b
-    expected, total = sum_tree_walk(leaves, strata * leaves.sum())
+    expected, _ = sum_tree_walk(leaves, strata * leaves.sum())
     got = tdqn.sample_leaves(torch.tensor(leaves), torch.tensor(strata),
                              torch.tensor(size - 1)).tolist()
     assert got == expected
