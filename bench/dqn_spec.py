@@ -58,7 +58,7 @@ class Config:
             raise ValueError("envs, hidden, nstep, batch and updates must be >= 1")
 
     @classmethod
-    def from_constants(cls, consts: dict) -> "Config":
+    def from_constants(cls, consts: dict) -> Config:
         """The config of a pipeline's constants (upper-case names; others are ignored)."""
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k.lower(): v for k, v in consts.items() if k.lower() in fields})

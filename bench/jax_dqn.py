@@ -18,7 +18,6 @@ the root, which XLA fuses. CartPole runs in float64 like Gymnasium, so this modu
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import sys
@@ -29,15 +28,13 @@ from typing import NamedTuple
 # PyTorch in the same process.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-from jax import lax  # noqa: E402
-
-from dqn_spec import (ACT, DISC, FORCE_MAG, GRAVITY, LENGTH, MASSPOLE, MAX_EPISODE_STEPS,  # noqa: E402
-                      NEXT, OBS, POLEMASS_LENGTH, RET, ROW, TAU_PHYS, THETA_THRESHOLD,
-                      TOTAL_MASS, X_THRESHOLD, Config, config_of, diagnostics,
-                      nstep_return_matrix, param_count, param_slices, parser, print_summary,
-                      train)
+import jax
+import jax.numpy as jnp
+from dqn_spec import (ACT, DISC, FORCE_MAG, GRAVITY, LENGTH, MASSPOLE, MAX_EPISODE_STEPS, NEXT, OBS,
+                      POLEMASS_LENGTH, RET, ROW, TAU_PHYS, THETA_THRESHOLD, TOTAL_MASS, X_THRESHOLD,
+                      Config, config_of, diagnostics, nstep_return_matrix, param_count,
+                      param_slices, parser, print_summary, train)
+from jax import lax
 
 jax.config.update("jax_enable_x64", True)
 

@@ -127,7 +127,7 @@ def time_jax(config, steps: int, per_dispatch: int) -> dict:
         trainer.advance(per_dispatch)  # compiles
         trainer.synchronize()
         setup_s = time.perf_counter() - t
-    except Exception as error:
+    except Exception as error:  # XLA may fail to compile or to allocate: say so in the table
         return {"error": f"{type(error).__name__}: {error}"[:300]}
     wall = []
     for _ in range(RUNS):

@@ -40,11 +40,10 @@ import time
 
 import torch
 import torch.nn.functional as F
-
-from dqn_spec import (ACT, DISC, FORCE_MAG, GRAVITY, LENGTH, MASSPOLE, MAX_EPISODE_STEPS, NEXT,
-                      OBS, POLEMASS_LENGTH, RET, ROW, TAU_PHYS, THETA_THRESHOLD, TOTAL_MASS,
-                      X_THRESHOLD, Config, config_of, diagnostics, nstep_return_matrix,
-                      param_count, param_slices, parser, print_summary, train)
+from dqn_spec import (ACT, DISC, FORCE_MAG, GRAVITY, LENGTH, MASSPOLE, MAX_EPISODE_STEPS, NEXT, OBS,
+                      POLEMASS_LENGTH, RET, ROW, TAU_PHYS, THETA_THRESHOLD, TOTAL_MASS, X_THRESHOLD,
+                      Config, config_of, diagnostics, nstep_return_matrix, param_count,
+                      param_slices, parser, print_summary, train)
 
 MODES = ("eager", "cudagraph", "compile", "compile-graph")
 

@@ -12,9 +12,9 @@ import pytest
 jax = pytest.importorskip("jax", reason="the JAX baseline needs jax (pip install jax)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import jax_dqn as jdqn  # noqa: E402
-from dqn_spec import Config  # noqa: E402
-from sum_tree_reference import sum_tree_walk  # noqa: E402
+import jax_dqn as jdqn
+from dqn_spec import Config
+from sum_tree_reference import sum_tree_walk
 
 jnp = jax.numpy
 
@@ -165,3 +165,15 @@ def test_learns_cartpole():
         if best >= 195:
             break
     assert best >= 195, best
+
+
+@pytest.mark.gpu
+def test_scan_runs_on_the_gpu():
+    """What bench/rl_step.py times: K-step dispatches on the GPU backend, learner on."""
+    if jax.default_backend() != "gpu":
+        pytest.skip(f"JAX {jax.__version__} has no GPU backend")
+    trainer = jdqn.Trainer(Config(learning_starts=512), 100)
+    trainer.advance(200)
+    d = trainer.diagnostics()
+    assert d["step"] == 200 and int(trainer.state.update_count) > 150
+    assert all(math.isfinite(v) for v in d.values())

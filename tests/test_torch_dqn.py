@@ -11,9 +11,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="the PyTorch baseline needs torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import torch_dqn as tdqn  # noqa: E402
-from dqn_spec import Config  # noqa: E402
-from sum_tree_reference import sum_tree_walk  # noqa: E402
+import torch_dqn as tdqn
+from dqn_spec import Config
+from sum_tree_reference import sum_tree_walk
 
 
 def test_cartpole_matches_gymnasium():
@@ -173,3 +173,44 @@ def test_learns_cartpole():
         if best >= 195:
             break
     assert best >= 195, best
+
+
+def _cuda_or_skip():
+    if not torch.cuda.is_available():
+        pytest.skip(f"PyTorch {torch.__version__} sees no CUDA device")
+
+
+@pytest.mark.gpu
+def test_cudagraph_replays_equal_eager_steps():
+    """The captured step is the eager step: same numbers on every buffer, learner on."""
+    _cuda_or_skip()
+    cfg = Config(learning_starts=512)
+    eager, graph = tdqn.make_trainer(cfg, "cuda"), tdqn.make_trainer(cfg, "cuda", "cudagraph")
+    for _ in range(300):
+        eager.step()
+        graph.step()
+    assert int(eager.module.update_count.item()) > 250
+    for (k, x), y in zip(eager.module.named_buffers(), graph.module.buffers()):
+        assert torch.equal(x, y), k
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["compile", "compile-graph"])
+def test_compiled_steps_follow_eager(mode):
+    """torch.compile's step (AdamW written out for Inductor) tracks the eager one to float
+    rounding over the first learner updates."""
+    _cuda_or_skip()
+    cfg = Config(learning_starts=512)
+    eager, compiled = tdqn.make_trainer(cfg, "cuda"), tdqn.make_trainer(cfg, "cuda", mode)
+    for _ in range(40):
+        eager.step()
+        compiled.step()
+    assert int(compiled.module.update_count.item()) == int(eager.module.update_count.item()) > 20
+    torch.testing.assert_close(compiled.module.params, eager.module.params, rtol=1e-3, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_count_ops_counts_cuda_kernels():
+    _cuda_or_skip()
+    counts = tdqn.count_ops(Config(), "cuda", steps=3)
+    assert 0 < counts["aten_calls_per_step"] <= counts["cuda_kernels_and_copies_per_step"] < 1000
