@@ -7,10 +7,10 @@ dispatch, the state's buffers donated so that XLA updates them in place.
 Differences from the PyTorch twin (bench/torch_dqn.py) are those of the idiom, not of the
 algorithm: randomness is ``jax.random`` keyed by (SEED, step); writes that must not happen
 go to an out-of-range index that ``mode="drop"`` discards; the learner is branch-free, its
-writes selected by the gate read at the tick (a ``lax.cond`` would copy its predicate to the
-host on every step of the scan on XLA's GPU backend); the sum tree is rebuilt from its leaves as a list
-of levels (each node the float32 sum of its two children, as pipec's tree) and walked from
-the root, which XLA fuses. CartPole runs in float64 like Gymnasium, so this module turns on
+writes selected by the gate read at the tick (XLA's GPU backend runs a ``lax.cond`` by
+reading its predicate back to the host, inside every step of the scan); the sum tree is
+rebuilt from its leaves as a list of levels (each node the float32 sum of its two children,
+as pipec's tree) and walked from the root, which XLA fuses. CartPole runs in float64 like Gymnasium, so this module turns on
 ``jax_enable_x64``; everything else is float32 or int32 explicitly.
 
     python bench/jax_dqn.py --steps 10000 --steps-per-dispatch 500
