@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -76,6 +77,11 @@ def table(headers: list[str], rows: list[list]) -> str:
 
 
 def environment() -> dict:
+    """Date, GPU, driver and the versions of every framework measured. Versions come from the
+    installed distributions' metadata, without importing JAX (which would claim most of the
+    GPU's memory before the benchmarks run)."""
+    from importlib import metadata
+
     info = {"python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
     try:
         from pipec.runtime.driver import open_device
@@ -84,11 +90,26 @@ def environment() -> dict:
         info["gpu"], info["arch"], info["driver_api"] = device.name, device.arch, device.driver_version
     except Exception as error:  # no GPU: the figures below will say so themselves
         info["gpu"] = f"none ({type(error).__name__})"
-    for module in ("cuda.bindings", "cupy", "torch", "numpy"):
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=True)
+        info["nvidia_smi"] = smi.stdout.strip()
+    except (OSError, subprocess.SubprocessError) as error:
+        info["nvidia_smi"] = f"unavailable ({type(error).__name__})"
+    names = ["cuda-python", "cuda-bindings", "cupy-cuda12x", "cupy-cuda13x", "torch", "jax", "jaxlib", "numpy"]
+    names += sorted(d.metadata["Name"] for d in metadata.distributions()
+                    if (d.metadata["Name"] or "").lower().startswith(("jax-cuda", "jax_cuda")))
+    for name in names:
         try:
-            info[module] = __import__(module, fromlist=["__version__"]).__version__
-        except Exception:
-            info[module] = None
+            info[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            info[name] = None
+    try:
+        import torch
+
+        info["torch_cuda"] = torch.version.cuda
+    except ImportError:
+        pass
     return info
 
 

@@ -2,14 +2,21 @@
 vectorised CartPole-v1, exactly as docs/dqn.md specifies it.
 
 It is written the way one writes PyTorch for speed: every stage vectorised over the
-environments and the learner batch, static shapes, and not one host synchronisation or
-data-dependent Python branch inside the step. Every decision that depends on data (is the
-learner on, did an episode end, which leaf was sampled, is the loss on a plateau) is a device
-tensor consumed by ``torch.where``. That is what lets the very same step function run
+environments and the learner batch, static shapes, one library op where one exists (a
+prefix sum and a binary search for proportional sampling, the fused AdamW kernel, ``lerp_``
+for the target update), and not one host synchronisation or data-dependent Python branch
+inside the step. Every decision that depends on data (is the learner on, did an episode end,
+which leaf was sampled, is the loss on a plateau) is a device tensor consumed by
+``torch.where`` or by the fused optimizer's skip flag. That is what lets the very same step
+function run
 
 * ``eager``: op by op from Python,
 * ``cudagraph``: captured once with ``torch.cuda.CUDAGraph`` and replayed,
-* ``compile``: through ``torch.compile(mode="reduce-overhead")`` (Inductor + CUDA graphs),
+* ``compile``: ``torch.compile(mode="reduce-overhead")`` (Inductor kernels in CUDA graph
+  trees),
+* ``compile-graph``: ``torch.compile(mode="max-autotune-no-cudagraphs")`` captured by hand in
+  one ``torch.cuda.CUDAGraph`` (Inductor's fused kernels, none of cudagraph trees' per-call
+  checks),
 
 so that the benchmarks compare pipec with the best PyTorch can do on equal work.
 
@@ -18,93 +25,30 @@ state that a captured graph freezes, whereas a hash of (SEED, stream, index, ste
 step counter in device memory gives fresh numbers on every replay and the same numbers in
 every mode. The hash (see ``hash32``) is cheap to mirror in a CUDA kernel.
 
-Run ``python bench/torch_dqn.py --help`` for the command line; bench scripts use
+Run ``python bench/torch_dqn.py --help`` for the command line, ``--count-ops`` for the
+number of operators (and, on a GPU, kernels) one step runs; bench scripts use
 ``make_trainer(Config(...), device, mode)`` and time ``.step()``.
 """
 
 from __future__ import annotations
 
-import argparse
+import collections
 import dataclasses
-import json
 import math
 import sys
 import time
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from dqn_spec import (ACT, DISC, FORCE_MAG, GRAVITY, LENGTH, MASSPOLE, MAX_EPISODE_STEPS, NEXT, OBS,
+                      POLEMASS_LENGTH, RET, ROW, TAU_PHYS, THETA_THRESHOLD, TOTAL_MASS, X_THRESHOLD,
+                      Config, config_of, diagnostics, nstep_return_matrix, param_count,
+                      param_slices, parser, print_summary, train)
 
-
-@dataclass(frozen=True)
-class Config:
-    """Sizes and hyper-parameters; field names are docs/dqn.md's names in lower case."""
-
-    envs: int = 128
-    hidden: int = 64
-    nstep: int = 5
-    gamma: float = 0.99
-    capacity: int = 1 << 17
-    batch: int = 256
-    updates: int = 1
-    learning_starts: int = 4096
-    lr: float = 1e-3
-    lr_min: float = 1e-4
-    adam_b1: float = 0.9
-    adam_b2: float = 0.999
-    adam_eps: float = 1e-8
-    weight_decay: float = 0.0
-    max_grad_norm: float = 10.0
-    tau: float = 0.01
-    eps_start: float = 1.0
-    eps_end: float = 0.02
-    eps_decay_steps: int = 2000
-    per_alpha: float = 0.6
-    per_beta0: float = 0.4
-    per_beta_steps: int = 10000
-    per_eps: float = 1e-3
-    lr_check_every: int = 500
-    lr_patience: int = 4
-    lr_factor: float = 0.5
-    lr_threshold: float = 0.01
-    loss_ema: float = 0.99
-    seed: int = 0
-
-    def validate(self) -> None:
-        c = self.capacity
-        if c < 2 or c & (c - 1):
-            raise ValueError(f"capacity must be a power of two >= 2, got {c}")
-        # One step flushes at most ENVS * NSTEP transitions; the slots of one flush must not
-        # wrap onto each other, or two writes of one step would race for a slot.
-        if self.envs * self.nstep > c:
-            raise ValueError("envs * nstep must not exceed capacity")
-        if min(self.envs, self.hidden, self.nstep, self.batch, self.updates) < 1:
-            raise ValueError("envs, hidden, nstep, batch and updates must be >= 1")
-
-
-# CartPole-v1 constants, combined exactly as Gymnasium combines them (in float64).
-GRAVITY = 9.8
-MASSCART = 1.0
-MASSPOLE = 0.1
-TOTAL_MASS = MASSPOLE + MASSCART
-LENGTH = 0.5
-POLEMASS_LENGTH = MASSPOLE * LENGTH
-FORCE_MAG = 10.0
-TAU_PHYS = 0.02
-X_THRESHOLD = 2.4
-THETA_THRESHOLD = 12 * 2 * math.pi / 360
-MAX_EPISODE_STEPS = 500
-SOLVED_RETURN = 195.0
+MODES = ("eager", "cudagraph", "compile", "compile-graph")
 
 # Random streams of the counter-based generator.
 STREAM_EXPLORE, STREAM_ACTION, STREAM_RESET, STREAM_SAMPLE, STREAM_INIT = range(5)
-
-# Columns of one replay row. The whole transition is one float32 row so that a flush is one
-# scatter and a learner batch one gather; the action (0 or 1) is exact in float32.
-OBS, ACT, RET, NEXT, DISC, ROW = 0, 4, 5, 6, 10, 11
-
-DIAG_FIELDS = ("step", "mean_return_100", "episodes", "loss", "loss_ema", "lr", "epsilon",
-               "replay_size")
 
 _M32 = 0xFFFFFFFF
 
@@ -160,20 +104,15 @@ def cartpole_step(state: torch.Tensor, action: torch.Tensor):
     return nxt, terminated
 
 
-def param_count(hidden: int) -> int:
-    return 8 * hidden + hidden * hidden + 2
+def layers(flat: torch.Tensor, hidden: int) -> tuple:
+    """W1, b1, W2, b2, W3, b3 as views into the flat parameter vector (layout of
+    docs/dqn.md, nn.Linear's [out][in] weight order)."""
+    return tuple(flat[o:o + math.prod(s)].view(s) for o, s in param_slices(hidden))
 
 
-def q_values(flat: torch.Tensor, x: torch.Tensor, hidden: int) -> torch.Tensor:
-    """The Q network 4 -> H -> H -> 2 (ReLU) with its weights as views into the flat vector
-    (layout of docs/dqn.md, nn.Linear's [out][in] weight order)."""
-    h = hidden
-    w1 = flat[:4 * h].view(h, 4)
-    b1 = flat[4 * h:5 * h]
-    w2 = flat[5 * h:5 * h + h * h].view(h, h)
-    b2 = flat[5 * h + h * h:6 * h + h * h]
-    w3 = flat[6 * h + h * h:8 * h + h * h].view(2, h)
-    b3 = flat[8 * h + h * h:8 * h + h * h + 2]
+def q_values(weights: tuple, x: torch.Tensor) -> torch.Tensor:
+    """The Q network 4 -> H -> H -> 2 (ReLU) of the tensors ``layers`` returns."""
+    w1, b1, w2, b2, w3, b3 = weights
     x = torch.relu(F.linear(x, w1, b1))
     x = torch.relu(F.linear(x, w2, b2))
     return F.linear(x, w3, b3)
@@ -184,9 +123,24 @@ def greedy(q: torch.Tensor) -> torch.Tensor:
     return (q[:, 1] > q[:, 0]).long()
 
 
+def sample_leaves(leaves: torch.Tensor, strata: torch.Tensor, last_slot: torch.Tensor):
+    """Leaf of u = stratum * total for every stratum. docs/dqn.md rebuilds a sum tree from
+    the leaves and walks it from the root; the walk ends at the leaf whose interval of the
+    leaves' running sum holds u, which is what a binary search in the inclusive prefix sum
+    returns: one scan instead of a kernel per tree level, in float64 so that the smallest
+    leaves keep their share of a large total. Rounding can land past the last filled leaf,
+    hence the clamp to ``last_slot`` (size - 1)."""
+    cdf = torch.cumsum(leaves, 0, dtype=torch.float64)
+    return torch.minimum(torch.searchsorted(cdf, strata * cdf[-1], right=True), last_slot)
+
+
 class DQNTrainer(torch.nn.Module):
     """All training state as module buffers (so torch.compile treats them as static inputs
-    whose in-place updates a CUDA graph may replay) and ``forward`` = one step."""
+    whose in-place updates a CUDA graph may replay) and ``forward`` = one step.
+
+    No tensor in the step requires grad (the parameters are a buffer and their gradient comes
+    from ``torch.func.grad``), so autograd records nothing and ``torch.no_grad`` would change
+    nothing."""
 
     def __init__(self, cfg: Config, device) -> None:
         super().__init__()
@@ -216,13 +170,15 @@ class DQNTrainer(torch.nn.Module):
         buf("target", params.clone())
         buf("adam_m", torch.zeros(p, dtype=f32))
         buf("adam_v", torch.zeros(p, dtype=f32))
+        # The learner update count, AdamW's t: float32, as the fused kernel wants its step.
+        buf("update_count", torch.zeros((), dtype=f32))
 
-        # Replay and sum tree have a scratch tail past their real extent: a write that a step
-        # must not make goes there, to its own scratch slot, so that every scatter has a
-        # static shape and no two writes of one scatter meet (which keeps CUDA runs
+        # Replay and leaf priorities have a scratch tail past their real extent: a write that
+        # a step must not make goes there, to its own scratch slot, so that every scatter has
+        # a static shape and no two writes of one scatter meet (which keeps CUDA runs
         # deterministic, scratch included).
         buf("replay", torch.zeros(c + e * n, ROW, dtype=f32))
-        buf("tree", torch.zeros(2 * c + max(e * n, b), dtype=f32))
+        buf("priorities", torch.zeros(c + max(e * n, b), dtype=f32))
         buf("head", torch.zeros((), dtype=i64))
         buf("size", torch.zeros((), dtype=i64))
         buf("max_prio", torch.ones((), dtype=f32))
@@ -230,7 +186,6 @@ class DQNTrainer(torch.nn.Module):
         buf("window", torch.zeros(e, n, 6, dtype=f32))
 
         buf("step_count", torch.zeros((), dtype=i64))
-        buf("update_count", torch.zeros((), dtype=i64))
         buf("episodes", torch.zeros((), dtype=i64))
         buf("lr", torch.tensor(cfg.lr, dtype=f32))
         buf("loss_ema_value", torch.zeros((), dtype=f32))
@@ -239,7 +194,6 @@ class DQNTrainer(torch.nn.Module):
         buf("last_loss", torch.zeros((), dtype=f32))
         # Returns of the last 100 finished episodes, then one scratch slot per env.
         buf("ret_ring", torch.zeros(100 + e, dtype=f32))
-        buf("diag", torch.zeros(len(DIAG_FIELDS), dtype=f64))
 
         # Constants derived from the config.
         buf("rng_keys", torch.cat([
@@ -250,16 +204,11 @@ class DQNTrainer(torch.nn.Module):
         buf("reward", torch.ones(e, 1, dtype=f32))  # CartPole-v1 pays 1 on every step
         buf("env_index", torch.arange(e, dtype=i64))
         buf("win_pos", torch.arange(n, dtype=i64))
-        buf("flush_scratch", torch.arange(e * n, dtype=i64).view(e, n))
-        # R for chronological window position p is sum_{q >= p} GAMMA^(q-p) r_q: one matmul
-        # with an upper-triangular matrix of powers gives the n-step returns of all positions.
-        buf("ret_matrix", torch.tensor(
-            [[cfg.gamma ** (q - pp) if q >= pp else 0.0 for pp in range(n)] for q in range(n)],
-            dtype=f32))
+        buf("flush_scratch", torch.arange(c, c + e * n, dtype=i64).view(e, n))
+        buf("ret_matrix", torch.tensor(nstep_return_matrix(cfg), dtype=f32))
         buf("boot_discount", torch.tensor([cfg.gamma ** (n - pp) for pp in range(n)], dtype=f32))
-        buf("batch_index", torch.arange(b, dtype=f32))
-        buf("sample_scratch", torch.arange(2 * c, 2 * c + b, dtype=i64))
-        buf("walk_root", torch.ones(b, dtype=i64))
+        buf("batch_index", torch.arange(b, dtype=f64))
+        buf("sample_scratch", torch.arange(c, c + b, dtype=i64))
         buf("later", torch.ones(b, b, dtype=torch.bool).triu(1))
 
     # -- one step ---------------------------------------------------------------------------
@@ -272,63 +221,70 @@ class DQNTrainer(torch.nn.Module):
         self.step_count.add_(1)
         step = self.step_count
         stepf = step.to(torch.float32)
-        epsilon = torch.clamp(cfg.eps_start - (cfg.eps_start - cfg.eps_end) * stepf
-                              / cfg.eps_decay_steps, min=cfg.eps_end)
-        beta = torch.clamp(cfg.per_beta0 + (1 - cfg.per_beta0) * stepf / cfg.per_beta_steps,
+        epsilon = torch.clamp(cfg.eps_start - (cfg.eps_start - cfg.eps_end) / cfg.eps_decay_steps
+                              * stepf, min=cfg.eps_end)
+        beta = torch.clamp(cfg.per_beta0 + (1 - cfg.per_beta0) / cfg.per_beta_steps * stepf,
                            max=1.0)
         learning = self.size >= cfg.learning_starts
 
-        bits = hash32(self.rng_keys ^ (step & _M32))
-        explore_u = uniform01(bits[:e])
-        random_action = bits[e:2 * e] >> 31
-        reset_state = (-0.05 + 0.1 * uniform01(bits[2 * e:6 * e], torch.float64)).view(e, 4)
-        sample_u = uniform01(bits[6 * e:]).view(cfg.updates, b)
+        # One conversion of all random words; float64 values of the same 24 bits are exact.
+        uniform = uniform01(hash32(self.rng_keys ^ step))  # keys and step are below 2^32
+        explore_u = uniform[:e]
+        random_action = (uniform[e:2 * e] >= 0.5).long()  # the word's top bit
+        reset_state = (-0.05 + 0.1 * uniform[2 * e:6 * e].double()).view(e, 4)
+        # Stratum of sample i of every update, (i + U_i) / BATCH, in float64 for the search.
+        strata = (self.batch_index + uniform[6 * e:].double().view(cfg.updates, b)) / b
 
         # 2. Act.
         obs = self.env_state.to(torch.float32)
         action = torch.where(explore_u < epsilon, random_action,
-                             greedy(q_values(self.params, obs, cfg.hidden)))
+                             greedy(q_values(layers(self.params, cfg.hidden), obs)))
 
         # 3. Environment.
         nxt, terminated = cartpole_step(self.env_state, action)
         t = self.env_t
-        truncated = t + 1 >= MAX_EPISODE_STEPS
-        done = terminated | truncated
+        t1 = t + 1
+        done = terminated | (t1 >= MAX_EPISODE_STEPS)
         ret = self.env_ret + 1.0
 
         # 4. n-step push.
         self.window[self.env_index, t % n] = torch.cat(
             (obs, action.to(torch.float32)[:, None], self.reward), 1)
-        count = torch.where(done, torch.clamp(t + 1, max=n), (t + 1 >= n).long())
+        count = torch.where(done, torch.clamp(t1, max=n), (t1 >= n).long())
         # Chronological position p holds episode step t - (n - 1) + p.
-        win = self.window[self.env_index[:, None], (t[:, None] + 1 + self.win_pos) % n]
+        win = self.window[self.env_index[:, None], (t1[:, None] + self.win_pos) % n]
         returns = win[..., 5] @ self.ret_matrix
         discount = torch.where(terminated[:, None], 0.0, self.boot_discount)
         rows = torch.cat((win[..., :5], returns[..., None],
                           nxt.to(torch.float32)[:, None, :].expand(e, n, 4),
                           discount[..., None]), -1)
         # An ended episode flushes its last `count` positions, a running one its oldest.
-        first = torch.where(done, n - count, 0)[:, None]
-        flushed = (self.win_pos >= first) & (self.win_pos < first + count[:, None])
+        first = (n - count) * done
+        pos = self.win_pos - first[:, None]  # position within the flushed run
+        flushed = (pos >= 0) & (pos < count[:, None])
 
         # 5. Flush: the exclusive prefix sum of the counts makes every slot unique.
-        offset = (torch.cumsum(count, 0) - count)[:, None]
+        offset = torch.cumsum(count, 0) - count
         total = count.sum()
-        slots = torch.where(flushed, (self.head + offset + self.win_pos - first) % c,
-                            c + self.flush_scratch)
+        slots = torch.where(flushed, (self.head + offset[:, None] + pos) % c, self.flush_scratch)
         self.replay.index_copy_(0, slots.view(-1), rows.view(-1, ROW))
-        self.tree.index_put_(((slots + c).view(-1),),
-                             (self.max_prio ** cfg.per_alpha).expand(e * n))
+        self.priorities.index_put_((slots.view(-1),),
+                                   (self.max_prio ** cfg.per_alpha).expand(e * n))
         self.head.copy_((self.head + total) % c)
         self.size.copy_(torch.clamp(self.size + total, max=c))
         # The env advances only now: `t` above is a view of env_t.
         self.env_state.copy_(torch.where(done[:, None], reset_state, nxt))
-        self.env_t.copy_(torch.where(done, 0, t + 1))
+        self.env_t.copy_(torch.where(done, 0, t1))
         self.env_ret.copy_(torch.where(done, 0.0, ret))
 
-        # 6. Learner.
+        # 6. Learner. With the learner off, AdamW skips its update, tau is 0 and every other
+        # write goes through torch.where, never a multiplication: the loss may then be NaN
+        # (empty replay), and 0 * NaN is NaN.
+        skip = (~learning).to(torch.float32)
+        tau = learning * cfg.tau
+        last_slot = torch.clamp(self.size - 1, min=0)
         for u in range(cfg.updates):
-            self._learn(sample_u[u], beta, learning)
+            self._learn(strata[u], beta, learning, skip, tau, last_slot)
 
         # 7. Plateau controller on the loss EMA.
         check = learning & (step % cfg.lr_check_every == 0)
@@ -340,7 +296,7 @@ class DQNTrainer(torch.nn.Module):
                                   self.lr))
         self.bad_checks.copy_(torch.where(cut, 0, bad))
 
-        # 8. Diagnostics. Of the episodes that end in this step only the last 100 (in env
+        # 8. Episode returns. Of the episodes that end in this step only the last 100 (in env
         # order) can be in the ring, and only they write, so no two writes meet in one slot.
         rank = torch.cumsum(done, 0)  # 1-based among this step's ended episodes
         n_ended = rank[-1]
@@ -348,95 +304,86 @@ class DQNTrainer(torch.nn.Module):
         self.ret_ring.index_put_(
             (torch.where(keep, (self.episodes + rank - 1) % 100, 100 + self.env_index),), ret)
         self.episodes.add_(n_ended)
-        mean100 = self.ret_ring[:100].sum() / torch.clamp(self.episodes, 1, 100)
-        self.diag.copy_(torch.stack((stepf, mean100, self.episodes.to(torch.float32),
-                                     self.last_loss, self.loss_ema_value, self.lr, epsilon,
-                                     self.size.to(torch.float32))))
 
-    def _loss(self, flat, obs, act, y, w):
-        q = q_values(flat, obs, self.cfg.hidden).gather(1, act[:, None]).squeeze(1)
+    @staticmethod
+    def _loss(weights, obs, act, y, w):
+        q = q_values(weights, obs).gather(1, act[:, None]).squeeze(1)
         loss = (w * F.huber_loss(q, y, reduction="none", delta=1.0)).mean()
         return loss, q - y
 
-    def _learn(self, sample_u: torch.Tensor, beta: torch.Tensor, learning: torch.Tensor):
+    def _adamw_arithmetic(self, grad, learning) -> None:
+        """AdamW written out, for torch.compile: it has no fake kernel for the fused op with a
+        tensor lr, and Inductor fuses this arithmetic into one kernel of its own."""
         cfg = self.cfg
-        c, b = cfg.capacity, cfg.batch
-        levels = c.bit_length() - 1
-        tree = self.tree
+        t = self.update_count
+        m = cfg.adam_b1 * self.adam_m + (1 - cfg.adam_b1) * grad
+        v = cfg.adam_b2 * self.adam_v + (1 - cfg.adam_b2) * grad * grad
+        step = (m / (1 - cfg.adam_b1 ** t)) / (torch.sqrt(v / (1 - cfg.adam_b2 ** t))
+                                               + cfg.adam_eps)
+        params = self.params - self.lr * (cfg.weight_decay * self.params + step)
+        self.adam_m.copy_(torch.where(learning, m, self.adam_m))
+        self.adam_v.copy_(torch.where(learning, v, self.adam_v))
+        self.params.copy_(torch.where(learning, params, self.params))
 
-        # 1. Sum-tree rebuild, leaves to root. Runs even with the learner off: internal nodes
-        # are a pure function of the leaves.
-        for lvl in reversed(range(levels)):
-            lo = 1 << lvl
-            torch.add(tree[2 * lo:4 * lo:2], tree[2 * lo + 1:4 * lo:2], out=tree[lo:2 * lo])
+    def _learn(self, strata, beta, learning, skip, tau, last_slot) -> None:
+        cfg = self.cfg
+        c = cfg.capacity
 
-        # 2. Stratified proportional sampling by a walk from the root. Node k's left child is
-        # entry k of the even-indexed view, which saves computing 2k at every level.
-        total = tree[1]
-        left_children = tree[0:2 * c:2]
-        u = (self.batch_index + sample_u) * total / b
-        node = self.walk_root
-        for _ in range(levels):
-            left = left_children[node]
-            right = u >= left
-            u = u - left * right
-            node = torch.add(right, node, alpha=2)
-        # Float rounding can walk past the last filled leaf; before the first flush size is 0
-        # and the clamp to 0 keeps the (unused) gathers in bounds.
-        leaf = torch.clamp(torch.minimum(node - c, self.size - 1), min=0)
-        size = self.size.to(torch.float32)
-        weight = (size * tree[leaf + c] / total) ** -beta
-        weight = weight / weight.max()
+        # 1-2. Stratified proportional sampling.
+        leaves = self.priorities[:c]
+        leaf = sample_leaves(leaves, strata, last_slot)
+        # w_i = (size * p_i / total)^-beta over its batch maximum is (p_i / min_j p_j)^-beta.
+        prio = leaves[leaf]
+        weight = (prio / prio.min()) ** -beta
         batch = self.replay[leaf]
         obs, act = batch[:, OBS:ACT], batch[:, ACT].long()
         ret, nxt, disc = batch[:, RET], batch[:, NEXT:DISC], batch[:, DISC]
 
         # 3. Double-DQN target and gradients of the weighted Huber loss.
-        with torch.no_grad():
-            best = greedy(q_values(self.params, nxt, cfg.hidden))
-            q_next = q_values(self.target, nxt, cfg.hidden).gather(1, best[:, None]).squeeze(1)
-            y = ret + disc * q_next
-        grad, (loss, delta) = torch.func.grad_and_value(self._loss, has_aux=True)(
-            self.params, obs, act, y, weight)
+        online = layers(self.params, cfg.hidden)
+        best = greedy(q_values(online, nxt))
+        q_next = q_values(layers(self.target, cfg.hidden), nxt).gather(1, best[:, None]).squeeze(1)
+        y = torch.addcmul(ret, disc, q_next)
+        # Differentiating with respect to the layers, not the flat vector, spares autograd
+        # a zero-filled flat gradient per layer; one cat lays the gradients out flat.
+        grads, (loss, delta) = torch.func.grad_and_value(self._loss, has_aux=True)(
+            online, obs, act, y, weight)
+        grad = torch.cat([g.view(-1) for g in grads])
 
         # 4. Global-norm clip.
         norm = torch.linalg.vector_norm(grad)
-        grad = grad * torch.clamp(cfg.max_grad_norm / (norm + 1e-6), max=1.0)
+        grad.mul_(torch.clamp(cfg.max_grad_norm / (norm + 1e-6), max=1.0))
 
-        # 5. AdamW, bias-corrected with the update count this update will have. Every state
-        # write below goes through torch.where on `learning`, never a multiplication by it:
-        # with the learner off the loss may be NaN (empty tree), and 0 * NaN is NaN.
-        t = (self.update_count + 1).to(torch.float32)
-        m = cfg.adam_b1 * self.adam_m + (1 - cfg.adam_b1) * grad
-        v = cfg.adam_b2 * self.adam_v + (1 - cfg.adam_b2) * grad * grad
-        m_hat = m / (1 - cfg.adam_b1 ** t)
-        v_hat = v / (1 - cfg.adam_b2 ** t)
-        params = self.params - self.lr * (cfg.weight_decay * self.params
-                                          + m_hat / (torch.sqrt(v_hat) + cfg.adam_eps))
-        self.adam_m.copy_(torch.where(learning, m, self.adam_m))
-        self.adam_v.copy_(torch.where(learning, v, self.adam_v))
-        self.params.copy_(torch.where(learning, params, self.params))
+        # 5. AdamW, bias-corrected with the count this update will have.
+        self.update_count.add_(learning)
+        if torch.compiler.is_compiling():
+            self._adamw_arithmetic(grad, learning)
+        else:
+            # The kernel behind torch.optim.AdamW(fused=True), skipping the update while the
+            # learner is off through the flag AMP's GradScaler raises on overflow.
+            torch._fused_adamw_([self.params], [grad], [self.adam_m], [self.adam_v], [],
+                                [self.update_count], lr=self.lr, beta1=cfg.adam_b1,
+                                beta2=cfg.adam_b2, weight_decay=cfg.weight_decay,
+                                eps=cfg.adam_eps, amsgrad=False, maximize=False, found_inf=skip)
 
         # 6. Priorities. Only the last occurrence of a leaf in the batch writes (the spec's
         # "highest i wins"), which also makes the scatter free of duplicate indices; the
         # others, and all samples while learning is off, write to their scratch slots.
         error = delta.abs() + cfg.per_eps
         dup_later = ((leaf[:, None] == leaf[None, :]) & self.later).any(1)
-        dst = torch.where(learning & ~dup_later, leaf + c, self.sample_scratch)
-        tree.index_put_((dst,), error ** cfg.per_alpha)
+        dst = torch.where(learning & ~dup_later, leaf, self.sample_scratch)
+        self.priorities.index_put_((dst,), error ** cfg.per_alpha)
         self.max_prio.copy_(torch.where(learning, torch.maximum(self.max_prio, error.max()),
                                         self.max_prio))
         # The EMA starts at the first loss rather than at 0, so that the plateau controller
         # does not see a rising EMA as the loss it averages settles in.
-        ema = torch.where(self.update_count == 0, loss,
+        ema = torch.where(self.update_count == 1, loss,
                           cfg.loss_ema * self.loss_ema_value + (1 - cfg.loss_ema) * loss)
         self.loss_ema_value.copy_(torch.where(learning, ema, self.loss_ema_value))
         self.last_loss.copy_(torch.where(learning, loss, self.last_loss))
-        self.update_count.add_(learning.long())
 
-        # 7. Target soft update from the updated online weights.
-        self.target.copy_(torch.where(
-            learning, cfg.tau * self.params + (1 - cfg.tau) * self.target, self.target))
+        # 7. Target soft update from the updated online weights (tau is 0 with learning off).
+        self.target.lerp_(self.params, tau)
 
 
 class Trainer:
@@ -451,42 +398,51 @@ class Trainer:
         if mode == "eager":
             self._step = self.module
         elif mode == "cudagraph":
-            self._step = self._capture()
-        elif mode == "compile":
+            self._step = self._capture(self.module)
+        elif mode in ("compile", "compile-graph"):
             for buffer in self.module.buffers():
                 torch._dynamo.mark_static_address(buffer)
-            self._step = torch.compile(self.module, mode="reduce-overhead", fullgraph=True)
+            if mode == "compile":
+                self._step = torch.compile(self.module, mode="reduce-overhead", fullgraph=True)
+            else:
+                self._step = self._capture(torch.compile(
+                    self.module, mode="max-autotune-no-cudagraphs", fullgraph=True))
         else:
             raise ValueError(f"unknown mode {mode!r}")
 
-    def _capture(self):
+    def _capture(self, step):
         if self.device.type != "cuda":
-            raise ValueError("mode cudagraph needs a CUDA device")
-        # Warm-up on a side stream initialises cuBLAS and the allocator, as capture requires;
-        # the state is restored afterwards so that replay 1 is step 1, as in eager mode.
+            raise ValueError(f"mode {self.mode} needs a CUDA device")
+        # Warm-up on a side stream compiles (compile-graph) and initialises cuBLAS and the
+        # allocator, as capture requires; the state is restored afterwards so that replay 1
+        # is step 1, as in eager mode.
         saved = [b.clone() for b in self.module.buffers()]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(3):
-                self.module()
+                step()
         torch.cuda.current_stream().wait_stream(side)
         for b, s in zip(self.module.buffers(), saved):
             b.copy_(s)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            self.module()
+            step()
         return graph.replay
 
     def step(self) -> None:
         self._step()
 
+    def advance(self, steps: int) -> None:
+        for _ in range(steps):
+            self._step()
+
     def diagnostics(self) -> dict:
-        values = self.module.diag.tolist()
-        out = dict(zip(DIAG_FIELDS, values))
-        for key in ("step", "episodes", "replay_size"):
-            out[key] = int(out[key])
-        return out
+        m = self.module
+        return diagnostics(self.cfg, step=m.step_count.item(), ret_ring=m.ret_ring[:100].tolist(),
+                           episodes=m.episodes.item(), loss=m.last_loss.item(),
+                           loss_ema=m.loss_ema_value.item(), lr=m.lr.item(),
+                           replay_size=m.size.item())
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -497,68 +453,73 @@ def make_trainer(config: Config, device, mode: str = "eager") -> Trainer:
     return Trainer(config, device, mode)
 
 
-# Field types as strings: this module uses postponed evaluation of annotations.
-_FIELD_TYPES = {"int": int, "float": float}
+# Operators that only make a view, or allocate without writing: they launch no kernel.
+_VIEW_OPS = frozenset("aten::" + name for name in (
+    "slice", "view", "unsqueeze", "select", "t", "expand", "as_strided", "reshape", "squeeze",
+    "unbind", "alias", "detach", "_unsafe_view", "permute", "transpose", "empty", "empty_like",
+    "empty_strided", "lift_fresh", "resolve_conj", "resolve_neg", "_reshape_alias"))
 
 
-def _parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--mode", choices=("eager", "cudagraph", "compile"), default="eager")
-    parser.add_argument("--steps", type=int, default=10000)
-    parser.add_argument("--log-every", type=int, default=100,
-                        help="read diagnostics every K steps; the 195 threshold is checked there")
-    parser.add_argument("--json", action="store_true", help="one JSON object per line")
-    for f in dataclasses.fields(Config):
-        flags = ["--" + f.name.replace("_", "-")]
-        if "_" in f.name:
-            flags.append("--" + f.name)
-        parser.add_argument(*flags, dest=f.name, type=_FIELD_TYPES[f.type], default=f.default,
-                            help=f.name.upper())
-    return parser.parse_args(argv)
+def count_ops(cfg: Config, device, steps: int = 5) -> dict:
+    """Operators per step of the eager step with the learner on, from torch.profiler: the
+    top-level ATen calls that are not views (each launches one or a few kernels), and on a
+    CUDA device the kernels and memory operations themselves."""
+    from torch.profiler import ProfilerActivity, profile
+
+    warm_cfg = dataclasses.replace(cfg, learning_starts=min(cfg.learning_starts, cfg.envs))
+    trainer = make_trainer(warm_cfg, device)
+    while trainer.module.size.item() < warm_cfg.learning_starts + cfg.envs:
+        trainer.step()
+    activities = [ProfilerActivity.CPU]
+    if trainer.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    trainer.synchronize()
+    with profile(activities=activities) as prof:
+        trainer.advance(steps)
+        trainer.synchronize()
+    return _tally(prof.events(), steps, trainer.device.type == "cuda")
+
+
+def _tally(events, steps: int, cuda: bool) -> dict:
+    calls = collections.Counter()  # top-level non-view ATen calls: what Python dispatches
+    leaves = 0  # non-view ATen calls without such a call inside: about one kernel each
+    device_work = 0
+    for event in events:
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            device_work += 1
+        if not event.name.startswith("aten::") or event.name in _VIEW_OPS:
+            continue
+        parent = event.cpu_parent
+        if parent is None or not parent.name.startswith("aten::"):
+            calls[event.name] += 1
+        if not any(c.name.startswith("aten::") and c.name not in _VIEW_OPS
+                   for c in event.cpu_children):
+            leaves += 1
+    out = {"aten_calls_per_step": sum(calls.values()) / steps,
+           "aten_leaf_ops_per_step": leaves / steps,
+           "calls": {k: v / steps for k, v in calls.most_common()}}
+    if cuda:
+        out["cuda_kernels_and_copies_per_step"] = device_work / steps
+    return out
 
 
 def main(argv=None) -> int:
-    args = _parse_args(argv)
-    cfg = Config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Config)})
+    p = parser(__doc__.split("\n\n")[0], ("cuda", "cpu") if torch.cuda.is_available() else ("cpu",),
+               MODES)
+    p.add_argument("--count-ops", action="store_true",
+                   help="print the operators (and CUDA kernels) of one eager step and exit")
+    args = p.parse_args(argv)
+    cfg = config_of(args)
+    if args.count_ops:
+        print(count_ops(cfg, args.device))
+        return 0
     t0 = time.perf_counter()
     trainer = make_trainer(cfg, args.device, args.mode)
     trainer.synchronize()
     setup_s = time.perf_counter() - t0
-
-    solved_step = None
-    start = last_time = time.perf_counter()
-    last_step = 0
-    for i in range(1, args.steps + 1):
-        trainer.step()
-        if i % args.log_every == 0 or i == args.steps:
-            d = trainer.diagnostics()
-            now = time.perf_counter()
-            d["steps_per_s"] = (i - last_step) / (now - last_time)
-            last_time, last_step = now, i
-            if solved_step is None and d["mean_return_100"] >= SOLVED_RETURN:
-                solved_step = d["step"]
-            if args.json:
-                print(json.dumps(d), flush=True)
-            else:
-                print(f"step {d['step']:6d}  return100 {d['mean_return_100']:7.2f}  "
-                      f"episodes {d['episodes']:7d}  loss {d['loss']:.4f}  lr {d['lr']:.2e}  "
-                      f"eps {d['epsilon']:.3f}  {d['steps_per_s']:8.1f} steps/s", flush=True)
-    trainer.synchronize()
-    wall = time.perf_counter() - start
-    final = trainer.diagnostics()
-    summary = {"summary": True, "device": args.device, "mode": args.mode, "steps": args.steps,
-               "setup_s": round(setup_s, 3), "wall_s": round(wall, 3),
-               "steps_per_s": args.steps / wall, "solved_step": solved_step,
-               "final_mean_return_100": final["mean_return_100"],
-               "config": dataclasses.asdict(cfg)}
-    if args.json:
-        print(json.dumps(summary), flush=True)
-    else:
-        print(f"done: {args.steps} steps in {wall:.1f} s ({summary['steps_per_s']:.1f} steps/s, "
-              f"setup {setup_s:.1f} s), mean return over 100 reached {SOLVED_RETURN:g} at step "
-              f"{solved_step}, final {final['mean_return_100']:.1f}", flush=True)
+    summary = train(trainer, args, cfg)
+    summary["setup_s"] = round(setup_s, 3)
+    print_summary(summary, args.json)
     return 0
 
 

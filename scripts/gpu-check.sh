@@ -39,5 +39,8 @@ if [[ $what == all || $what == bench ]]; then
         python3 bench/$run --out "$OUT" 2>&1 | tee "$OUT/${run%%.py*}.log"
         [[ ${PIPESTATUS[0]} == 0 ]] || status=1
     done
+    echo "== bench/torch_dqn.py --count-ops"  # operators and CUDA kernels of one twin step
+    python3 bench/torch_dqn.py --count-ops 2>&1 | tee "$OUT/torch_dqn_ops.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 exit "$status"
