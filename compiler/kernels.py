@@ -171,7 +171,7 @@ def _kernel_record(entry: ptx.Function, words: list[int], decl: Declaration | No
         for f in _unique(module.findings(entry.name))
     )
     writes = module.writes(entry.name)
-    params = tuple(_with_writes(p, *writes.get(p.index, (ptx.Written.UNKNOWN, None)), system) for p in params)
+    params = tuple(_with_writes(p, writes.get(p.index, (ptx.Written.UNKNOWN, None)), system) for p in params)
     return KernelRecord(entry.name, params, entry.max_threads, findings,
                         decl.where if decl else None, decl.unreadable if decl else ())
 
@@ -183,8 +183,9 @@ def _param_record(index: int, code: int, name: str, decl: Declaration | None) ->
                        extent=decl.extent(name) if decl else None)
 
 
-def _with_writes(param: ParamRecord, status: ptx.Written, where: ptx.Location | None,
+def _with_writes(param: ParamRecord, write: tuple[ptx.Written, ptx.Location | None],
                  system: tuple[Path, ...]) -> ParamRecord:
+    status, where = write
     written_at, reached_from = _located(where, system)
     return replace(param, written=status.value, written_at=written_at, written_reached_from=reached_from)
 

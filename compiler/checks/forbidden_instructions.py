@@ -47,8 +47,8 @@ def forbidden_instructions(ctx: CheckContext) -> None:
             what, hint = MESSAGES[finding.rule]
             labels = [Label(node.span, "launched in the step here"), *finding.trail]
             if finding.rule in WAIVABLE:
-                waiver = f"waive {finding.rule.replace('-', '_')} for {name}: \"reason\""
-                hint = f"{hint}; or exempt it: `{waiver}`"
+                exemption = f"waive {finding.rule.replace('-', '_')} for {name}: \"reason\""
+                hint = f"{hint}; or exempt it: `{exemption}`"
             detail = (f": {finding.instruction}" if finding.rule == "unfollowed-call"  # a description
                       else f" (`{finding.instruction}`)")
             ctx.sink.add(RULE_CODES[finding.rule], f"kernel `{name}` {what}{detail}", finding.span, hint,
