@@ -1,6 +1,6 @@
 """Reading PTX: kernel entries, their parameters and launch bounds, every instruction of every
-function mapped back to CUDA source lines through `.loc` line info, and the instructions the
-graph-safety rules forbid.
+function mapped back to CUDA source lines through `.loc` line info (with the whole chain of
+lines that inlined it), and the instructions the graph-safety rules forbid.
 
 PTX is the ground truth for what a kernel does: an atomic hidden in a macro, a template, an
 inline device helper or inline assembly is an `atom`/`red` instruction here all the same.

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import compile_fixture
-from pipec.compiler import kernels, ptx
+from pipec.compiler import kernel_records, kernels, ptx
 from pipec.compiler.toolchain import CompileFailed, CompileRequest, get_toolchain
 
 # Two levels of inlining into a helper that is not inlined, which the kernel calls; the same
@@ -100,6 +100,18 @@ def test_a_function_reached_twice_is_reported_through_the_shortest_chain():
     assert [line.line for line in finding.location.chain()] == [20, 4]
 
 
+def test_a_line_missing_on_either_side_of_a_call_keeps_the_other():
+    no_line_in_the_callee = "\n".join([
+        _function("b", [], "  atom.global.add.u32 %r1, [%rd1], 1;"),
+        _function("k", [("b", 4)]).replace(".func k()", ".visible .entry k()"), '  .file 1 "k.cu"'])
+    [finding] = ptx.parse(no_line_in_the_callee).findings("k")
+    assert [(line.line, line.called) for line in finding.location.chain()] == [(4, False)]
+    no_line_at_the_call = no_line_in_the_callee.replace("  .loc 1 4 5\n", "").replace(
+        "  atom.global", "  .loc 1 20 5\n  atom.global")
+    [finding] = ptx.parse(no_line_at_the_call).findings("k")
+    assert [line.line for line in finding.location.chain()] == [20]
+
+
 class RecordedPtx:
     """A toolchain that hands back recorded PTX, with a folder of headers of its own."""
 
@@ -127,6 +139,17 @@ def test_records_skip_the_compilers_own_headers(tmp_path, monkeypatch):
     assert [(site.location.line, site.called) for site in inlined.reached_from] == [(5, False), (3, False)]
     assert [(site.location.line, site.called) for site in called.reached_from] == [(5, False), (8, False), (4, True)]
     assert (inlined.reported_at.line, called.reported_at.line) == (3, 4)
+
+
+def test_the_chain_survives_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIPEC_CACHE_DIR", str(tmp_path / "cache"))
+    source = tmp_path / "k.cu"
+    source.write_text('extern "C" __global__ void k(unsigned int* p) { }\n')
+    toolchain = RecordedPtx(CHAINED.replace('"/src/k.cu"', f'"{source}"'), tmp_path / "cuda")
+    first = kernels.analyze(source, (), toolchain, "compute_90")
+    stored = kernel_records.from_json(source, first.key, kernel_records.to_json(first.kernels, first.mangled))
+    assert stored is not None and stored.kernels == first.kernels
+    assert [site.called for site in stored.kernels["k"].findings[1].reached_from] == [False, False, True]
 
 
 CORPUS = Path(__file__).parent / "corpus" / "soundness"
