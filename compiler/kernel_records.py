@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .source_scan import ExtentAnnotation, TextRange
 
-FORMAT = 5  # bump with any change to the records below
+FORMAT = 6  # bump with any change to the records below
 
 
 @dataclass(frozen=True)
@@ -23,13 +23,31 @@ class SourceLocation:
 
 
 @dataclass(frozen=True)
+class CallSite:
+    """A line through which the line before it in a chain is reached: it inlines the function
+    holding that line, or calls it (`called`, a function that is not inlined)."""
+
+    location: SourceLocation
+    called: bool
+
+
+def outermost(location: SourceLocation | None, reached_from: tuple[CallSite, ...]) -> SourceLocation | None:
+    return reached_from[-1].location if reached_from else location
+
+
+@dataclass(frozen=True)
 class FindingRecord:
     """An instruction a graph-safety rule forbids, where the kernel's PTX executes it."""
 
-    rule: str  # atomics | fence-barrier | spin-wait
+    rule: str  # atomics | fence-barrier | spin-wait | grid-sync | unfollowed-call
     instruction: str
-    location: SourceLocation | None
-    inlined_at: SourceLocation | None = None  # the call site when `location` is in an inlined helper
+    location: SourceLocation | None  # the instruction's own line (in a header, a helper)
+    reached_from: tuple[CallSite, ...] = ()  # innermost first; the last is in the kernel's body
+
+    @property
+    def reported_at(self) -> SourceLocation | None:
+        """The line of the kernel's own body that reaches the instruction."""
+        return outermost(self.location, self.reached_from)
 
 
 @dataclass(frozen=True)
@@ -44,6 +62,11 @@ class ParamRecord:
     extent: ExtentAnnotation | None  # `/// pipec: extent NAME = EXPR`
     written: str = "unknown"  # yes | no | unknown: whether the kernel's PTX stores through it
     written_at: SourceLocation | None = None  # a store that proves `yes`
+    written_reached_from: tuple[CallSite, ...] = ()  # the lines that reach that store, as for findings
+
+    @property
+    def written_reported_at(self) -> SourceLocation | None:
+        return outermost(self.written_at, self.written_reached_from)
 
 
 @dataclass(frozen=True)
@@ -85,7 +108,7 @@ def _kernel(k: dict) -> KernelRecord:
     return KernelRecord(
         k["name"], tuple(_param(p) for p in k["params"]), k["max_threads"],
         tuple(FindingRecord(f["rule"], f["instruction"], _location(f["location"]),
-                            _location(f["inlined_at"])) for f in k["findings"]),
+                            _call_sites(f["reached_from"])) for f in k["findings"]),
         _range(k["signature"]), tuple(_range(r) for r in k["unreadable_annotations"]),
     )
 
@@ -94,7 +117,12 @@ def _param(p: dict) -> ParamRecord:
     e = p["extent"]
     extent = ExtentAnnotation(e["param"], e["text"], _range(e["where"])) if e else None
     return ParamRecord(p["index"], p["name"], p["kind"], p["dtype"], p["ctype"], p["const"],
-                       p["write_only"], extent, p["written"], _location(p["written_at"]))
+                       p["write_only"], extent, p["written"], _location(p["written_at"]),
+                       _call_sites(p["written_reached_from"]))
+
+
+def _call_sites(data: list) -> tuple[CallSite, ...]:
+    return tuple(CallSite(_location(c["location"]), c["called"]) for c in data)
 
 
 def _location(data: dict | None) -> SourceLocation | None:

@@ -18,11 +18,11 @@ from pathlib import Path
 import jinja2
 
 from . import cache, kernel_records, ptx
-from .kernel_records import FindingRecord, KernelRecord, ParamRecord, SourceAnalysis, SourceLocation
+from .kernel_records import CallSite, FindingRecord, KernelRecord, ParamRecord, SourceAnalysis, SourceLocation
 from .source_scan import Declaration, scan_declarations
 from .toolchain import CompileRequest
 
-ANALYSIS_VERSION = "5"  # bump when the analysis output format or meaning changes
+ANALYSIS_VERSION = "6"  # bump when the analysis output format or meaning changes
 
 # The probe's code for one parameter type: the scalar at the bottom of its pointers (0 when
 # pipec cannot bind it: a struct, an enum, a reference), how many pointers lead to it (at most
@@ -106,7 +106,7 @@ def source_key(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str,
     parts = [ANALYSIS_VERSION, toolchain.name, toolchain.version, arch, extra, str(path), text]
     for header in include_closure(path, text, include_dirs):
         parts += [str(header), header.read_text(errors="replace")]
-    parts += [str(d) for d in include_dirs]
+    parts += [str(d) for d in (*include_dirs, *toolchain.system_headers)]
     return cache.digest(*parts)
 
 
@@ -131,7 +131,7 @@ def analyze(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) ->
     declarations = scan_declarations(text)
     kernels = {
         e.name: _kernel_record(e, probe.globals.get(f"pipec_sig_{e.name}", [0]),
-                               declarations.get(e.name), module)
+                               declarations.get(e.name), module, toolchain.system_headers)
         for e in entries
     }
     mangled = tuple(e.name for e in module.entries if e.name.startswith("_Z"))
@@ -162,18 +162,16 @@ def compile_generated_cubin(name: str, source: str, toolchain, arch: str) -> byt
 
 
 def _kernel_record(entry: ptx.Function, words: list[int], decl: Declaration | None,
-                   module: ptx.PtxModule) -> KernelRecord:
+                   module: ptx.PtxModule, system: tuple[Path, ...]) -> KernelRecord:
     count, codes = (words[0], words[1 : 1 + words[0]]) if words else (0, [])
     names = decl.params if decl and len(decl.params) == count else [f"arg{i}" for i in range(count)]
     params = tuple(_param_record(i, code, name, decl) for i, (code, name) in enumerate(zip(codes, names)))
     findings = tuple(
-        FindingRecord(f.rule, f.instruction, _location(f.location), _location(f.inlined_at))
+        FindingRecord(f.rule, f.instruction, *_located(f.location, system))
         for f in _unique(module.findings(entry.name))
     )
     writes = module.writes(entry.name)
-    params = tuple(replace(p, written=status.value, written_at=_location(where))
-                   for p, (status, where) in ((p, writes.get(p.index, (ptx.Written.UNKNOWN, None)))
-                                              for p in params))
+    params = tuple(_with_writes(p, writes.get(p.index, (ptx.Written.UNKNOWN, None)), system) for p in params)
     return KernelRecord(entry.name, params, entry.max_threads, findings,
                         decl.where if decl else None, decl.unreadable if decl else ())
 
@@ -185,8 +183,35 @@ def _param_record(index: int, code: int, name: str, decl: Declaration | None) ->
                        extent=decl.extent(name) if decl else None)
 
 
-def _location(location: ptx.Location | None) -> SourceLocation | None:
-    return SourceLocation(location.file, location.line, location.column) if location else None
+def _with_writes(param: ParamRecord, write: tuple[ptx.Written, ptx.Location | None],
+                 system: tuple[Path, ...]) -> ParamRecord:
+    status, where = write
+    written_at, reached_from = _located(where, system)
+    return replace(param, written=status.value, written_at=written_at, written_reached_from=reached_from)
+
+
+def _located(location: ptx.Location | None, system: tuple[Path, ...]) -> tuple[SourceLocation | None,
+                                                                             tuple[CallSite, ...]]:
+    """A PTX location as records: the line itself, and the lines that reach it through inlining
+    and calls, innermost first. Lines in the compiler's own headers (`atomicAdd` in the toolkit's
+    `device_atomic_functions.hpp`, `cuda::atomic_ref` in CCCL) are skipped: they are no line the
+    user can change, and one compiler shows them where another has a built-in."""
+    if location is None:
+        return None, ()
+    lines = location.chain()
+    own = [i for i, line in enumerate(lines) if i == len(lines) - 1 or not _under(line.file, system)]
+    reached_from = tuple(CallSite(_source(lines[outer]), any(line.called for line in lines[inner:outer]))
+                         for inner, outer in zip(own, own[1:]))
+    return _source(lines[own[0]]), reached_from
+
+
+def _under(file: str, folders: tuple[Path, ...]) -> bool:
+    path = Path(file).resolve()
+    return any(path.is_relative_to(folder) for folder in folders)
+
+
+def _source(location: ptx.Location) -> SourceLocation:
+    return SourceLocation(location.file, location.line, location.column)
 
 
 def _unique(findings: list[ptx.Finding]) -> list[ptx.Finding]:

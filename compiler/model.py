@@ -14,6 +14,7 @@ from typing import Union
 
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
+from .diagnostics import Label
 from .dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
 
 
@@ -85,7 +86,8 @@ class Param:
     extent: Extent | None = None
     ctype: str = ""  # the C type as the compiler reported it, for messages
     written: str = "unknown"  # yes | no | unknown: whether the kernel's PTX can write through it
-    written_span: Span | None = None  # where (the first store, or the store pipec cannot follow)
+    written_span: Span | None = None  # the kernel's line that reaches the first store (or the one pipec cannot follow)
+    written_trail: tuple[Label, ...] = ()  # the store itself and the lines between, in headers and helpers
 
     def describe(self) -> str:
         return f"parameter {self.index + 1} `{self.name}` ({self.ctype})"
@@ -97,8 +99,8 @@ class KernelFinding:
 
     rule: str  # atomics | spin-wait | fence-barrier
     instruction: str
-    span: Span  # in the CUDA source, from the PTX line info
-    inlined_into: Span | None = None
+    span: Span  # the kernel's own line that reaches the instruction, from the PTX line info
+    trail: tuple[Label, ...] = ()  # the instruction itself and the lines between, in headers and helpers
 
 
 @dataclass(frozen=True, eq=False)

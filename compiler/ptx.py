@@ -1,6 +1,6 @@
 """Reading PTX: kernel entries, their parameters and launch bounds, every instruction of every
-function mapped back to CUDA source lines through `.loc` line info, and the instructions the
-graph-safety rules forbid.
+function mapped back to CUDA source lines through `.loc` line info (with the whole chain of
+lines that inlined it), and the instructions the graph-safety rules forbid.
 
 PTX is the ground truth for what a kernel does: an atomic hidden in a macro, a template, an
 inline device helper or inline assembly is an `atom`/`red` instruction here all the same.
@@ -33,9 +33,39 @@ _DEVICE_FENCE = re.compile(r"^(membar\.(gl|sys)|fence\.(sc|acq_rel|acquire|relea
 
 @dataclass(frozen=True)
 class Location:
+    """A source line, with the chain of lines that reached it: `caller` is where the function
+    holding this line was inlined (`.loc ... inlined_at`), or called when `called` is set (a
+    `call` instruction, for a finding in a function that is not inlined). The outermost line of
+    the chain lies in the kernel's own body."""
+
     file: str
     line: int
     column: int
+    caller: Location | None = None
+    called: bool = False  # `caller` is a call instruction, not an inlining
+
+    def chain(self) -> list[Location]:
+        """This line and every line that reached it, innermost first."""
+        lines, current = [], self
+        while current is not None:
+            lines.append(current)
+            current = current.caller
+        return lines
+
+    def called_from(self, call: Location) -> Location:
+        """This location in a function that a `call` at `call` reaches: the call site becomes
+        the caller of the chain's outermost line."""
+        if self.caller is None:
+            return replace(self, caller=call, called=True)
+        return replace(self, caller=self.caller.called_from(call))
+
+
+def reached_through(location: Location | None, call: Location | None) -> Location | None:
+    """A callee's location seen from the call that reaches it (the call's own when the callee's
+    instruction has no line info)."""
+    if location is None or call is None:
+        return location or call
+    return location.called_from(call)
 
 
 @dataclass(frozen=True)
@@ -43,7 +73,6 @@ class Finding:
     rule: str  # atomics | fence-barrier | spin-wait | grid-sync | unfollowed-call
     instruction: str
     location: Location | None
-    inlined_at: Location | None = None
 
 
 @dataclass(frozen=True)
@@ -52,8 +81,7 @@ class Instruction:
     guard: str | None  # the predicate of `@p` / `@!p`, without the `!`
     opcode: str  # `ld.volatile.global.u32`
     operands: tuple[str, ...]  # split at top-level commas
-    location: Location | None
-    inlined_at: Location | None
+    location: Location | None  # with the chain of inlined call sites that reached it
     target: int | None = None  # a branch's resolved label position
 
     @property
@@ -62,7 +90,7 @@ class Instruction:
         return f"{guard}{self.opcode} {', '.join(self.operands)}".strip()
 
     def finding(self, rule: str, instruction: str | None = None) -> Finding:
-        return Finding(rule, instruction or self.text, self.location, self.inlined_at)
+        return Finding(rule, instruction or self.text, self.location)
 
 
 @dataclass
@@ -168,7 +196,7 @@ class _BodyReader:
     def __init__(self, function: Function, files: dict[int, str]) -> None:
         self.function, self.files = function, files
         self.location: Location | None = None
-        self.inlined: Location | None = None
+        self.recent: dict[tuple[str, int, int], Location] = {}  # the latest `.loc` of each line
         self.scopes: list[int] = [0]  # the open scopes, innermost last
         self.parents: dict[int, int] = {0: 0}
         self.labels: dict[tuple[int, str], int] = {}
@@ -188,12 +216,15 @@ class _BodyReader:
         self._scan_findings()
 
     def _locate(self, m: re.Match) -> None:
-        file = self.files.get(int(m.group(1)), m.group(1))
-        self.location = Location(file, int(m.group(2)), int(m.group(3)))
-        self.inlined = (
-            Location(self.files.get(int(m.group(4)), m.group(4)), int(m.group(5)), int(m.group(6)))
-            if m.group(4) else None
-        )
+        """A `.loc`: an inlined line names its call site, which the compiler has just given a
+        `.loc` of its own (itself inlined elsewhere, or in this function's body), outermost
+        first; the latest `.loc` of that line carries the rest of the chain."""
+        line = (self.files.get(int(m.group(1)), m.group(1)), int(m.group(2)), int(m.group(3)))
+        caller = None
+        if m.group(4):
+            site = (self.files.get(int(m.group(4)), m.group(4)), int(m.group(5)), int(m.group(6)))
+            caller = self.recent.get(site) or Location(*site)
+        self.location = self.recent[line] = Location(*line, caller)
 
     def _feed(self, text: str) -> None:
         nesting = 0  # braces inside one statement: vector operands `{%r1, %r2}`
@@ -230,8 +261,7 @@ class _BodyReader:
             guard, text = m.group(2), text[m.end():]
         opcode, _, rest = text.partition(" ")
         position = len(self.function.instructions)
-        instruction = Instruction(position, guard, opcode, tuple(split_operands(rest)),
-                                  self.location, self.inlined)
+        instruction = Instruction(position, guard, opcode, tuple(split_operands(rest)), self.location)
         self.function.instructions.append(instruction)
         if opcode.split(".")[0] in ("bra", "brx") and instruction.operands:
             self.branches.append((position, instruction.operands[-1], self.scopes[-1]))

@@ -14,7 +14,7 @@ to `T*` is the same store in PTX. Calls pass origins into the callee's summary (
 through each of its parameters), computed for the whole module until nothing changes, so
 recursion and call cycles converge. An indirect call writes what any function whose address
 the module takes writes; a call to a body not in the module makes every parameter not proven
-written `unknown`.
+written `unknown`. A write in a callee is located through the call that reaches it.
 
 The cooperative-groups grid barrier reads the driver's grid workspace from `%envreg1`/`%envreg2`
 and arrives on it with an atomic: an atomic through that origin is a grid-wide sync.
@@ -26,7 +26,8 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .ptx import Finding, Function, Instruction, Location, PtxModule, destinations, registers, sources
+from .ptx import (Finding, Function, Instruction, Location, PtxModule, destinations, reached_through, registers,
+                  sources)
 from .ptx_calls import KNOWN_EXTERNALS, address_taken, call_target
 
 LOADED = "loaded"
@@ -174,10 +175,10 @@ def _summarise(provenance: _Provenance, summaries: dict[str, Summary], taken: se
                 record({LOADED}, instruction.location)  # a body not in the module
             for callee in known:
                 if index in callee.written:
-                    record(origins, callee.written[index] or instruction.location)
+                    record(origins, reached_through(callee.written[index], instruction.location))
         for callee in known:
             if callee.has_unknown:
-                record({LOADED}, callee.unknown or instruction.location)
+                record({LOADED}, reached_through(callee.unknown, instruction.location))
     return summary
 
 

@@ -10,7 +10,7 @@ from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
 from . import kernels as kernel_analysis
 from .config import CompileOptions
 from .diagnostics import DiagnosticSink, Label
-from .kernel_records import KernelRecord, SourceLocation
+from .kernel_records import CallSite, KernelRecord, SourceLocation
 from .model import DTYPES, Extent, Kernel, KernelFinding, KernelSource, Param
 from .resolve_scope import LoadedModule, Scope, Symbol
 from .source_scan import ExtentAnnotation
@@ -69,12 +69,12 @@ class KernelImports(Scope):
             line = min(int(m.group("line")), source.line_count)
             self.sink.add("PC106", f"kernel source does not compile: {m.group('msg').strip()}",
                           Span.of_line(source, line),
-                          "fix the CUDA source; the note shows how it was compiled",
+                          failure.advice or "fix the CUDA source; the note shows how it was compiled",
                           labels=(Label(via, "imported here"),), notes=(failure.command,))
             reported += 1
         if not reported:
             self.sink.add("PC106", f"`{path.name}` does not compile", via,
-                          "fix the CUDA source; the compiler's log follows",
+                          failure.advice or "fix the CUDA source; the compiler's log follows",
                           notes=(failure.log.strip()[-2000:], failure.command))
 
     def _kernel(self, ident: ast.Ident, record: KernelRecord, path: Path, source: SourceFile,
@@ -84,7 +84,8 @@ class KernelImports(Scope):
         params = tuple(
             Param(p.index, p.name, p.kind, DTYPES.get(p.dtype) if p.dtype else None, p.const,
                   p.write_only, self._extent(source, p.extent) if p.extent else None, p.ctype,
-                  p.written, self._cuda_span(p.written_at, None))
+                  p.written, self._cuda_span(p.written_reported_at, None),
+                  self._trail(p.written_at, p.written_reached_from, "the store itself"))
             for p in record.params
         )
         if where is None:
@@ -98,8 +99,9 @@ class KernelImports(Scope):
                           Span(source, unreadable.start, unreadable.end),
                           "annotations are `pipec: extent NAME = EXPR` and `pipec: out NAME`")
         findings = tuple(
-            KernelFinding(f.rule, f.instruction, self._cuda_span(f.location, decl_span),
-                          self._cuda_span(f.inlined_at, None))
+            KernelFinding(f.rule, f.instruction, self._cuda_span(f.reported_at, decl_span),
+                          self._trail(f.location, f.reached_from, f"`{f.instruction}` itself"
+                                      if f.rule != "unfollowed-call" else "the call itself"))
             for f in record.findings
         )
         return Kernel(ident.text, KernelSource(path, source, key), params, record.max_threads,
@@ -113,6 +115,18 @@ class KernelImports(Scope):
             self.sink.add("PC106", f"cannot read the extent expression: {error.message}", span,
                           "write it like a .pipe constant expression over the kernel's scalar parameters")
             return None
+
+    def _trail(self, location: SourceLocation | None, reached_from: tuple[CallSite, ...],
+               itself: str) -> tuple[Label, ...]:
+        """Labels for the lines between the kernel's own line (the diagnostic's span) and the
+        instruction: the instruction in its header or helper, then each line that inlines or
+        calls the function holding the one before."""
+        if not reached_from:
+            return ()
+        steps = [(location, f"{itself}, in `{Path(location.file).name}`" if location else "")]
+        steps += [(site.location, "called here" if site.called else "inlined here") for site in reached_from[:-1]]
+        spans = [(self._cuda_span(where, None), text) for where, text in steps]
+        return tuple(Label(span, text) for span, text in spans if span is not None)
 
     def _cuda_span(self, location: SourceLocation | None, fallback: Span | None) -> Span | None:
         if location is None:

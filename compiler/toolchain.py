@@ -2,11 +2,14 @@
 
 Both produce PTX for analysis (with line info) and cubin for the runtime. Compile errors come
 back as `CompileFailed` with the compiler's log; a missing compiler as `ToolchainUnavailable`.
+NVRTC gets the CUDA runtime and CCCL headers of its own version (cuda_headers); each compiler
+names the folders of its own headers (`system_headers`), whose lines a finding's chain skips.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import shutil
 import subprocess
@@ -15,16 +18,19 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
 
+from . import cuda_headers
+
 
 class ToolchainUnavailable(Exception):
     pass
 
 
 class CompileFailed(Exception):
-    def __init__(self, log: str, command: str) -> None:
+    def __init__(self, log: str, command: str, advice: str | None = None) -> None:
         super().__init__(log)
         self.log = log
         self.command = command
+        self.advice = advice  # what to install when a CUDA header could not be included
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,14 @@ class Nvrtc:
         return f"nvrtc-{major.value}.{minor.value}"
 
     @cached_property
+    def cuda_headers(self) -> cuda_headers.CudaHeaders:
+        return cuda_headers.find(self.version.removeprefix("nvrtc-"))
+
+    @property
+    def system_headers(self) -> tuple[Path, ...]:
+        return self.cuda_headers.folders
+
+    @cached_property
     def supported_archs(self) -> tuple[str, ...]:
         """The real architectures this NVRTC can target, oldest first (`sm_50`, ...)."""
         count = ctypes.c_int()
@@ -92,10 +106,13 @@ class Nvrtc:
         self._check(lib.nvrtcCreateProgram(ctypes.byref(program), request.source.encode(),
                                            request.name.encode(), 0, None, None), "nvrtcCreateProgram")
         try:
-            options = [o.encode() for o in request.options()]
-            array = (ctypes.c_char_p * len(options))(*options)
+            options = request.options() + [f"-I{d}" for d in self.system_headers]
+            array = (ctypes.c_char_p * len(options))(*(o.encode() for o in options))
             if lib.nvrtcCompileProgram(program, len(options), array) != 0:
-                raise CompileFailed(self._log(program), "NVRTC " + " ".join([request.name, *request.options()]))
+                log = self._log(program)
+                missing = cuda_headers.MISSING_INCLUDE.search(log)
+                raise CompileFailed(log, "NVRTC " + " ".join([request.name, *options]),
+                                    self.cuda_headers.advice(missing.group(1)) if missing else None)
             kind = "PTX" if request.target == "ptx" else "CUBIN"
             size = ctypes.c_size_t()
             self._check(getattr(lib, f"nvrtcGet{kind}Size")(program, ctypes.byref(size)), f"nvrtcGet{kind}Size")
@@ -133,10 +150,19 @@ class Nvcc:
         match = re.search(r"release ([\d.]+), V([\d.]+)", out)
         return f"nvcc-{match.group(2) if match else out.strip().splitlines()[-1]}"
 
+    @cached_property
+    def system_headers(self) -> tuple[Path, ...]:
+        """The toolkit nvcc belongs to (`TOP` in its dry run: a wrapper script may call it)."""
+        out = subprocess.run([self.executable, "--dryrun", "-E", "-x", "cu", os.devnull], capture_output=True, text=True)
+        top = re.search(r"^#\$ TOP=(.*)$", out.stdout + out.stderr, re.M)
+        return (Path(top.group(1).strip()).resolve(),) if top else ()
+
     def compile(self, request: CompileRequest) -> bytes:
         with tempfile.TemporaryDirectory(prefix="pipec-") as tmp:
             src = Path(tmp) / Path(request.name).name
-            src.write_text(request.source)
+            # The line info and the messages name the real file, not this copy.
+            name = request.name.replace("\\", "\\\\").replace('"', '\\"')
+            src.write_text(f'#line 1 "{name}"\n{request.source}')
             out = Path(tmp) / f"out.{request.target}"
             cmd = [self.executable, f"-{request.target}", *request.options(), str(src), "-o", str(out)]
             proc = subprocess.run(cmd, capture_output=True, text=True)

@@ -227,7 +227,8 @@ def test_the_recorded_cooperative_groups_grid_sync_is_one_finding():
     findings = m.findings("k")
     assert [(f.rule, f.location.file) for f in findings] == [
         ("grid-sync", "cooperative_groups/details/sync.h")]
-    assert findings[0].inlined_at is not None
+    outermost = findings[0].location.chain()[-1]
+    assert (outermost.file, outermost.line) == ("g.cu", 6)  # `grid.sync()` in the kernel, line 4 takes the grid
     assert m.writes("k") == {0: (Written.YES, ptx.Location("g.cu", 5, 3)), 1: (Written.NO, None)}
 
 

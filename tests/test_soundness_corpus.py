@@ -4,18 +4,21 @@ pointer (in a `__noinline__` helper, recursion, a header in a subfolder, inline 
 instructions per line, braces or macro-built strings, a function pointer), and clean twins
 under clean/ that must stay silent.
 
-Each file marks the line where it expects a diagnostic with `// expect: PC3xx[, PC3xx]`, in the
-kernel source or in the header the finding lies in. NVRTC compiles every source; the codes and
-lines the analysis finds must be exactly those expected. A `const` parameter the kernel can
-write through (or cannot be proven not to) counts as PC318 at the write; the `.pipe` files
-bind non-const parameters `in` and carry the usual `# error:` expectations. corpus/cccl/ holds
-`grid.sync()` and `cuda::atomic_ref` through the real headers, checked where their wheels are
-installed (nvidia-cuda-runtime-cu12 and nvidia-cuda-cccl-cu12 on the Python path)."""
+Each file marks the line where it expects a diagnostic with `// expect: PC3xx[, PC3xx]`: the
+line of the kernel's own body that reaches the instruction, through every inlined function and
+every call. When the instruction itself lies elsewhere (a header, a helper), that line carries
+`// note: PC3xx`: the diagnostic shows it as a note. NVRTC compiles every source, nvcc a sample
+of them where it is installed, and both must find exactly the lines expected. A `const` parameter
+the kernel can write through (or cannot be proven not to) counts as PC318 at the write; the
+`.pipe` files bind non-const parameters `in` and carry the usual `# error:` expectations.
+corpus/cccl/ holds `grid.sync()` and `cuda::atomic_ref` through the real headers, checked where
+NVRTC finds the CUDA runtime and CCCL headers of its own version (the header wheels,
+nvidia-cuda-runtime-cu12 and nvidia-cuda-cccl-cu12 for NVRTC 12, or a matching toolkit)."""
 
 from __future__ import annotations
 
 import re
-import sys
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,32 +26,46 @@ import pytest
 from harness import compile_fixture, expected_diagnostics, explain
 from pipec.compiler import kernels
 from pipec.compiler.checks.forbidden_instructions import RULE_CODES
+from pipec.compiler.kernel_records import SourceLocation
 from pipec.compiler.toolchain import get_toolchain
 
 CORPUS = Path(__file__).parent / "corpus" / "soundness"
 SOURCES = sorted(p for p in CORPUS.rglob("*.cu"))
 PIPELINES = sorted(CORPUS.glob("*.pipe"))
-_EXPECT = re.compile(r"//\s*expect:\s*(PC\d+(?:\s*,\s*PC\d+)*)")
+_MARK = re.compile(r"//\s*(expect|note):\s*(PC\d+(?:\s*,\s*PC\d+)*)")
+# One source of each way of hiding, compiled by nvcc as well: the lines must be the same.
+NVCC_SAMPLE = ("atomic_header_subfolder.cu", "atomic_call_chain.cu", "atomic_noinline_header.cu",
+               "fence_header.cu", "spin_header.cu", "spin_relaxed_asm.cu", "write_const_header.cu",
+               "write_const_helper.cu", "grid_sync_noinline.cu", "atomic_asm_macro.cu",
+               "clean/pure_header.cu")
 
 
-def expected(source: Path) -> set[tuple[str, int, str]]:
+def expected(source: Path) -> set[tuple[str, str, int, str]]:
+    """(expect | note, file, line, code) as the source and the headers it includes mark them."""
     found = set()
     for path in [source, *kernels.include_closure(source, source.read_text(), ())]:
         for number, line in enumerate(path.read_text().splitlines(), start=1):
-            if m := _EXPECT.search(line):
-                found.update((path.name, number, code.strip()) for code in m.group(1).split(","))
+            if m := _MARK.search(line):
+                found.update((m.group(1), path.name, number, code.strip()) for code in m.group(2).split(","))
     return found
 
 
-def found(source: Path) -> set[tuple[str, int, str]]:
-    analysis = kernels.analyze(source, (), get_toolchain("nvrtc"), "compute_90")
+def _marks(code: str, reported: SourceLocation | None, itself: SourceLocation | None) -> set:
+    marks = {("expect", Path(reported.file).name, reported.line, code)}
+    if itself != reported:
+        marks.add(("note", Path(itself.file).name, itself.line, code))
+    return marks
+
+
+def found(source: Path, compiler: str = "nvrtc") -> set[tuple[str, str, int, str]]:
+    analysis = kernels.analyze(source, (), get_toolchain(compiler), "compute_90")
     result = set()
     for kernel in analysis.kernels.values():
         for finding in kernel.findings:
-            result.add((Path(finding.location.file).name, finding.location.line, RULE_CODES[finding.rule]))
+            result |= _marks(RULE_CODES[finding.rule], finding.reported_at, finding.location)
         for param in kernel.params:
             if param.const and param.written != "no":
-                result.add((Path(param.written_at.file).name, param.written_at.line, "PC318"))
+                result |= _marks("PC318", param.written_reported_at, param.written_at)
     return result
 
 
@@ -64,26 +81,27 @@ def test_exactly_the_expected_findings(source):
     assert found(source) == expected(source)
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+@pytest.mark.parametrize("name", NVCC_SAMPLE)
+def test_nvcc_points_at_the_same_lines(name):
+    source = CORPUS / name
+    assert found(source, "nvcc") == expected(source)
+
+
 @pytest.mark.parametrize("path", PIPELINES, ids=lambda p: p.stem)
 def test_pipelines(path):
     actual, result = compile_fixture(path)
     assert actual == expected_diagnostics(path), explain(actual, expected_diagnostics(path), result)
 
 
-def _header_wheels() -> tuple[Path, ...]:
-    """The include folders of the CUDA runtime and CCCL header wheels, where installed."""
-    wanted = ("nvidia/cuda_cccl/include", "nvidia/cuda_runtime/include")
-    found = [Path(entry) / w for w in wanted for entry in sys.path if (Path(entry) / w).is_dir()]
-    return tuple(dict.fromkeys(found))
-
-
-@pytest.mark.skipif(len(_header_wheels()) < 2,
-                    reason="the CUDA runtime / CCCL header wheels are not installed")
+@pytest.mark.skipif(len(get_toolchain("nvrtc").cuda_headers.folders) < 2,
+                    reason="no CUDA runtime and CCCL headers of NVRTC's version")
 def test_the_cuda_cpp_library_is_analysed_like_any_code():
     source = CORPUS.parent / "cccl" / "cooperative_groups.cu"
-    analysis = kernels.analyze(source, _header_wheels(), get_toolchain("nvrtc"), "compute_90")
+    analysis = kernels.analyze(source, (), get_toolchain("nvrtc"), "compute_90")
     rules = {name: sorted({f.rule for f in kernel.findings}) for name, kernel in analysis.kernels.items()}
     assert rules == {
         "sync_noinline": ["grid-sync"], "rank_only": [], "block_sync": [],
         "wait_ref": ["spin-wait"], "count_ref": ["atomics"], "bounded_ref": [],
     }
+    assert found(source) == expected(source)  # the library's own lines are no notes

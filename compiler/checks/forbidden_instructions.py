@@ -57,9 +57,7 @@ def forbidden_instructions(ctx: CheckContext) -> None:
                 used_waivers.add(key)
                 continue
             what, hint = MESSAGES[finding.rule]
-            labels = [Label(node.span, "launched in the step here")]
-            if finding.inlined_into is not None:
-                labels.append(Label(finding.inlined_into, "inlined into the kernel here"))
+            labels = [Label(node.span, "launched in the step here"), *finding.trail]
             if finding.rule in WAIVABLE:
                 exemption = f"waive {finding.rule.replace('-', '_')} for {called(kernel)}: \"reason\""
                 hint = f"{hint}; or exempt it: `{exemption}`"

@@ -26,7 +26,7 @@ def write_through_read_only(ctx: CheckContext) -> None:
             message = (f"kernel `{name}` stores through a pointer it loaded from memory, so pipec cannot "
                        f"prove it leaves {param.describe()}, {why}, unwritten")
             where = "the store pipec cannot follow"
-        labels = (Label(param.written_span, where),) if param.written_span else ()
+        labels = ((Label(param.written_span, where),) if param.written_span else ()) + param.written_trail
         ctx.sink.add("PC318", message, arg.span,
                      "bind it `inout` (or `out`) so the next reader waits for this launch; a "
                      "`const` the kernel casts away is no promise", labels=labels)

@@ -8,7 +8,7 @@ __device__ __forceinline__ unsigned int* grid_workspace() {
 __device__ __noinline__ void grid_barrier() {
     unsigned int* arrived = grid_workspace() + 1;
     if (threadIdx.x == 0) {
-        unsigned int old = atomicAdd(arrived, 1u);  // expect: PC319
+        unsigned int old = atomicAdd(arrived, 1u);  // note: PC319
         while (((old ^ *(volatile unsigned int*)arrived) & 0x80000000u) == 0) {
         }
     }
@@ -16,6 +16,6 @@ __device__ __noinline__ void grid_barrier() {
 }
 extern "C" __global__ void grid_noinline(float* out) {
     out[blockIdx.x] = 1.0f;
-    grid_barrier();
+    grid_barrier();  // expect: PC319
     out[blockIdx.x + 1] = 2.0f;
 }

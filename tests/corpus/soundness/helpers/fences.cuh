@@ -1,3 +1,3 @@
 __device__ inline void system_fence() {
-    __threadfence_system();  // expect: PC307
+    __threadfence_system();  // note: PC307
 }

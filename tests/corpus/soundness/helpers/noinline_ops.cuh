@@ -1,3 +1,3 @@
 __device__ __noinline__ void add_noinline(unsigned int* total, unsigned int v) {
-    atomicOr(total, v);  // expect: PC305
+    atomicOr(total, v);  // note: PC305
 }

@@ -1,3 +1,3 @@
 __device__ inline void overwrite(const float* p, int i, float v) {
-    const_cast<float*>(p)[i] = v;  // expect: PC318
+    const_cast<float*>(p)[i] = v;  // note: PC318
 }
