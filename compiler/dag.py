@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -75,16 +76,19 @@ class _Elements:
     def predecessors(self, start: int, stop: int, mode: int, buffer: str,
                      found: dict[int, tuple[str, str]]) -> None:
         """Add to `found` every node an access to [start, stop) must follow, with its hazard."""
+        # one hazard tuple per kind, shared by every edge it labels: there can be millions
+        after_write = {earlier: (_HAZARDS[earlier, mode], buffer) for earlier in (2, 3)}
+        after_read = ("WAR", buffer)
         starts = self.starts
         i = bisect_right(starts, start) - 1
         while i < len(starts) and starts[i] < stop:
             for node, earlier in self.writers[i]:
                 if node not in found:
-                    found[node] = (_HAZARDS[earlier, mode], buffer)
+                    found[node] = after_write[earlier]
             if mode & _WRITE:
                 for node in self.readers[i]:
                     if node not in found:
-                        found[node] = ("WAR", buffer)
+                        found[node] = after_read
             i += 1
 
     def add(self, start: int, stop: int, mode: int, node: int, block: int) -> None:
@@ -163,8 +167,7 @@ def _without_cycle_collection():
 @_without_cycle_collection()
 def build_dag(body: GraphBody) -> Dag:
     preds, conflicts = hazard_predecessors(body.items)
-    edges = [(earlier, member) for member, found in enumerate(preds) for earlier in found]
-    reduced = transitive_reduction(len(body.items), edges)
+    reduced = _reduce(preds)
     return Dag(body, reduced, {(a, b): Hazard(*preds[b][a]) for a, b in reduced}, conflicts)
 
 
@@ -189,10 +192,16 @@ def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int
     by a longer path. An edge (u, w) is implied when u is an ancestor of another predecessor
     of w. Ancestors are integer bitsets, but only from the lowest node any later test can ask
     about (so a chain's are empty, not quadratic), and each is dropped after its last use."""
-    preds: list[list[int]] = [[] for _ in range(n)]
+    preds: list[set[int]] = [set() for _ in range(n)]
     for a, b in edges:
-        preds[b].append(a)
-    preds = [sorted(set(p), reverse=True) for p in preds]
+        preds[b].add(a)
+    return _reduce(preds)
+
+
+def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
+    """transitive_reduction, from each node's predecessors, without repeats."""
+    n = len(unique_preds)
+    preds = [sorted(p, reverse=True) for p in unique_preds]
     # lowest[v]: the lowest ancestor of v that is ever looked up, n when none is. w looks up
     # its predecessors in what they reach, and passes on what its own successors look up.
     lowest = [n] * n
@@ -310,30 +319,48 @@ def _fewest_chains(n: int, preds: list[list[int]], lanes: int) -> tuple[list[lis
 
 
 def _augment(v: int, chains: list[list[int]], reach: _Reach) -> bool:
-    """Fit `v` into the chains without opening one, rearranging them if needed: v follows
-    the latest of its ancestors in some chain, whose former successor x does the same in
-    another chain, and so on until one of them follows a chain's last node."""
+    """Fit `v` into the chains without opening one, rearranging them if needed: v follows an
+    ancestor u of it, u's former successor x follows another ancestor of x, and so on until
+    one of them follows a chain's last node (an augmenting path of the matching "w follows
+    u"). Breadth first, trying in each chain only the latest ancestor of x."""
     for chain in chains:
         if reach.precedes(chain[-1], v):
             chain.append(v)
             return True
-    # Breadth first over chains: seen[lane] = (position where the moved run attaches,
-    # the lane that run comes from, None for v itself).
-    seen: dict[int, tuple[int, int | None]] = {}
-    queue: list[tuple[int, int | None]] = [(v, None)]
-    for x, origin in queue:
-        for lane, chain in enumerate(chains):
-            if lane in seen:
-                continue
+    reached_from: dict[int, int] = {}  # u -> the node x that would follow it
+    follows: dict[int, int] = {}  # x queued -> its present predecessor
+    queue = [v]
+    for x in queue:
+        for chain in chains:
             position = _latest_ancestor(chain, x, reach)
-            if position < 0:
+            if position < 0 or chain[position] in reached_from:
                 continue
-            seen[lane] = (position, origin)
+            u = chain[position]
+            reached_from[u] = x
             if position == len(chain) - 1:
-                _move_runs(v, chains, seen, lane)
+                _rechain(v, chains, reached_from, follows, u)
                 return True
-            queue.append((chain[position + 1], lane))
+            follows[chain[position + 1]] = u
+            queue.append(chain[position + 1])
     return False
+
+
+def _rechain(v: int, chains: list[list[int]], reached_from: dict[int, int], follows: dict[int, int],
+             last: int) -> None:
+    """Apply the augmenting path that ends at `last`, a chain's last node; each chain keeps
+    its first node."""
+    successor = {a: b for chain in chains for a, b in zip(chain, chain[1:])}
+    u = last
+    while True:
+        x = reached_from[u]
+        successor[u] = x
+        if x == v:
+            break
+        u = follows[x]
+    for chain in chains:
+        del chain[1:]
+        while chain[-1] in successor:
+            chain.append(successor[chain[-1]])
 
 
 def _latest_ancestor(chain: list[int], x: int, reach: _Reach) -> int:
@@ -347,18 +374,3 @@ def _latest_ancestor(chain: list[int], x: int, reach: _Reach) -> int:
         else:
             hi = mid
     return lo - 1
-
-
-def _move_runs(v: int, chains: list[list[int]], seen: dict[int, tuple[int, int | None]], last: int) -> None:
-    """Apply an augmenting path ending at lane `last`: each lane on it keeps its members up to
-    the attaching position and takes the run of the lane before it on the path (v at its start)."""
-    path = []
-    lane: int | None = last
-    while lane is not None:
-        position, origin = seen[lane]
-        path.append((lane, position, origin))
-        lane = origin
-    runs = {lane: chains[lane][position + 1:] for lane, position, _ in path}
-    for lane, position, origin in path:
-        del chains[lane][position + 1:]
-        chains[lane].extend(runs[origin] if origin is not None else [v])
