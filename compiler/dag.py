@@ -18,6 +18,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from .model import Access, GraphBody, Mode, Node
 
@@ -349,7 +350,7 @@ def _rechain(v: int, chains: list[list[int]], reached_from: dict[int, int], foll
              last: int) -> None:
     """Apply the augmenting path that ends at `last`, a chain's last node; each chain keeps
     its first node."""
-    successor = {a: b for chain in chains for a, b in zip(chain, chain[1:])}
+    successor = {a: b for chain in chains for a, b in pairwise(chain)}
     u = last
     while True:
         x = reached_from[u]
