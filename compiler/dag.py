@@ -4,12 +4,21 @@ Within one graph body, nodes are in program order. A later node depends on an ea
 when both touch overlapping elements of a buffer and at least one of them writes
 (read-after-write, write-after-read, write-after-write). Nodes of one `parallel` block get no
 edges among themselves; their conflicts are reported instead (rule PC314). The edges are then
-reduced transitively: an edge implied by a longer path is dropped.
+reduced transitively: an edge implied by a longer path is dropped. For the plan, `add_lanes`
+bounds how many nodes can run at once.
+
+Every step is meant to cost about linear time and memory when hazards are local (chains,
+slices per element, independent nodes): tests/test_dag.py compares all of it with brute force.
 """
 
 from __future__ import annotations
 
+import gc
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from .model import Access, GraphBody, Mode, Node
 
@@ -54,36 +63,67 @@ _HAZARDS = {
 }
 
 
-class _Live:
-    """Per buffer, the accesses a later access may still conflict with, as (node index,
-    start, stop, mode) tuples. A write that covers an earlier access's range retires it:
-    anything that conflicts with the earlier access on those elements conflicts with the
-    covering write too, which is already ordered after it."""
+class _Elements:
+    """One buffer's elements, cut into segments that every access so far covers whole or
+    misses. Per segment: its last write as (node, mode) pairs (several only for members of one
+    parallel block) and the nodes that read it since. A later access conflicts with nothing
+    older there: every older access is ordered before that last write."""
 
     def __init__(self) -> None:
-        self.by_buffer: dict[int, list[tuple[int, int, int, int]]] = {}
+        self.starts: list[float] = [float("-inf")]  # segment i is [starts[i], starts[i + 1])
+        self.writers: list[list[tuple[int, int]]] = [[]]
+        self.readers: list[list[int]] = [[]]
 
-    def predecessors(self, access: Access, member: int, found: dict[int, tuple[str, str]]) -> None:
-        """Add to `found` every earlier node `access` conflicts with: index -> (kind, buffer)."""
-        start, stop, mode = access.start, access.stop, int(access.mode)
-        for index, e_start, e_stop, e_mode in self.by_buffer.get(id(access.buffer), ()):
-            if e_start < stop and start < e_stop and index not in found and index != member:
-                kind = _HAZARDS[e_mode, mode]
-                if kind:
-                    found[index] = (kind, access.buffer.name)
+    def predecessors(self, start: int, stop: int, mode: int, buffer: str,
+                     found: dict[int, tuple[str, str]]) -> None:
+        """Add to `found` every node an access to [start, stop) must follow, with its hazard."""
+        # one hazard tuple per kind, shared by every edge it labels: there can be millions
+        after_write = {earlier: (_HAZARDS[earlier, mode], buffer) for earlier in (2, 3)}
+        after_read = ("WAR", buffer)
+        starts = self.starts
+        i = bisect_right(starts, start) - 1
+        while i < len(starts) and starts[i] < stop:
+            for node, earlier in self.writers[i]:
+                if node not in found:
+                    found[node] = after_write[earlier]
+            if mode & _WRITE:
+                for node in self.readers[i]:
+                    if node not in found:
+                        found[node] = after_read
+            i += 1
 
-    def add(self, index: int, accesses: tuple[Access, ...]) -> None:
-        for access in accesses:
-            entries = self.by_buffer.setdefault(id(access.buffer), [])
-            start, stop, mode = access.start, access.stop, int(access.mode)
-            if mode & _WRITE and any(i != index and start <= s and e <= stop for i, s, e, _ in entries):
-                entries[:] = [t for t in entries if t[0] == index or not (start <= t[1] and t[2] <= stop)]
-            entries.append((index, start, stop, mode))
+    def add(self, start: int, stop: int, mode: int, node: int, block: int) -> None:
+        """Record `node`'s access; `block` is the first node of its parallel block (or itself),
+        whose members' entries a write keeps: later nodes follow every member."""
+        lo, hi = self._cut(start), self._cut(stop)
+        if not mode & _WRITE:
+            for readers in self.readers[lo:hi]:
+                if not readers or readers[-1] != node:
+                    readers.append(node)
+            return
+        writers = [[w for w in self.writers[i] if w[0] >= block] + [(node, mode)] for i in range(lo, hi)]
+        readers = [[r for r in self.readers[i] if r >= block] for i in range(lo, hi)]
+        if all(w == writers[0] for w in writers) and all(r == readers[0] for r in readers):
+            del self.starts[lo + 1:hi], writers[1:], readers[1:]  # one segment again
+        self.writers[lo:hi], self.readers[lo:hi] = writers, readers
+
+    def _cut(self, at: int) -> int:
+        """The index of the segment that starts at `at`, cutting the one holding it if needed."""
+        i = bisect_right(self.starts, at) - 1
+        if self.starts[i] == at:
+            return i
+        self.starts.insert(i + 1, at)
+        self.writers.insert(i + 1, list(self.writers[i]))
+        self.readers.insert(i + 1, list(self.readers[i]))
+        return i + 1
 
 
-def build_dag(body: GraphBody) -> Dag:
-    items = body.items
-    live = _Live()
+def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict]]:
+    """Per node, earlier nodes it must follow, each with the kind and buffer of a hazard between
+    them: not reduced, yet not every conflicting pair either (one implied through a later
+    write is left out); their transitive closure is that of all conflicting pairs. Also the
+    conflicts inside parallel blocks."""
+    elements: dict[int, _Elements] = {}
     preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
     conflicts: list[Conflict] = []
     index = 0
@@ -97,13 +137,38 @@ def build_dag(body: GraphBody) -> Dag:
         # its siblings; the block's accesses join the live set only once it is complete.
         for member in range(index, end):
             for access in items[member].accesses:
-                live.predecessors(access, member, preds[member])
+                if _touches(access) and id(access.buffer) in elements:
+                    elements[id(access.buffer)].predecessors(
+                        access.start, access.stop, int(access.mode), access.buffer.name, preds[member])
         conflicts += _sibling_conflicts(items, index, end)
         for member in range(index, end):
-            live.add(member, items[member].accesses)
+            for access in items[member].accesses:
+                if _touches(access):
+                    if id(access.buffer) not in elements:
+                        elements[id(access.buffer)] = _Elements()
+                    elements[id(access.buffer)].add(access.start, access.stop, int(access.mode), member, index)
         index = end
-    edges = [(earlier, member) for member, found in enumerate(preds) for earlier in found]
-    reduced = transitive_reduction(len(items), edges)
+    return preds, conflicts
+
+
+@contextmanager
+def _without_cycle_collection():
+    """The edge arithmetic allocates millions of small lists, dicts and tuples and makes no
+    cycles; the cyclic collector, triggered by allocation counts, would rescan the whole
+    checked program each time (most of the time on 10,000 nodes)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@_without_cycle_collection()
+def build_dag(body: GraphBody) -> Dag:
+    preds, conflicts = hazard_predecessors(body.items)
+    reduced = _reduce(preds)
     return Dag(body, reduced, {(a, b): Hazard(*preds[b][a]) for a, b in reduced}, conflicts)
 
 
@@ -113,55 +178,200 @@ def _sibling_conflicts(items: list[Node], start: int, end: int) -> list[Conflict
         for j in range(i + 1, end):
             for a in items[i].accesses:
                 for b in items[j].accesses:
-                    if a.overlaps(b) and (int(a.mode) | int(b.mode)) & _WRITE:
+                    if a.overlaps(b) and _touches(a) and _touches(b) and (int(a.mode) | int(b.mode)) & _WRITE:
                         found.append(Conflict(a, b, items[i], items[j]))
     return found
 
 
+def _touches(access: Access) -> bool:
+    """An empty range (a slice or an extent of 0) touches no element, so it conflicts with nothing."""
+    return access.start < access.stop
+
+
 def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Edges of a DAG whose nodes are numbered in topological order, minus every edge implied
-    by a longer path. Reachability is kept as one integer bitset per node."""
-    successors: list[list[int]] = [[] for _ in range(n)]
+    by a longer path. An edge (u, w) is implied when u is an ancestor of another predecessor
+    of w. Ancestors are integer bitsets, but only from the lowest node any later test can ask
+    about (so a chain's are empty, not quadratic), and each is dropped after its last use."""
+    preds: list[set[int]] = [set() for _ in range(n)]
     for a, b in edges:
-        successors[a].append(b)
-    reach = [0] * n
+        preds[b].add(a)
+    return _reduce(preds)
+
+
+def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
+    """transitive_reduction, from each node's predecessors, without repeats."""
+    n = len(unique_preds)
+    preds = [sorted(p, reverse=True) for p in unique_preds]
+    # lowest[v]: the lowest ancestor of v that is ever looked up, n when none is. w looks up
+    # its predecessors in what they reach, and passes on what its own successors look up.
+    lowest = [n] * n
+    uses = [0] * n
+    for w in range(n - 1, -1, -1):
+        if preds[w]:
+            bound = min(preds[w][-1], lowest[w])
+            for p in preds[w]:
+                lowest[p] = min(lowest[p], bound)
+                uses[p] += 1
+    ancestors: dict[int, int] = {}  # v -> bitset of its ancestors, bit i for node lowest[v] + i
     kept: list[tuple[int, int]] = []
-    for node in range(n - 1, -1, -1):
+    for w in range(n):
+        if not preds[w]:
+            continue
+        base = min(preds[w][-1], lowest[w])
         covered = 0
-        for succ in sorted(set(successors[node])):
-            if not (covered >> succ) & 1:
-                kept.append((node, succ))
-            covered |= reach[succ] | (1 << succ)
-        reach[node] = covered
+        for p in preds[w]:  # latest first: an earlier one may be an ancestor of a later one
+            if not (covered >> (p - base)) & 1:
+                kept.append((p, w))
+            covered |= ancestors.get(p, 0) >> (base - lowest[p]) | 1 << (p - base)
+            uses[p] -= 1
+            if not uses[p]:
+                ancestors.pop(p, None)
+        if uses[w]:
+            ancestors[w] = covered >> (lowest[w] - base)
     return sorted(kept)
 
 
+class _Reach:
+    """Whether one node precedes another, for nodes added in topological order: nodes are put
+    in chains greedily, and each node keeps, per chain holding an ancestor of it, its latest
+    ancestor there. Narrow DAGs have few chains, so these stay small."""
+
+    def __init__(self) -> None:
+        self.chain: list[int] = []
+        self.tails: list[int] = []
+        self.latest: list[dict[int, int]] = []
+
+    def add(self, node: int, preds: list[int]) -> None:
+        latest: dict[int, int] = {}
+        for p in preds:
+            for chain, u in self.latest[p].items():
+                if latest.get(chain, -1) < u:
+                    latest[chain] = u
+            if latest.get(self.chain[p], -1) < p:
+                latest[self.chain[p]] = p
+        chain = next((self.chain[p] for p in preds if self.tails[self.chain[p]] == p), len(self.tails))
+        if chain == len(self.tails):
+            self.tails.append(node)
+        self.tails[chain] = node
+        self.chain.append(chain)
+        self.latest.append(latest)
+
+    def precedes(self, u: int, v: int) -> bool:
+        return self.latest[v].get(self.chain[u], -1) >= u
+
+
+@_without_cycle_collection()
 def add_lanes(n: int, edges: list[tuple[int, int]], lanes: int) -> list[tuple[int, int]]:
-    """The DAG's edges plus the fewest ordering edges (greedily) that leave at most `lanes`
-    nodes able to run at once: each node joins a chain whose last node already precedes it
-    when one exists, otherwise the chain that frees up first."""
+    """The DAG's edges plus ordering edges that leave at most `lanes` nodes able to run at once
+    (the width: the most nodes no path orders). A DAG that narrow gets no edge. Otherwise the
+    nodes are fitted into `lanes` chains in program order: each joins a chain whose last node
+    already precedes it when one exists, else the chain that frees up first (one new edge)."""
     preds: list[list[int]] = [[] for _ in range(n)]
     for a, b in edges:
         preds[b].append(a)
-    ancestors = [0] * n
+    chains, fitted = _fewest_chains(n, preds, lanes)
+    if fitted == n:
+        return transitive_reduction(n, edges)
+    lane_of = [0] * n
+    for lane, chain in enumerate(chains):
+        for v in chain:
+            lane_of[v] = lane
+    tails = [chain[-1] for chain in chains]
+    latest: list[list[int]] = []  # per node, per lane, its latest ancestor there (-1: none)
     depth = [0] * n
-    tails: list[int | None] = [None] * lanes
     extra: list[tuple[int, int]] = []
     for v in range(n):
+        ancestors = [-1] * lanes
         for p in preds[v]:
-            ancestors[v] |= ancestors[p] | (1 << p)
+            ancestors = list(map(max, ancestors, latest[p]))
+            ancestors[lane_of[p]] = max(ancestors[lane_of[p]], p)
             depth[v] = max(depth[v], depth[p] + 1)
-        ordered = [lane for lane, t in enumerate(tails) if t is not None and (ancestors[v] >> t) & 1]
-        free = [lane for lane, t in enumerate(tails) if t is None]
-        if ordered:
-            lane = max(ordered, key=lambda l: depth[tails[l]])
-        elif free:
-            lane = free[0]
-        else:
-            lane = min(range(lanes), key=lambda l: depth[tails[l]])
-            tail = tails[lane]
-            extra.append((tail, v))
-            ancestors[v] |= ancestors[tail] | (1 << tail)
-            depth[v] = max(depth[v], depth[tail] + 1)
-        tails[lane] = v
+        if v >= fitted:
+            ordered = [lane for lane in range(lanes) if ancestors[lane] == tails[lane]]
+            if ordered:
+                lane = max(ordered, key=lambda l: depth[tails[l]])
+            else:
+                lane = min(range(lanes), key=lambda l: depth[tails[l]])
+                tail = tails[lane]
+                extra.append((tail, v))
+                ancestors = list(map(max, ancestors, latest[tail]))
+                ancestors[lane] = tail
+                depth[v] = max(depth[v], depth[tail] + 1)
+            tails[lane], lane_of[v] = v, lane
+        latest.append(ancestors)
     return transitive_reduction(n, list(edges) + extra)
+
+
+def _fewest_chains(n: int, preds: list[list[int]], lanes: int) -> tuple[list[list[int]], int]:
+    """A cover of nodes 0 .. fitted-1 by the fewest chains (consecutive members ordered by a
+    path), for the longest prefix that `lanes` chains cover; fitted == n when the whole DAG
+    is at most `lanes` wide. Each node extends the cover by an augmenting path (Fulkerson's
+    proof of Dilworth's theorem), so a new chain opens only when the prefix is that wide."""
+    reach = _Reach()
+    chains: list[list[int]] = []
+    for v in range(n):
+        reach.add(v, preds[v])
+        if not _augment(v, chains, reach):
+            if len(chains) == lanes:
+                return chains, v
+            chains.append([v])
+    return chains, n
+
+
+def _augment(v: int, chains: list[list[int]], reach: _Reach) -> bool:
+    """Fit `v` into the chains without opening one, rearranging them if needed: v follows an
+    ancestor u of it, u's former successor x follows another ancestor of x, and so on until
+    one of them follows a chain's last node (an augmenting path of the matching "w follows
+    u"). Breadth first, trying in each chain only the latest ancestor of x."""
+    for chain in chains:
+        if reach.precedes(chain[-1], v):
+            chain.append(v)
+            return True
+    reached_from: dict[int, int] = {}  # u -> the node x that would follow it
+    follows: dict[int, int] = {}  # x queued -> its present predecessor
+    queue = [v]
+    for x in queue:
+        for chain in chains:
+            position = _latest_ancestor(chain, x, reach)
+            if position < 0 or chain[position] in reached_from:
+                continue
+            u = chain[position]
+            reached_from[u] = x
+            if position == len(chain) - 1:
+                _rechain(v, chains, reached_from, follows, u)
+                return True
+            follows[chain[position + 1]] = u
+            queue.append(chain[position + 1])
+    return False
+
+
+def _rechain(v: int, chains: list[list[int]], reached_from: dict[int, int], follows: dict[int, int],
+             last: int) -> None:
+    """Apply the augmenting path that ends at `last`, a chain's last node; each chain keeps
+    its first node."""
+    successor = {a: b for chain in chains for a, b in pairwise(chain)}
+    u = last
+    while True:
+        x = reached_from[u]
+        successor[u] = x
+        if x == v:
+            break
+        u = follows[x]
+    for chain in chains:
+        del chain[1:]
+        while chain[-1] in successor:
+            chain.append(successor[chain[-1]])
+
+
+def _latest_ancestor(chain: list[int], x: int, reach: _Reach) -> int:
+    """The position of the last member of `chain` preceding x, or -1: the members that
+    precede x are a prefix of the chain, so a binary search finds it."""
+    lo, hi = 0, len(chain)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if reach.precedes(chain[mid], x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1

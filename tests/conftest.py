@@ -1,11 +1,26 @@
 """Test tiers: everything runs without a GPU except tests marked `gpu`, which are skipped
-with the reason when no CUDA device can be opened (`scripts/gpu-check.sh` runs them on one)."""
+with the reason when no CUDA device can be opened (`scripts/gpu-check.sh` runs them on one).
+
+Property tests: with CI=true every hypothesis test runs the profile "ci", which derives its
+random seed from the test itself (`derandomize`), so a run passes or fails the same way every
+time; a failure prints the blob that `@reproduce_failure` replays. Hypothesis refuses an
+example database together with `derandomize`, so regressions it found are kept as `@example`
+cases next to the tests. Locally the profile "dev" explores freshly each run and remembers
+failures in .hypothesis/. `HYPOTHESIS_PROFILE` picks either explicitly."""
 
 from __future__ import annotations
 
 import functools
+import os
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE",
+                                     "ci" if os.environ.get("CI") == "true" else "dev"))
 
 
 @functools.cache
