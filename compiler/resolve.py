@@ -47,7 +47,7 @@ class Resolver(Declarations, Unrolling):
             path=source.path,
             sources=[m.source for m in self.modules.values()] + list(self.kernel_files.values()),
             consts={n: s.value for n, s in scope.items() if s.kind == "const"},
-            buffers={n: s.value for n, s in scope.items() if s.kind == "buffer"},
+            buffers={**{n: s.value for n, s in scope.items() if s.kind == "buffer"}, **self.control_buffers},
             kernels={n: s.value for n, s in scope.items() if s.kind == "kernel"},
             step=step, init=init, options=options, waivers=waivers,
             dropped_statements=self.dropped_statements,

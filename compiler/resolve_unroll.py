@@ -12,12 +12,13 @@ from .model import (
     PointerArg, RuntimeValueArg, ValueArg,
 )
 from .ranges import launch_accesses
+from .resolve_control import ControlFlow
 from .resolve_scope import Abort, LoadedModule, Scope
 
 MAX_NODES = 1_000_000
 
 
-class Unrolling(Scope):
+class Unrolling(ControlFlow, Scope):
     """Owns the node count, the parallel groups and the node names given out so far."""
 
     def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
@@ -26,6 +27,7 @@ class Unrolling(Scope):
         self.dropped_statements = 0
         self.next_group = 0
         self.names_taken: dict[str, dict[str, int]] = {}
+        self.control_buffers = {}
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
@@ -63,6 +65,12 @@ class Unrolling(Scope):
                     raise Abort
                 for value in range(start, stop):
                     self._block(module, {**env, stmt.var.text: value}, stmt.body, body, group, stack)
+            case ast.If() if (flag := self.device_flag(module, env, stmt.cond)) is not None:
+                self.device_if(module, env, stmt, flag, body, group, stack)
+            case ast.Switch():
+                self.device_switch(module, env, stmt, body, group, stack)
+            case ast.DeviceLoop():
+                self.device_loop(module, env, stmt, body, group, stack)
             case ast.If():
                 cond = self._eval(module, env, stmt.cond, context="branch")
                 if not isinstance(cond, bool):

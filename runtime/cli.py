@@ -212,6 +212,8 @@ def _short(values: dict) -> str:
 
 def _verify(args, pipeline, info) -> int:
     report = pipeline.verify(args.verify)
+    for line in report.describe_branches():
+        print(f"piperun: verify: branches taken (eager) {line}", file=info)
     if report.ok:
         print(f"piperun: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
               f"for bit on all {report.buffers} buffers; two graph runs agree too "

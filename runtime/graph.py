@@ -1,11 +1,16 @@
 """Building the CUDA graph explicitly from a plan: `cuGraphAddKernelNode`, memset and memcpy
-nodes, `cuGraphAddChildGraphNode` for child graphs, each node added with its dependencies.
-No stream capture anywhere. Instantiated and uploaded once; a replay is one `cuGraphLaunch`."""
+nodes, `cuGraphAddChildGraphNode` for child graphs, `cuGraphAddNode` for conditional nodes
+(whose body graphs the driver creates and pipec fills like any other), each node added with its
+dependencies. No stream capture anywhere. Instantiated and uploaded once; a replay is one
+`cuGraphLaunch`."""
 
 from __future__ import annotations
 
+import inspect
+
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan,
+    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
+    Plan,
 )
 from .driver import Device
 from .launch import KernelArgs
@@ -27,6 +32,7 @@ class BuiltGraph:
         self.graphs: list = []
         self.arguments: dict[str, KernelArgs] = {}  # every kernel node's arguments, by node name
         self.root_nodes: dict[str, object] = {}  # top-level node handles, by node name
+        self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
         self.exec = None
         try:
@@ -38,9 +44,13 @@ class BuiltGraph:
             raise
 
     def _build(self, index: int, top: bool = False):
-        spec = self.plan.graphs[index]
         graph = self.call("cuGraphCreate", 0)
         self.graphs.append(graph)
+        self._populate(graph, index, top)
+        return graph
+
+    def _populate(self, graph, index: int, top: bool = False) -> None:
+        spec = self.plan.graphs[index]
         predecessors: list[list[int]] = [[] for _ in spec.nodes]
         for a, b in spec.edges:
             predecessors[b].append(a)
@@ -51,7 +61,6 @@ class BuiltGraph:
             handles.append(handle)
             if top:
                 self.root_nodes[node.name] = handle
-        return graph
 
     def _add(self, graph, node: NodeSpec, deps: list, scope: str):
         if node.name in self.drop:
@@ -59,8 +68,11 @@ class BuiltGraph:
         if isinstance(node, ChildGraphNodeSpec):
             child = self._build(node.graph)
             return self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
+        if isinstance(node, ConditionalNodeSpec):
+            return self._add_conditional(graph, node, deps)
         self.node_count += 1
         if isinstance(node, KernelNodeSpec):
+            self._create_handles(graph, node)
             return self.call("cuGraphAddKernelNode", graph, deps, len(deps), self._kernel_params(node, scope))
         if isinstance(node, MemsetNodeSpec):
             params = self.cu.CUDA_MEMSET_NODE_PARAMS()
@@ -83,7 +95,7 @@ class BuiltGraph:
         return self.call("cuGraphAddMemcpyNode", graph, deps, len(deps), params, self.device.context)
 
     def _kernel_params(self, node: KernelNodeSpec, scope: str):
-        args = KernelArgs(node, self.buffers)
+        args = KernelArgs(node, self.buffers, self.handles)
         self.arguments[node.name] = args
         params = self.cu.CUDA_KERNEL_NODE_PARAMS()
         params.func = self.modules.function(scope, node.module, node.function, node.shared_bytes)
@@ -93,6 +105,30 @@ class BuiltGraph:
         params.kernelParams = args.address
         return params
 
+    def _create_handles(self, graph, node: KernelNodeSpec) -> None:
+        """The handle a deciding kernel sets, created on the graph that holds its conditional
+        node (the kernel before the node comes first). Each launch starts with the handle at
+        0 (`CU_GRAPH_COND_ASSIGN_DEFAULT`): a node whose kernel did not run runs no body."""
+        for arg in node.args:
+            if arg.kind == "handle" and arg.value not in self.handles:
+                self.handles[arg.value] = self.call(
+                    "cuGraphConditionalHandleCreate", graph, self.device.context, 0,
+                    self.cu.CU_GRAPH_COND_ASSIGN_DEFAULT)
+
+    def _add_conditional(self, graph, node: ConditionalNodeSpec, deps: list):
+        cu = self.cu
+        params = cu.CUgraphNodeParams()
+        params.type = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+        params.conditional.handle = self.handles[node.handle]
+        params.conditional.type = getattr(cu.CUgraphConditionalNodeType, f"CU_GRAPH_COND_TYPE_{node.type.upper()}")
+        params.conditional.size = len(node.bodies)
+        params.conditional.ctx = self.device.context
+        handle = add_node(self.call, cu, graph, deps, params)
+        # The driver creates the body graphs and owns them with the node: filled, never destroyed.
+        for body, index in zip(params.conditional.phGraph_out, node.bodies):
+            self._populate(cu.CUgraph(int(body)), index)
+        return handle
+
     def close(self) -> None:
         if self.exec is not None:
             self.call("cuGraphExecDestroy", self.exec)
@@ -100,3 +136,12 @@ class BuiltGraph:
         for graph in self.graphs:
             self.call("cuGraphDestroy", graph)
         self.graphs.clear()
+
+
+def add_node(call, cu, graph, deps: list, params):
+    """`cuGraphAddNode`: cuda-bindings 13 takes the dependencies' edge data as well (graph,
+    dependencies, edge data, count, params); 12.x takes four arguments."""
+    if len(inspect.signature(cu.cuGraphAddNode).parameters) >= 5:
+        edges = [cu.CUgraphEdgeData() for _ in deps]
+        return call("cuGraphAddNode", graph, deps, edges, len(deps), params)
+    return call("cuGraphAddNode", graph, deps, len(deps), params)
