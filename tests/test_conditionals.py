@@ -1,0 +1,154 @@
+"""Device control flow on CPU: parsing, the plan and its JSON and DOT forms, and what reaches the
+(fake) driver: conditional handles, conditional nodes, their bodies and the generated kernels
+that decide them; eager execution against the graph through every branch."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pipec
+from fake_cuda import Conditional, FakeCuda, FakeCuda13, fake_driver
+from pipec.compiler import codegen
+from pipec.compiler.emit import plan_dot, plan_json
+from pipec.compiler.plan_schema import ConditionalNodeSpec, KernelNodeSpec, from_json, to_json
+from pipec.dsl import SourceFile, ast, parse
+from pipec.runtime import load
+from pipec.runtime.driver import Driver, NoDevice, open_device
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "runtime" / "conditionals.pipe"
+IF, WHILE, SWITCH = 0, 1, 2  # CUgraphConditionalNodeType
+
+
+def _parse(text: str) -> ast.Module:
+    return parse(SourceFile(Path("t.pipe"), text))
+
+
+def test_parsing_every_construct():
+    (step,) = _parse("""step {
+        if on[0] { } else { }
+        switch mode[0] { case 0 { } case 3 { } }
+        every 10 { }
+        while busy[0] { }
+        repeat 4 { }
+    }""").decls
+    if_, switch, every, while_, repeat = step.body.stmts
+    assert isinstance(if_, ast.If) and isinstance(if_.cond, ast.Index) and if_.orelse is not None
+    assert isinstance(switch, ast.Switch) and [c.value.value for c in switch.cases] == [0, 3]
+    assert [(s.kind, type(s.operand).__name__) for s in (every, while_, repeat)] == [
+        ("every", "IntLit"), ("while", "Index"), ("repeat", "IntLit")]
+
+
+@pytest.fixture(scope="module")
+def plan():
+    compilation = pipec.check(FIXTURE)
+    assert compilation.diagnostics == []
+    return compilation.plan
+
+
+def test_plan_lowers_each_construct_to_a_decided_conditional_node(plan):
+    step = plan.graphs[plan.step]
+    conditionals = [n for n in step.nodes if isinstance(n, ConditionalNodeSpec)]
+    assert [(c.construct, c.type, c.handle, c.flag, c.flag_element, len(c.bodies)) for c in conditionals] == [
+        ("if", "if", 0, "learn_on", 0, 2), ("switch", "switch", 1, "mode", 0, 3),
+        ("every", "if", 2, None, None, 1), ("while", "while", 3, "busy", 0, 1),
+        ("repeat", "while", 5, None, None, 1)]
+    # the node before each conditional is its deciding kernel, and an edge joins them
+    for node in conditionals:
+        decide = step.nodes[node.id - 1]
+        assert isinstance(decide, KernelNodeSpec) and decide.function.startswith("pipec_condition_")
+        assert (decide.id, node.id) in step.edges
+        assert decide.args[0].kind == "handle" and decide.args[0].value == node.handle
+    functions = [step.nodes[c.id - 1].function for c in conditionals]
+    assert functions == ["pipec_condition_i32", "pipec_condition_u8", "pipec_condition_every",
+                         "pipec_condition_i32", "pipec_condition_repeat"]
+    # a loop decides again at the end of its body
+    for loop in (conditionals[3], conditionals[4]):
+        last = plan.graphs[loop.bodies[0]].nodes[-1]
+        assert last.function == functions[conditionals.index(loop)]
+    # an empty switch case is an empty body; nesting makes its own handle
+    assert plan.graphs[conditionals[1].bodies[1]].nodes == ()
+    nested = plan.graphs[conditionals[3].bodies[0]].nodes
+    assert [type(n).__name__ for n in nested] == ["MemsetNodeSpec", "KernelNodeSpec", "ConditionalNodeSpec",
+                                                  "KernelNodeSpec"]
+    assert nested[2].handle == 4
+    module = plan.modules[step.nodes[0].module]
+    assert module.name == codegen.CONDITIONS_MODULE_NAME and "cudaGraphSetConditional" in module.source
+
+
+def test_plan_json_round_trip_and_dot(plan):
+    data = json.loads(plan_json(plan))
+    assert from_json(data) == plan
+    kinds = [n["kind"] for n in data["graphs"][plan.step]["nodes"]]
+    assert kinds.count("conditional") == 5
+    dot = plan_dot(plan)
+    assert 'shape=diamond, label="switch mode[0]\\nSWITCH node, handle 1"' in dot
+    assert '[style=dotted, label="case 2"]' in dot and '[style=dotted, label="else"]' in dot
+
+
+def _loaded(fake=FakeCuda):
+    driver = fake_driver(FIXTURE, fake=fake)
+    return load(FIXTURE, driver=driver), driver.cu
+
+
+@pytest.mark.parametrize("fake", [FakeCuda, FakeCuda13])
+def test_driver_receives_handles_conditional_nodes_and_bodies(fake):
+    pipeline, cu = _loaded(fake)
+    with pipeline:
+        creates = cu.named("cuGraphConditionalHandleCreate")
+        root = cu.executables[pipeline.graph.exec]
+        assert [c.args[1:] for c in creates] == [(pipeline.device.context, 0, 1)] * 6
+        # handles are made on the graph that holds their node: the nested `if` in the loop body
+        conditional_nodes = [n for n in root.nodes if n.kind == "conditional"]
+        assert [c.args[0] for c in creates].count(root.handle) == 5
+        works = [n.work for n in conditional_nodes]
+        assert [(w.type, len(w.bodies)) for w in works] == [(IF, 2), (SWITCH, 3), (IF, 1), (WHILE, 1), (WHILE, 1)]
+        assert all(isinstance(w, Conditional) and w.context == pipeline.device.context for w in works)
+        added = cu.named("cuGraphAddNode")
+        assert len(added) == 6 and len(added[0].args) == (5 if fake is FakeCuda13 else 4)
+        # the deciding kernel gets the handle's value and "in graph" = 1
+        decide = root.nodes[root.nodes.index(conditional_nodes[0]) - 1].work
+        handle = works[0].handle
+        assert decide.function == "pipec_condition_i32"
+        assert decide.args[:2] == (struct.pack("<Q", int(handle)), struct.pack("<I", 1))
+        assert decide.args[2] == struct.pack("<Q", pipeline.buffer("learn_on").device_ptr)
+        assert decide.args[3] == struct.pack("<Q", pipeline.buffer("pipec.control.0").device_ptr)
+        loop_body = works[3].bodies[0]
+        assert [n.kind for n in loop_body.nodes] == ["memset", "kernel", "conditional", "kernel"]
+
+
+def test_eager_and_graph_take_the_same_branches():
+    pipeline, cu = _loaded()
+    with pipeline:
+        report = pipeline.verify(4)
+        assert report.ok, [m.describe() for m in report.mismatches]
+        assert report.branches == {"step/if": {0: 4}, "step/switch": {2: 4}, "step/every": {0: 2},
+                                   "step/while": {0: 4}, "step/while/body/if": {0: 4},
+                                   "step/repeat": {0: 12}}
+        pipeline.step(2)
+        assert pipeline.read("a")[0] == 1.0 and pipeline.read("b")[0] == 2.0
+        assert pipeline.read("d")[0] == 4.0 and pipeline.read("busy")[0] == 0
+        # not taken: the else body, and no switch case for a value without one
+        pipeline.write("learn_on", np.array([0], np.int32))
+        pipeline.write("mode", np.array([5], np.uint8))
+        pipeline.write("b", np.full(32, 7.0, np.float32))
+        pipeline.step(1)
+        assert pipeline.read("a")[0] == 2.0 and pipeline.read("b")[0] == 7.0
+        assert pipeline.read("pipec.control.1")[0] == 5  # the switch's decision
+        report = pipeline.verify(3)
+        assert report.ok and report.branches["step/if"] == {1: 3} and report.branches["step/switch"] == {}
+        assert "`step/switch`: no body run" in report.describe_branches()
+
+
+def test_an_old_driver_gets_one_line_naming_the_version_needed():
+    class OldDriver(FakeCuda):
+        def cuDriverGetVersion(self):
+            return (0, 12030)
+
+    with pytest.raises(NoDevice, match=r"API 12\.3; pipec needs 12\.4 or newer"):
+        open_device(0, Driver(OldDriver(param_sizes={})))
