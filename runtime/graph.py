@@ -12,7 +12,7 @@ from ..compiler.plan_schema import (
     ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
     Plan,
 )
-from .driver import Device
+from .driver import Device, NoDevice
 from .launch import KernelArgs
 from .memory import BufferSet
 from .modules import Modules
@@ -35,6 +35,7 @@ class BuiltGraph:
         self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
         self.exec = None
+        check_driver_for_conditionals(plan, root, device.driver_version)
         try:
             self.root = self._build(root, top=True)
             self.exec = self.call("cuGraphInstantiate", self.root, 0)
@@ -145,3 +146,18 @@ def add_node(call, cu, graph, deps: list, params):
         edges = [cu.CUgraphEdgeData() for _ in deps]
         return call("cuGraphAddNode", graph, deps, edges, len(deps), params)
     return call("cuGraphAddNode", graph, deps, len(deps), params)
+
+
+ELSE_AND_SWITCH_DRIVER = 12080  # CUDA 12.8: IF nodes with an else body, and SWITCH nodes
+
+
+def check_driver_for_conditionals(plan: Plan, root: int, version: int) -> None:
+    """Every driver pipec opens has IF and WHILE nodes (12.4); else bodies and switches need 12.8."""
+    if version >= ELSE_AND_SWITCH_DRIVER:
+        return
+    for graph in plan.graph_tree(root):
+        for node in graph.nodes:
+            if isinstance(node, ConditionalNodeSpec) and (node.type == "switch" or len(node.bodies) > 1):
+                what = "`switch`" if node.type == "switch" else "`if` with `else`"
+                raise NoDevice(f"the CUDA driver supports API {version // 1000}.{version % 1000 // 10}; "
+                               f"{what} on the device ({node.location}) needs 12.8 or newer")

@@ -145,6 +145,16 @@ def test_eager_and_graph_take_the_same_branches():
         assert "`step/switch`: no body run" in report.describe_branches()
 
 
+def test_else_and_switch_need_driver_12_8():
+    class Driver127(FakeCuda):
+        def cuDriverGetVersion(self):
+            return (0, 12070)
+
+    with pytest.raises(NoDevice, match=r"^the CUDA driver supports API 12\.7; `if` with `else` on the device "
+                                       r"\(.*conditionals\.pipe:16:5\) needs 12\.8 or newer$"):
+        _loaded(Driver127)
+
+
 def test_an_old_driver_gets_one_line_naming_the_version_needed():
     class OldDriver(FakeCuda):
         def cuDriverGetVersion(self):
