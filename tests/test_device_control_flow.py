@@ -15,6 +15,7 @@ import pipec
 from fake_cuda import Conditional, FakeCuda, FakeCuda13, fake_driver
 from pipec.compiler import codegen
 from pipec.compiler.emit import plan_dot, plan_json
+from pipec.compiler.launch_loop import CONTROL
 from pipec.compiler.plan_schema import ConditionalNodeSpec, KernelNodeSpec, from_json, to_json
 from pipec.dsl import SourceFile, ast, parse
 from pipec.runtime import load
@@ -162,3 +163,32 @@ def test_an_old_driver_gets_one_line_naming_the_version_needed():
 
     with pytest.raises(NoDevice, match=r"API 12\.3; pipec needs 12\.4 or newer"):
         open_device(0, Driver(OldDriver(param_sizes={})))
+
+
+def test_steps_per_launch_wraps_the_step_in_a_device_loop():
+    driver = fake_driver(FIXTURE)
+    cu = driver.cu
+    with load(FIXTURE, driver=driver, steps_per_launch=4) as pipeline:
+        plan = pipeline.plan
+        root = plan.graphs[plan.step]
+        decide, loop = root.nodes
+        assert (decide.function, [a.value for a in decide.args[3:]]) == ("pipec_condition_repeat", [4, 1])
+        assert loop.type == "while" and loop.handle == 6 and root.edges == ((0, 1),)
+        body = plan.graphs[loop.bodies[0]]
+        assert body.name == "step" and body.nodes[-1].name == "step/decide:launch"
+        graph = cu.executables[pipeline.graph.exec]
+        assert [n.kind for n in graph.nodes] == ["kernel", "conditional"]
+        before = len(cu.launches)
+        pipeline.step(1)  # one launch: four steps, each with `repeat 3`, and `every 2` twice
+        assert [l.function for l in cu.launches[before:]].count("add_value") == 4 * 3 + 2
+        assert pipeline.read(CONTROL)[1] == 0  # the counter ran down
+        report = pipeline.verify(2)
+        assert report.ok and report.branches["launch/repeat"] == {0: 8} and report.branches["step/every"] == {0: 4}
+
+
+def test_piperun_steps_per_launch_must_divide_the_steps(capsys):
+    from pipec.runtime.cli import main
+
+    with pytest.raises(SystemExit):
+        main([str(FIXTURE), "--steps", "10", "--steps-per-launch", "4"])
+    assert "--steps-per-launch must be >= 1 and divide --steps and --log-every" in capsys.readouterr().err

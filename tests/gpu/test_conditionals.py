@@ -82,3 +82,19 @@ def test_piperun_verify_reports_the_branches_taken():
                              "--verify", "3"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "branches taken (eager) `step/while`: body 0 15x" in result.stdout
+
+
+def test_steps_per_launch_runs_k_steps_per_graph_launch():
+    import pipec
+
+    with pipec.load(FIXTURES / "device_loops.pipe", steps_per_launch=3) as p:
+        p.step(2)  # two launches, three steps each, five loop iterations per step
+        assert _all(p, "iterations", 30.0) and _all(p, "repeats", 60.0) and _all(p, "periodic", 10.0)
+        report = p.verify(2)
+        assert report.ok, [m.describe() for m in report.mismatches]
+        assert report.branches["launch/repeat"] == {0: 6} and report.branches["step/while"] == {0: 30}
+    result = subprocess.run([sys.executable, "-m", "pipec.runtime.cli", str(FIXTURES / "conditionals.pipe"),
+                             "--steps", "60", "--log-every", "20", "--steps-per-launch", "10"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "ran 60 steps" in result.stdout
