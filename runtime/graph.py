@@ -64,6 +64,8 @@ class BuiltGraph:
                 self.root_nodes[node.name] = handle
 
     def _add(self, graph, node: NodeSpec, deps: list, scope: str):
+        if isinstance(node, KernelNodeSpec):
+            self._create_handles(graph, node)  # even when dropped: the node it decides needs it
         if node.name in self.drop:
             return self.call("cuGraphAddEmptyNode", graph, deps, len(deps))
         if isinstance(node, ChildGraphNodeSpec):
@@ -73,7 +75,6 @@ class BuiltGraph:
             return self._add_conditional(graph, node, deps)
         self.node_count += 1
         if isinstance(node, KernelNodeSpec):
-            self._create_handles(graph, node)
             return self.call("cuGraphAddKernelNode", graph, deps, len(deps), self._kernel_params(node, scope))
         if isinstance(node, MemsetNodeSpec):
             params = self.cu.CUDA_MEMSET_NODE_PARAMS()

@@ -16,7 +16,7 @@ from fake_cuda import Conditional, FakeCuda, FakeCuda13, fake_driver
 from pipec.compiler import codegen
 from pipec.compiler.emit import plan_dot, plan_json
 from pipec.compiler.launch_loop import CONTROL
-from pipec.compiler.plan_schema import ConditionalNodeSpec, KernelNodeSpec, from_json, to_json
+from pipec.compiler.plan_schema import ConditionalNodeSpec, KernelNodeSpec, from_json
 from pipec.dsl import SourceFile, ast, parse
 from pipec.runtime import load
 from pipec.runtime.driver import Driver, NoDevice, open_device
