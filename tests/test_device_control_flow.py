@@ -13,6 +13,7 @@ import pytest
 
 import pipec
 from fake_cuda import Conditional, FakeCuda, FakeCuda13, fake_driver
+from harness import compile_fixture, expected_diagnostics, explain
 from pipec.compiler import codegen
 from pipec.compiler.emit import plan_dot, plan_json
 from pipec.compiler.launch_loop import CONTROL
@@ -192,3 +193,21 @@ def test_piperun_steps_per_launch_must_divide_the_steps(capsys):
     with pytest.raises(SystemExit):
         main([str(FIXTURE), "--steps", "10", "--steps-per-launch", "4"])
     assert "--steps-per-launch must be >= 1 and divide --steps and --log-every" in capsys.readouterr().err
+
+
+def test_each_invalid_construct_is_reported_where_it_is():
+    fixture = ROOT / "tests" / "fixtures" / "control_flow_errors.pipe"
+    actual, result = compile_fixture(fixture)
+    assert actual == expected_diagnostics(fixture), explain(actual, expected_diagnostics(fixture), result)
+    hints = {d.code: d.hint for d in result.diagnostics}
+    assert "`if flag[0] { }`" in hints["PC301"]
+
+
+def test_compile_time_if_stays_compile_time(tmp_path):
+    program = tmp_path / "t.pipe"
+    program.write_text(f'from "{ROOT}/kernels/examples.cu" import add_value\n'
+                       "const ON = true\nbuffer x: f32[4] = fill(0.0)\n"
+                       "step { if ON { launch add_value<<<1, 4>>>(x, 1.0, 4) } else { fill x = 0.0 } }\n")
+    plan = pipec.check(program).plan
+    assert [type(n).__name__ for n in plan.graphs[plan.step].nodes] == ["KernelNodeSpec"]
+    assert not any(m.name == codegen.CONDITIONS_MODULE_NAME for m in plan.modules)
