@@ -211,3 +211,11 @@ def test_compile_time_if_stays_compile_time(tmp_path):
     plan = pipec.check(program).plan
     assert [type(n).__name__ for n in plan.graphs[plan.step].nodes] == ["KernelNodeSpec"]
     assert not any(m.name == codegen.CONDITIONS_MODULE_NAME for m in plan.modules)
+
+
+def test_a_condition_nothing_writes_first_is_read_before_write(tmp_path):
+    program = tmp_path / "t.pipe"
+    program.write_text(f'from "{ROOT}/kernels/examples.cu" import add_value\n'
+                       "buffer on: i32[1] = uninit\nbuffer x: f32[4] = fill(0.0)\n"
+                       "step { if on[0] { launch add_value<<<1, 4>>>(x, 1.0, 4) } }\n")
+    assert [(d.code, d.span.text) for d in pipec.check(program).diagnostics] == [("PC401", "on[0]")]
