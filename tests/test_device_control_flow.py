@@ -122,6 +122,14 @@ def test_driver_receives_handles_conditional_nodes_and_bodies(fake):
         assert decide.args[3] == struct.pack("<Q", pipeline.buffer("pipec.control.0").device_ptr)
         loop_body = works[3].bodies[0]
         assert [n.kind for n in loop_body.nodes] == ["memset", "kernel", "conditional", "kernel"]
+        # `repeat 3`: the kernel before the node loads the counter, the body's last counts down
+        u32 = lambda v: struct.pack("<I", v)
+        control = struct.pack("<Q", pipeline.buffer("pipec.control.5").device_ptr)
+        start = root.nodes[root.nodes.index(conditional_nodes[4]) - 1].work
+        again = works[4].bodies[0].nodes[-1].work
+        assert (start.function, again.function) == ("pipec_condition_repeat",) * 2
+        assert start.args == (struct.pack("<Q", int(works[4].handle)), u32(1), control, u32(3), u32(1))
+        assert again.args == start.args[:4] + (u32(0),)
 
 
 def test_eager_and_graph_take_the_same_branches():
