@@ -36,7 +36,7 @@ def test_each_construct_taken(conditionals):
     assert _all(p, "b", 2.0)  # switch: case 2
     assert _all(p, "busy", 0) and _all(p, "d", 4.0)  # while ran once; the nested if ran
     assert _all(p, "x", 1.5)  # repeat 3 added 0.5 three times; every 2 not yet due
-    assert np.isnan(p.read("c")).all()  # every 2: its copy has not run yet
+    assert _all(p, "c", 0.0)  # every 2: its copy has not run yet (buffers start at zeros)
     p.step(1)
     assert _all(p, "x", 1.5 + 1.0 + 1.5) and _all(p, "c", 1.0)  # every 2 ran on the second step
 
@@ -45,13 +45,14 @@ def test_each_construct_not_taken(conditionals):
     p = conditionals
     p.write("learn_on", np.array([0], np.int32))
     p.write("mode", np.array([7], np.uint8))  # no case 7: no body
+    p.write("b", np.full(N, 7.0, np.float32))
     p.step(1)
     assert _all(p, "a", 2.0)  # if: else
-    assert np.isnan(p.read("b")).all()  # switch ran no case (b is uninit, poisoned)
-    assert np.isnan(p.read("d")).all()  # nested if not taken
+    assert _all(p, "b", 7.0)  # switch ran no case
+    assert _all(p, "d", 0.0)  # the nested if was not taken
     p.write("mode", np.array([0], np.uint8))
     p.step(1)
-    assert _all(p, "b", 0.0)
+    assert _all(p, "b", 0.0)  # case 0
 
 
 def test_while_terminates_and_nested_constructs_count_on_the_device():
