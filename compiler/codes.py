@@ -107,10 +107,16 @@ RULES: tuple[Rule, ...] = (
     Rule("PC317", "unfollowed-call", _E, "a kernel makes a call the analysis cannot follow"),
     Rule("PC318", "write-through-read-only", _E, "a kernel writes through a pointer bound `in` or declared const"),
     Rule("PC319", "grid-sync", _E, "a kernel waits for the whole grid, which needs a cooperative launch"),
+    Rule("PC320", "invalid-device-condition", _E,
+         "a device branch or loop does not decide on one element of an integer buffer"),
+    Rule("PC321", "condition-written-in-body", _E, "a branch writes the flag that decides it"),
+    Rule("PC322", "unbounded-while", _E, "nothing in a `while` body can clear its flag"),
     # PC4xx: warnings
     Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it",
          suppressible=True),
     Rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer", suppressible=True),
+    Rule("PC403", "stale-after-branch", _W,
+         "a buffer written only inside a device branch is read after it on every step", suppressible=True),
 )
 
 BY_CODE: dict[str, Rule] = {rule.code: rule for rule in RULES}

@@ -20,7 +20,7 @@ from .checks import CheckContext, run_checks
 from .config import Settings
 from .dag import Dag, build_dag
 from .diagnostics import Diagnostic, DiagnosticSink
-from .model import GraphNode, Program
+from .model import Program, child_bodies
 from .lower import build_plan
 from .plan_schema import Plan
 from .resolve import Resolver
@@ -99,7 +99,7 @@ def _all_bodies(program: Program):
         while stack:
             current = stack.pop()
             yield current
-            stack.extend(item.body for item in current.items if isinstance(item, GraphNode))
+            stack.extend(child for item in current.items for child in child_bodies(item))
 
 
 def compile_file(path: Path, settings: Settings, *, until: str = "plan",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from .plan_schema import (
-    ChildGraphNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, Plan, to_json,
+    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, Plan,
+    to_json,
 )
 
 
@@ -27,12 +28,16 @@ def _label(node) -> str:
         return f"memset {node.buffer}\n{node.count} x {node.element_size} B"
     if isinstance(node, MemcpyNodeSpec):
         return f"memcpy {node.src} -> {node.dst}\n{node.nbytes} B"
+    if isinstance(node, ConditionalNodeSpec):
+        on = f" {node.flag}[{node.flag_element}]" if node.flag is not None else ""
+        return f"{node.construct}{on}\n{node.type.upper()} node, handle {node.handle}"
     return node.name.rsplit("/", 1)[-1]
 
 
 def plan_dot(plan: Plan) -> str:
     """The step's DAG (and the init block's), child graphs as clusters; hazard edges are solid
-    and labelled, edges added to bound the width dashed."""
+    and labelled, edges added to bound the width dashed. A conditional node is a diamond with
+    a dotted edge to each of its bodies, drawn as clusters beside it."""
     lines = ["digraph pipec {", "  rankdir=TB;", '  node [shape=box, fontname="monospace", fontsize=10];',
              '  edge [fontname="monospace", fontsize=8];']
     roots = [g for g in (plan.init, plan.step) if g is not None]
@@ -62,6 +67,8 @@ def _emit_graph(plan: Plan, index: int, lines: list[str], indent: str) -> None:
     for node in graph.nodes:
         if isinstance(node, ChildGraphNodeSpec):
             _emit_graph(plan, node.graph, lines, indent + "  ")
+        elif isinstance(node, ConditionalNodeSpec):
+            _emit_conditional(plan, index, node, lines, indent + "  ")
         else:
             lines.append(f"{indent}  {_node_id(index, node.id)} [label={_quote(_label(node))}];")
     hazards = {(h.src, h.dst): h for h in graph.hazards}
@@ -71,3 +78,14 @@ def _emit_graph(plan: Plan, index: int, lines: list[str], indent: str) -> None:
         attrs = f"label={_quote(f'{hazard.kind} {hazard.buffer}')}" if hazard else "style=dashed"
         lines.append(f"{indent}  {a} -> {b} [{attrs}];")
     lines.append(f"{indent}}}")
+
+
+def _emit_conditional(plan: Plan, index: int, node: ConditionalNodeSpec, lines: list[str], indent: str) -> None:
+    lines.append(f"{indent}{_node_id(index, node.id)} [shape=diamond, label={_quote(_label(node))}];")
+    for number, body in enumerate(node.bodies):
+        _emit_graph(plan, body, lines, indent)
+        if plan.graphs[body].nodes:
+            label = ("then", "else")[number] if node.construct == "if" else (
+                f"case {number}" if node.construct == "switch" else "body")
+            lines.append(f"{indent}{_node_id(index, node.id)} -> {_anchor(plan, body, 0, False)} "
+                         f"[style=dotted, label={_quote(label)}];")

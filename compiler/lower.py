@@ -7,7 +7,8 @@ a few chains launch in microseconds and keep most of the overlap; lanes bound th
 width without giving up the overlap below it.
 
 Fills become memset nodes with the widest element size the value allows; copies become memcpy
-nodes or generated copy kernels (`option copy`).
+nodes or generated copy kernels (`option copy`). Device control flow becomes conditional nodes
+whose bodies are graphs of their own, each decided by a generated kernel (`codegen.py`).
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
 from .dtypes import fill_pattern
-from .model import CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, PointerArg, Program, ValueArg
+from .model import (
+    CONTAINERS, ConditionalNode, CopyNode, DecideNode, FillNode, GraphBody, GraphNode, LaunchNode,
+    Mode, PointerArg, Program, ValueArg,
+)
 from .plan_schema import (
-    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, GraphSpec, HazardEdge, InitSpec,
-    KernelNodeSpec, Location, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
+    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, ConditionalNodeSpec, GraphSpec, HazardEdge,
+    InitSpec, KernelNodeSpec, Location, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
 )
 
 
@@ -78,6 +82,15 @@ class _Lowering:
             return self.lower_fill(index, item, location, accesses)
         if isinstance(item, CopyNode):
             return self.lower_copy(index, item, location, accesses)
+        if isinstance(item, DecideNode):
+            return self.lower_decide(index, item, location, accesses)
+        if isinstance(item, ConditionalNode):
+            # The bodies belong to the node, not cloned like a child graph: they share its scope.
+            bodies = tuple(self.lower_body(b, scope) for b in item.bodies)
+            flag = item.flag
+            return ConditionalNodeSpec(index, item.name, location, accesses, item.kind, item.construct,
+                                       item.index, bodies, flag.buffer.name if flag else None,
+                                       flag.start if flag else None, item.control.name)
         assert isinstance(item, GraphNode)
         # Eager and shared work keeps its one scope; every other child graph gets its own.
         child_scope = scope if scope in ("eager", "shared") else item.body.name
@@ -110,6 +123,21 @@ class _Lowering:
                               "pipec_fill_8", (codegen.grid_for(count), 1, 1),
                               (codegen.THREADS, 1, 1), 0, args)
 
+    def lower_decide(self, index, item: DecideNode, location, accesses) -> KernelNodeSpec:
+        module = self.module("<conditions>", codegen.CONDITIONS_MODULE_NAME, None, codegen.conditions_source())
+        args = [ArgSpec("handle", "u64", value=item.conditional), ArgSpec("in_graph", "u32")]
+        if item.role == "flag":
+            flag = item.flag
+            function = f"pipec_condition_{flag.buffer.dtype.name}"
+            args.append(ArgSpec("pointer", "ptr", flag.buffer.name, flag.start * flag.buffer.dtype.size))
+        else:
+            function = "pipec_condition_every" if item.role == "every" else "pipec_condition_repeat"
+        args += [ArgSpec("pointer", "ptr", item.control.name, 0), ArgSpec("scalar", "u32", value=item.operand)]
+        if item.role.startswith("repeat"):
+            args.append(ArgSpec("scalar", "u32", value=int(item.role == "repeat-start")))
+        return KernelNodeSpec(index, item.name, location, accesses, module, function, (1, 1, 1),
+                              (1, 1, 1), 0, tuple(args))
+
     def lower_copy(self, index, item: CopyNode, location, accesses) -> NodeSpec:
         size = item.src.buffer.dtype.size
         src_offset, dst_offset = item.src.start * size, item.dst.start * size
@@ -131,7 +159,7 @@ def _step_first_access(program: Program) -> dict[str, str | None]:
     first: dict[str, str] = {}
     if program.step is not None:
         for node in program.step.walk():
-            if isinstance(node, GraphNode):
+            if isinstance(node, CONTAINERS):
                 continue
             for access in node.accesses:
                 first.setdefault(access.buffer.name, "read" if access.mode & Mode.READ else "write")

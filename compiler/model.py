@@ -224,7 +224,51 @@ class GraphNode:
         return tuple(a for item in self.body.items for a in item.accesses)
 
 
-Node = Union[LaunchNode, FillNode, CopyNode, GraphNode]
+@dataclass(eq=False)
+class DecideNode:
+    """A kernel pipec generates (compiler/templates/conditions.cu.j2) that decides a conditional
+    node on the device: it reads the flag or steps the counter, stores the decision in the
+    node's control buffer and sets the node's handle (`cudaGraphSetConditional`)."""
+
+    name: str
+    role: str  # flag | every | repeat-start | repeat-next
+    conditional: int  # the conditional's index: its handle and its control buffer
+    flag: Access | None  # the flag element read (role `flag`)
+    control: Buffer  # u32[2]: the decision, then the counter of `every` and `repeat`
+    operand: int  # the period of `every`, the count of `repeat`, 1 when a `switch` reads a value
+    span: Span
+    accesses: tuple[Access, ...] = ()
+    group: int | None = None
+
+
+@dataclass(eq=False)
+class ConditionalNode:
+    """A CUDA conditional node: `if` (one or two bodies), `switch`, or `while`. The constructs
+    `every N` and `repeat K` lower to an `if` and a `while` driven by a generated counter."""
+
+    name: str
+    construct: str  # if | switch | every | while | repeat
+    kind: str  # if | switch | while: the CUDA conditional node type
+    index: int  # the conditional's index: its handle and its control buffer
+    flag: Access | None  # the buffer element the condition reads (if, switch, while)
+    control: Buffer
+    bodies: list[GraphBody]
+    span: Span
+    group: int | None = None
+
+    @cached_property
+    def accesses(self) -> tuple[Access, ...]:
+        """The bodies' accesses, the flag read and the decision read: hazard edges run to and
+        from the conditional node as a whole."""
+        own = (Access(self.control, 0, 1, Mode.READ, self.span),)
+        if self.flag is not None:
+            own += (self.flag,)
+        return own + tuple(a for body in self.bodies for item in body.items for a in item.accesses)
+
+
+Node = Union[LaunchNode, FillNode, CopyNode, GraphNode, DecideNode, ConditionalNode]
+# Nodes that hold bodies of other nodes: walks visit their contents after them.
+CONTAINERS = (GraphNode, ConditionalNode)
 
 
 @dataclass(eq=False)
@@ -238,8 +282,17 @@ class GraphBody:
         """Every node of this body and of its child graphs, in program order."""
         for item in self.items:
             yield item
-            if isinstance(item, GraphNode):
-                yield from item.body.walk()
+            for child in child_bodies(item):
+                yield from child.walk()
+
+
+def child_bodies(node) -> list[GraphBody]:
+    """The bodies a node holds: a child graph's, a conditional's (in order), or none."""
+    if isinstance(node, GraphNode):
+        return [node.body]
+    if isinstance(node, ConditionalNode):
+        return node.bodies
+    return []
 
 
 @dataclass(frozen=True)

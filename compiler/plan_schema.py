@@ -1,6 +1,7 @@
 """The plan: the one data structure the compiler hands the runtime, and its JSON form.
 
-A plan is frozen data: graphs of primitive nodes (kernel, memset, memcpy, child graph) with
+A plan is frozen data: graphs of primitive nodes (kernel, memset, memcpy, child graph,
+conditional) with
 their edges, the buffers with their initial values, and the kernel modules to compile. Every
 node keeps its `.pipe` location and its accesses, so the runtime can name the node behind a
 failure or a difference. `to_json` and `from_json` are inverses: `pipec --emit plan` writes a
@@ -34,7 +35,9 @@ class AccessSpec:
 
 @dataclass(frozen=True)
 class ArgSpec:
-    kind: str  # pointer | scalar
+    # pointer | scalar | handle (the handle of conditional `value`; 0 in eager execution) |
+    # in_graph (1 in the graph, 0 in eager execution)
+    kind: str
     ctype: str  # "ptr", or the scalar's type name (f32, i32, u64, bool, ...)
     buffer: str | None = None
     byte_offset: int = 0
@@ -90,9 +93,28 @@ class ChildGraphNodeSpec:
     graph: int
 
 
-NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec]
+@dataclass(frozen=True)
+class ConditionalNodeSpec:
+    """A CUDA conditional node. Its bodies are graphs built into the node; the kernel node
+    before it (and, for `while`, the last node of its body) decides it on the device and
+    leaves the decision in `control[0]`, where eager execution reads it."""
+
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    type: str  # if | switch | while: the CUDA conditional node type
+    construct: str  # if | switch | every | while | repeat: what the program wrote
+    handle: int  # the conditional handle's index in the plan
+    bodies: tuple[int, ...]  # graph indices: then (and else), the cases, or the loop body
+    flag: str | None  # the buffer whose element decides (if, switch, while)
+    flag_element: int | None
+    control: str  # the u32[2] buffer holding the decision (and the counter)
+
+
+NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec, ConditionalNodeSpec]
 NODE_KINDS = {KernelNodeSpec: "kernel", MemsetNodeSpec: "memset", MemcpyNodeSpec: "memcpy",
-              ChildGraphNodeSpec: "graph"}
+              ChildGraphNodeSpec: "graph", ConditionalNodeSpec: "conditional"}
 
 
 @dataclass(frozen=True)
@@ -161,12 +183,14 @@ class Plan:
         return next(b for b in self.buffers if b.name == name)
 
     def leaves(self, graph: int) -> list[NodeSpec]:
-        """Every kernel, memset and memcpy of a graph and its children, in program order:
-        a valid order for eager execution."""
+        """Every kernel, memset and memcpy of a graph and its children (and of every body of
+        its conditional nodes), in program order: a valid order for eager execution when no
+        conditional node skips or repeats a body."""
         out: list[NodeSpec] = []
         for node in self.graphs[graph].nodes:
-            if isinstance(node, ChildGraphNodeSpec):
-                out.extend(self.leaves(node.graph))
+            if isinstance(node, (ChildGraphNodeSpec, ConditionalNodeSpec)):
+                for child in child_graphs(node):
+                    out.extend(self.leaves(child))
             else:
                 out.append(node)
         return out
@@ -175,8 +199,17 @@ class Plan:
         """A graph and every graph nested in it."""
         yield self.graphs[graph]
         for node in self.graphs[graph].nodes:
-            if isinstance(node, ChildGraphNodeSpec):
-                yield from self.graph_tree(node.graph)
+            for child in child_graphs(node):
+                yield from self.graph_tree(child)
+
+
+def child_graphs(node: NodeSpec) -> tuple[int, ...]:
+    """The graphs a node holds: a child graph, a conditional node's bodies, or none."""
+    if isinstance(node, ChildGraphNodeSpec):
+        return (node.graph,)
+    if isinstance(node, ConditionalNodeSpec):
+        return node.bodies
+    return ()
 
 
 def to_json(value):

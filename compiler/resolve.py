@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from ..dsl import SourceFile, Span, ast
 from .model import Program
-from .resolve_decls import Declarations
 from .resolve_scope import LoadedModule
 from .resolve_unroll import Unrolling
 from .resolve_waivers import Waivers
 
 
-class Resolver(Declarations, Waivers, Unrolling):
+class Resolver(Waivers, Unrolling):
     """The passes over one shared scope: declarations (with kernel imports), waivers, then
     sizing and unrolling."""
 
@@ -55,7 +54,7 @@ class Resolver(Declarations, Waivers, Unrolling):
             path=source.path,
             sources=[m.source for m in self.modules.values()] + list(self.kernel_files.values()),
             consts={n: s.value for n, s in scope.items() if s.kind == "const"},
-            buffers={n: s.value for n, s in scope.items() if s.kind == "buffer"},
+            buffers={**{n: s.value for n, s in scope.items() if s.kind == "buffer"}, **self.control_buffers},
             kernels={n: s.value for n, s in scope.items() if s.kind == "kernel"},
             step=step, init=init, options=options, waivers=waivers,
             dropped_statements=self.dropped_statements,

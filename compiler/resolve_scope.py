@@ -123,8 +123,9 @@ class Scope:
         if context == "branch":
             self.sink.add("PC301", f"this decision depends on {rv.description}, which is only "
                           "known on the device while the step runs", rv.span,
-                          "only compile-time `if` and `for` exist: let a kernel read the value "
-                          "and do nothing when it should do nothing, or use a CUDA conditional node",
+                          "compile-time `if` and `for` take constants; to decide on the device, "
+                          "let a kernel write the decision into an integer buffer and branch on "
+                          "that one element: `if flag[0] { }` (docs/language.md)",
                           label="device data")
         elif context == "value":
             self.sink.add("PC302", f"{rv.description} changes between steps but would be read "

@@ -92,6 +92,19 @@ class Sizing(Scope):
                 return Size(1)
             case ast.Parallel(body=body):
                 return self._size_of(module, env, unknown, _statements(body), stack, before, lower)
+            case ast.If() if self._names_buffer_element(module, env, stmt.cond):
+                # a device branch: both bodies are built, plus the deciding kernel and the node
+                branches = [stmt.then, stmt.orelse]
+                return Size(2) + sum((self._size(module, env, unknown, b, stack, before, lower)
+                                      if isinstance(b, ast.If)
+                                      else self._size_of(module, env, unknown, _statements(b), stack, before, lower)
+                                      for b in branches), Size())
+            case ast.Switch():
+                return Size(2) + sum((self._size_of(module, env, unknown, case.body.stmts, stack, before, lower)
+                                      for case in stmt.cases), Size())
+            case ast.DeviceLoop():  # a body built once, run on the device; loops re-decide at its end
+                extra = Size(1) if stmt.kind in ("while", "repeat") else Size()
+                return Size(2) + extra + self._size_of(module, env, unknown, stmt.body.stmts, stack, before, lower)
             case ast.If():
                 cond = self._value(module, env, unknown, stmt.cond, lower)
                 chosen = stmt.then if cond is True else stmt.orelse if cond is False else None
@@ -174,6 +187,16 @@ class Sizing(Scope):
             if lower:
                 return None
             raise
+
+
+    @staticmethod
+    def _names_buffer_element(module, env, expr: ast.Expr) -> bool:
+        """`flag[i]` on a buffer: a device condition (the unrolling checks it in full)."""
+        if not (isinstance(expr, ast.Index) and isinstance(expr.base, ast.Name)):
+            return False
+        name = expr.base.ident.text
+        symbol = None if name in env else module.scope.get(name)
+        return symbol is not None and symbol.kind == "buffer"
 
 
 def _statements(block) -> tuple:

@@ -12,11 +12,12 @@ from .model import (
     PointerArg, RuntimeValueArg, ValueArg,
 )
 from .ranges import launch_accesses
+from .resolve_control import ControlFlow
 from .resolve_scope import Abort, LoadedModule
 from .resolve_size import Sizing
 
 
-class Unrolling(Sizing):
+class Unrolling(ControlFlow, Sizing):
     """Owns the parallel groups and the node names given out so far. The size pass has
     checked the root blocks against the node and iteration limits before any is unrolled."""
 
@@ -25,6 +26,7 @@ class Unrolling(Sizing):
         self.dropped_statements = 0
         self.next_group = 0
         self.names_taken: dict[str, dict[str, int]] = {}
+        self.control_buffers = {}
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
@@ -61,6 +63,12 @@ class Unrolling(Sizing):
                 stop = self._int(module, env, stmt.stop, "a loop bound", "branch")
                 for value in range(start, stop):
                     self._block(module, {**env, stmt.var.text: value}, stmt.body, body, group, stack)
+            case ast.If() if (flag := self.device_flag(module, env, stmt.cond)) is not None:
+                self.device_if(module, env, stmt, flag, body, group, stack)
+            case ast.Switch():
+                self.device_switch(module, env, stmt, body, group, stack)
+            case ast.DeviceLoop():
+                self.device_loop(module, env, stmt, body, group, stack)
             case ast.If():
                 cond = self._eval(module, env, stmt.cond, context="branch")
                 if not isinstance(cond, bool):

@@ -12,7 +12,8 @@ import os
 
 from ..dsl import ast
 from .model import Kernel, Waiver
-from .resolve_scope import LoadedModule, Scope
+from .resolve_decls import Declarations
+from .resolve_scope import LoadedModule
 
 WAIVABLE_RULES = {
     "atomics": "atomics", "atomic_operation": "atomics", "PC305": "atomics",
@@ -21,7 +22,7 @@ WAIVABLE_RULES = {
 }
 
 
-class Waivers(Scope):
+class Waivers(Declarations):
     """Reads the kernels the imports loaded (`self.kernels`) and finds files like imports."""
 
     def _waivers(self, module: LoadedModule) -> list[Waiver]:
@@ -61,7 +62,8 @@ class Waivers(Scope):
         if symbol is not None and symbol.kind == "invalid":
             return []  # its import failed, and was reported
         if symbol is not None and symbol.kind == "kernel":
-            return [symbol.value]
+            kernel: Kernel = symbol.value
+            return [kernel]
         found = [k for k in self.kernels.values() if k.name == name]
         if len(found) > 1:
             sources = ", ".join(f'`"{os.path.relpath(k.source.path, module.path.parent)}":{name}`'

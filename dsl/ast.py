@@ -190,7 +190,33 @@ class GraphCall:
     span: Span
 
 
-Stmt = Union[Launch, Fill, Copy, For, If, Parallel, GraphCall]
+@dataclass(frozen=True)
+class Case:
+    value: Expr
+    body: Block
+    span: Span
+
+
+@dataclass(frozen=True)
+class Switch:
+    """`switch FLAG { case 0 { } ... }`: a device branch on one integer buffer element."""
+
+    flag: Expr
+    cases: tuple[Case, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class DeviceLoop:
+    """`every N { }`, `while FLAG { }` or `repeat K { }`: device-side control flow."""
+
+    kind: str  # every | while | repeat
+    operand: Expr  # the period N, the flag, or the count K
+    body: Block
+    span: Span
+
+
+Stmt = Union[Launch, Fill, Copy, For, If, Parallel, GraphCall, Switch, DeviceLoop]
 
 
 @dataclass(frozen=True)

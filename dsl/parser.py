@@ -132,10 +132,11 @@ def _hint_for_token(token: Token, expected: set[str]) -> str | None:
         return "a launch needs its configuration: `launch kernel<<<grid, block>>>(args...)`"
     if text == "=" and "NAME" not in expected and "EQUAL" not in expected:
         return "comparisons use `==`"
-    if text in ("elif", "while", "return", "def"):
+    if text in ("elif", "return", "def"):
         return f"`{text}` is not part of the language; see docs/language.md"
     if token.type == "NAME" and "RBRACE" in expected:
-        return "a statement starts with `launch`, `fill`, `copy`, `for`, `if`, `parallel` or a graph name"
+        return ("a statement starts with `launch`, `fill`, `copy`, `for`, `if`, `switch`, `every`, "
+                "`while`, `repeat`, `parallel` or a graph name")
     return None
 
 
@@ -296,6 +297,27 @@ class _ToAst(Transformer):
         cond, then, *rest = self._parts(children)
         orelse = next((r for r in rest if r is not None), None)
         return ast.If(cond, then, orelse, self._span(children))
+
+    def switch_stmt(self, children):
+        flag, *cases = self._parts(children)
+        return ast.Switch(flag, tuple(cases), self._span(children))
+
+    def case_clause(self, children):
+        value, body = self._parts(children)
+        return ast.Case(value, body, self._span(children))
+
+    def _device_loop(self, kind: str, children):
+        operand, body = self._parts(children)
+        return ast.DeviceLoop(kind, operand, body, self._span(children))
+
+    def every_stmt(self, children):
+        return self._device_loop("every", children)
+
+    def while_stmt(self, children):
+        return self._device_loop("while", children)
+
+    def repeat_stmt(self, children):
+        return self._device_loop("repeat", children)
 
     def parallel(self, children):
         return ast.Parallel(self._parts(children)[0], self._span(children))

@@ -37,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=1000, help="steps to run (default 1000)")
     p.add_argument("--log-every", type=int, default=500, metavar="K",
                    help="read the mapped diagnostics every K steps (default 500)")
+    p.add_argument("--steps-per-launch", type=int, default=1, metavar="K",
+                   help="run K steps in a device-side loop per graph launch (divides --steps and --log-every)")
     p.add_argument("--json", action="store_true", help="one JSON object per log point, and a summary")
     p.add_argument("--eager", action="store_true", help="launch the nodes one by one instead of replaying")
     p.add_argument("--sync-each", action="store_true",
@@ -94,6 +96,9 @@ def _error(args, message: str, label: str = "error") -> None:
 def _main(args) -> int:
     if args.steps < 0 or args.log_every < 1 or (args.verify is not None and args.verify < 1):
         parser().error("--steps must be >= 0, --log-every and --verify >= 1")
+    per_launch = args.steps_per_launch
+    if per_launch < 1 or args.steps % per_launch or args.log_every % per_launch:
+        parser().error("--steps-per-launch must be >= 1 and divide --steps and --log-every")
     if args.sync_each and not args.eager:
         parser().error("--sync-each goes with --eager")
     try:
@@ -119,7 +124,7 @@ def _main(args) -> int:
         return EXIT_USAGE
     try:
         pipeline = load(args.file, device=args.device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
-                        defines=dict(args.defines))
+                        defines=dict(args.defines), steps_per_launch=per_launch)
     except PipelineError as error:
         sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
         return EXIT_USAGE
@@ -183,7 +188,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     try:
         while done < args.steps:
             chunk = min(args.log_every, args.steps - done)
-            run(chunk)
+            run(chunk // args.steps_per_launch)
             done += chunk
             call("cuEventRecord", events[1], pipeline.stream)
             call("cuEventSynchronize", events[1])  # between replays, never inside one
@@ -229,6 +234,8 @@ def _short(values: dict) -> str:
 
 def _verify(args, pipeline, info) -> int:
     report = pipeline.verify(args.verify)
+    for line in report.describe_branches():
+        print(f"piperun: verify: branches taken (eager) {line}", file=info)
     if report.ok:
         print(f"piperun: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
               f"for bit on all {report.buffers} buffers; two graph runs agree too "

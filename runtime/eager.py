@@ -1,12 +1,23 @@
 """The same nodes as the graph, launched one by one on a stream in program order (a
 topological order of the DAG), from the `eager` module instance. Everything a launch needs is
-prepared once; running is one driver call per node."""
+prepared once; running is one driver call per node.
+
+A conditional node is decided by the same generated kernel as in the graph; eager execution
+waits for it, reads the decision it stored, and runs the chosen body (a loop body again while
+the decision stays nonzero). `taken` counts, per conditional node, the bodies run: this is
+the reference the graph's branches are verified against."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
-from ..compiler.plan_schema import KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan
+import numpy as np
+
+from ..compiler.plan_schema import (
+    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
+    Plan,
+)
 from .driver import CudaError, Driver
 from .launch import KernelArgs
 from .memory import BufferSet
@@ -29,14 +40,37 @@ class _Op:
     call: str
 
 
+@dataclass
+class _Branch:
+    node: ConditionalNodeSpec
+    decision: int  # the device address of the decision its kernel stored
+    bodies: list[list]  # each a list of _Op and _Branch
+
+
 class EagerProgram:
     def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream) -> None:
         self.driver: Driver = modules.device.driver
         self.nodes = plan.leaves(graph)
-        self.ops: list[_Op] = []
+        self.ops: list[_Op] = []  # one per node of `nodes`, in that order
         self._keep: list[KernelArgs] = []
-        for node in self.nodes:
-            self.ops.append(self._prepare(node, buffers, modules, stream))
+        self.program = self._prepare_graph(plan, graph, buffers, modules, stream)
+        self.branching = any(isinstance(item, _Branch) for item in self.program)
+        self.taken: dict[str, Counter] = {}  # conditional node -> body index -> times run
+        self._decision = np.zeros(1, np.uint32)
+
+    def _prepare_graph(self, plan: Plan, graph: int, buffers, modules, stream) -> list:
+        items: list = []
+        for node in plan.graphs[graph].nodes:
+            if isinstance(node, ChildGraphNodeSpec):
+                items += self._prepare_graph(plan, node.graph, buffers, modules, stream)
+            elif isinstance(node, ConditionalNodeSpec):
+                bodies = [self._prepare_graph(plan, b, buffers, modules, stream) for b in node.bodies]
+                items.append(_Branch(node, buffers.pointer(node.control), bodies))
+            else:
+                op = self._prepare(node, buffers, modules, stream)
+                self.ops.append(op)
+                items.append(op)
+        return items
 
     def _prepare(self, node: NodeSpec, buffers: BufferSet, modules: Modules, stream) -> _Op:
         cu = self.driver.cu
@@ -58,8 +92,14 @@ class EagerProgram:
     def run(self, stream, *, synchronize_each: bool = False) -> None:
         """Launch every node once. `synchronize_each` waits after each node so that a fault is
         pinned on the node that caused it."""
+        self._run(self.program if self.branching else self.ops, stream, synchronize_each)
+
+    def _run(self, items: list, stream, synchronize_each: bool) -> None:
         success, call = self.driver.success, self.driver.call
-        for op in self.ops:
+        for op in items:
+            if isinstance(op, _Branch):
+                self._run_branch(op, stream, synchronize_each)
+                continue
             err = op.function(*op.args)[0]
             if err != success:
                 raise NodeFailed(op.node, CudaError(op.call, self.driver.error_name(err)))
@@ -68,3 +108,24 @@ class EagerProgram:
                     call("cuStreamSynchronize", stream)
                 except CudaError as error:
                     raise NodeFailed(op.node, error) from None
+
+    def _decided(self, branch: _Branch, stream) -> int:
+        """The decision the branch's kernel stored, once everything before it has finished."""
+        self.driver.call("cuStreamSynchronize", stream)
+        self.driver.call("cuMemcpyDtoH", self._decision, branch.decision, 4)
+        return int(self._decision[0])
+
+    def _run_branch(self, branch: _Branch, stream, synchronize_each: bool) -> None:
+        node, taken = branch.node, self.taken.setdefault(branch.node.name, Counter())
+        decision = self._decided(branch, stream)
+        if node.type == "while":
+            while decision:
+                taken[0] += 1
+                self._run(branch.bodies[0], stream, synchronize_each)
+                decision = self._decided(branch, stream)
+            return
+        # IF: nonzero runs the first body, zero the second (if any); SWITCH: body `decision`.
+        chosen = (0 if decision else 1) if node.type == "if" else decision
+        if chosen < len(branch.bodies):
+            taken[chosen] += 1
+            self._run(branch.bodies[chosen], stream, synchronize_each)

@@ -1,13 +1,18 @@
 """Building the CUDA graph explicitly from a plan: `cuGraphAddKernelNode`, memset and memcpy
-nodes, `cuGraphAddChildGraphNode` for child graphs, each node added with its dependencies.
-No stream capture anywhere. Instantiated and uploaded once; a replay is one `cuGraphLaunch`."""
+nodes, `cuGraphAddChildGraphNode` for child graphs, `cuGraphAddNode` for conditional nodes
+(whose body graphs the driver creates and pipec fills like any other), each node added with its
+dependencies. No stream capture anywhere. Instantiated and uploaded once; a replay is one
+`cuGraphLaunch`."""
 
 from __future__ import annotations
 
+import inspect
+
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan,
+    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
+    Plan,
 )
-from .driver import Device
+from .driver import Device, NoDevice
 from .launch import KernelArgs
 from .memory import BufferSet
 from .modules import Modules
@@ -37,8 +42,10 @@ class BuiltGraph:
         # Every kernel, memset and memcpy node's handle at any depth, by node name: what a
         # profiler maps graph node ids back to.
         self.leaf_nodes: dict[str, object] = {}
+        self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
         self.exec = None
+        check_driver_for_conditionals(plan, root, device.driver_version)
         try:
             self.root = self._build(root, top=True)
             self.exec = self.call("cuGraphInstantiate", self.root, 0)
@@ -48,10 +55,9 @@ class BuiltGraph:
             raise
 
     def _build(self, index: int, top: bool = False):
-        spec = self.plan.graphs[index]
         graph = self.call("cuGraphCreate", 0)
         self.graphs.append(graph)
-        self._add_body(graph, spec, [], top)
+        self._add_body(graph, self.plan.graphs[index], [], top)
         return graph
 
     def _add_body(self, graph, spec, entry: list, top: bool = False) -> list:
@@ -70,6 +76,8 @@ class BuiltGraph:
         return [h for node in spec.nodes if node.id not in followed for h in ends[node.id]] or entry
 
     def _add(self, graph, node: NodeSpec, deps: list, scope: str) -> list:
+        if isinstance(node, KernelNodeSpec):
+            self._create_handles(graph, node)  # even when dropped: the node it decides needs it
         if node.name in self.drop:
             return [self.call("cuGraphAddEmptyNode", graph, deps, len(deps))]
         if isinstance(node, ChildGraphNodeSpec):
@@ -77,6 +85,8 @@ class BuiltGraph:
                 return self._add_body(graph, self.plan.graphs[node.graph], deps)
             child = self._build(node.graph)
             return [self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)]
+        if isinstance(node, ConditionalNodeSpec):
+            return [self._add_conditional(graph, node, deps)]
         self.node_count += 1
         handle = self._add_leaf(graph, node, deps, scope)
         self.leaf_nodes[node.name] = handle
@@ -106,7 +116,7 @@ class BuiltGraph:
         return self.call("cuGraphAddMemcpyNode", graph, deps, len(deps), params, self.device.context)
 
     def _kernel_params(self, node: KernelNodeSpec, scope: str):
-        args = KernelArgs(node, self.buffers)
+        args = KernelArgs(node, self.buffers, self.handles)
         self.arguments[node.name] = args
         params = self.cu.CUDA_KERNEL_NODE_PARAMS()
         params.func = self.modules.function(scope, node.module, node.function, node.shared_bytes)
@@ -116,6 +126,30 @@ class BuiltGraph:
         params.kernelParams = args.address
         return params
 
+    def _create_handles(self, graph, node: KernelNodeSpec) -> None:
+        """The handle a deciding kernel sets, created on the graph that holds its conditional
+        node (the kernel before the node comes first). Each launch starts with the handle at
+        0 (`CU_GRAPH_COND_ASSIGN_DEFAULT`): a node whose kernel did not run runs no body."""
+        for arg in node.args:
+            if arg.kind == "handle" and int(arg.value) not in self.handles:  # the handle's index
+                self.handles[int(arg.value)] = self.call(
+                    "cuGraphConditionalHandleCreate", graph, self.device.context, 0,
+                    self.cu.CU_GRAPH_COND_ASSIGN_DEFAULT)
+
+    def _add_conditional(self, graph, node: ConditionalNodeSpec, deps: list):
+        cu = self.cu
+        params = cu.CUgraphNodeParams()
+        params.type = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+        params.conditional.handle = self.handles[node.handle]
+        params.conditional.type = getattr(cu.CUgraphConditionalNodeType, f"CU_GRAPH_COND_TYPE_{node.type.upper()}")
+        params.conditional.size = len(node.bodies)
+        params.conditional.ctx = self.device.context
+        handle = add_node(self.call, cu, graph, deps, params)
+        # The driver creates the body graphs and owns them with the node: filled, never destroyed.
+        for body, index in zip(params.conditional.phGraph_out, node.bodies):
+            self._add_body(cu.CUgraph(int(body)), self.plan.graphs[index], [])
+        return handle
+
     def close(self) -> None:
         if self.exec is not None:
             self.call("cuGraphExecDestroy", self.exec)
@@ -123,3 +157,27 @@ class BuiltGraph:
         for graph in self.graphs:
             self.call("cuGraphDestroy", graph)
         self.graphs.clear()
+
+
+def add_node(call, cu, graph, deps: list, params):
+    """`cuGraphAddNode`: cuda-bindings 13 takes the dependencies' edge data as well (graph,
+    dependencies, edge data, count, params); 12.x takes four arguments."""
+    if len(inspect.signature(cu.cuGraphAddNode).parameters) >= 5:
+        edges = [cu.CUgraphEdgeData() for _ in deps]
+        return call("cuGraphAddNode", graph, deps, edges, len(deps), params)
+    return call("cuGraphAddNode", graph, deps, len(deps), params)
+
+
+ELSE_AND_SWITCH_DRIVER = 12080  # CUDA 12.8: IF nodes with an else body, and SWITCH nodes
+
+
+def check_driver_for_conditionals(plan: Plan, root: int, version: int) -> None:
+    """Every driver pipec opens has IF and WHILE nodes (12.4); else bodies and switches need 12.8."""
+    if version >= ELSE_AND_SWITCH_DRIVER:
+        return
+    for graph in plan.graph_tree(root):
+        for node in graph.nodes:
+            if isinstance(node, ConditionalNodeSpec) and (node.type == "switch" or len(node.bodies) > 1):
+                what = "`switch`" if node.type == "switch" else "`if` with `else`"
+                raise NoDevice(f"the CUDA driver supports API {version // 1000}.{version % 1000 // 10}; "
+                               f"{what} on the device ({node.location}) needs 12.8 or newer")

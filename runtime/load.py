@@ -15,6 +15,7 @@ from ..compiler import compile_file, load_settings
 from ..compiler.artifacts import module_binaries
 from ..compiler.config import override
 from ..compiler.diagnostics import Diagnostic
+from ..compiler.launch_loop import repeat_step
 from ..compiler.render import RENDERERS
 from ..compiler.toolchain import CompileFailed
 from ..dsl.source import SourceFile, Span
@@ -37,11 +38,13 @@ class PipelineError(Exception):
 def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = None,
          defines: dict[str, object] | None = None, lanes: int | None = None,
          include_dirs: tuple[Path, ...] = (), drop_nodes: frozenset[str] = frozenset(),
-         driver: Driver | None = None) -> Pipeline:
+         driver: Driver | None = None, steps_per_launch: int = 1) -> Pipeline:
     """Compile and load a pipeline. `defines` overrides constants of the file (`{"ENVS": 1024}`);
     `bind` maps buffer names to existing CUDA arrays (CuPy, PyTorch...) to use instead of
     allocating; `drop_nodes` builds those nodes as empty ones (a planted fault, for testing
-    verification); `driver` replaces the CUDA driver (the CPU tests' fake)."""
+    verification); `driver` replaces the CUDA driver (the CPU tests' fake). With
+    `steps_per_launch` K > 1 the step runs K times inside a device-side loop: `step(n)` and
+    `run_eager(n)` then run n * K steps."""
     path = Path(path)
     settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None,
                         defines=tuple((k, str(v)) for k, v in (defines or {}).items()) or None)
@@ -51,6 +54,7 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
         raise PipelineError(compilation.diagnostics)
     if plan.step is None:
         raise PipelineError([], f"{path}: there is no `step` block to run")
+    plan = repeat_step(plan, steps_per_launch)
     opened = open_device(device, driver)
     try:
         binaries = module_binaries(plan, opened.arch)

@@ -43,6 +43,13 @@ class VerifyReport:
     buffers: int
     poisoned: list[str]
     mismatches: list[Mismatch] = field(default_factory=list)
+    # per conditional node, how often eager execution ran each body (by index); the graph's
+    # decisions land in the same control buffers, which the comparison covers
+    branches: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    def describe_branches(self) -> list[str]:
+        return [f"`{name}`: " + (", ".join(f"body {b} {n}x" for b, n in sorted(counts.items())) or "no body run")
+                for name, counts in self.branches.items()]
 
     @property
     def ok(self) -> bool:
@@ -80,13 +87,15 @@ def verify(pipeline, steps: int) -> VerifyReport:
         side(steps)
         return pipeline.snapshot()
 
+    pipeline.eager.taken.clear()
     try:
         eager = run(pipeline.run_eager)
+        branches = {name: dict(counts) for name, counts in pipeline.eager.taken.items()}
         graph = run(pipeline.step)
         again = run(pipeline.step)
     finally:
         pipeline.restore(start)
-    report = VerifyReport(steps, len(start), poisoned)
+    report = VerifyReport(steps, len(start), poisoned, branches=branches)
     report.mismatches += compare(eager, graph, pipeline.writers_of, ("eager", "graph"))
     report.mismatches += compare(graph, again, pipeline.writers_of, ("graph", "graph again"))
     return report

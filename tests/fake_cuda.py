@@ -9,13 +9,19 @@ is made (as the driver copies them), using `param_sizes` (bytes of each paramete
 name). A graph keeps its nodes, their dependencies and child graphs; launching an
 instantiated graph performs its memset and memcpy nodes in the order they were added (a
 topological order), like eager execution does, so the two sides of `verify` agree.
+
+The kernels pipec generates to decide conditional nodes (compiler/templates/conditions.cu.j2)
+do run, on host memory, eagerly and in graphs: they store their decision and, in a graph, set
+their handle, so a conditional node runs the bodies the real driver would run.
 """
 
 from __future__ import annotations
 
 import ctypes
 import enum
+import functools
 import itertools
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -56,6 +62,16 @@ class CUstreamWaitValue_flags(enum.IntEnum):
     CU_STREAM_WAIT_VALUE_GEQ = 0
 
 
+class CUgraphNodeType(enum.IntEnum):
+    CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
+
+
+class CUgraphConditionalNodeType(enum.IntEnum):
+    CU_GRAPH_COND_TYPE_IF = 0
+    CU_GRAPH_COND_TYPE_WHILE = 1
+    CU_GRAPH_COND_TYPE_SWITCH = 2
+
+
 class _Params:
     """The driver's parameter structs: attribute bags, as the bindings' are to Python."""
 
@@ -73,6 +89,19 @@ class CUDA_MEMSET_NODE_PARAMS(_Params):
 
 class CUDA_MEMCPY3D(_Params):
     pass
+
+
+class CUDA_CONDITIONAL_NODE_PARAMS(_Params):
+    pass
+
+
+class CUgraphEdgeData(_Params):
+    pass
+
+
+class CUgraphNodeParams(_Params):
+    def __init__(self) -> None:
+        self.conditional = CUDA_CONDITIONAL_NODE_PARAMS()
 
 
 @dataclass(frozen=True)
@@ -116,11 +145,19 @@ class Memcpy:
 
 
 @dataclass
+class Conditional:
+    type: CUgraphConditionalNodeType
+    handle: Handle
+    context: Handle
+    bodies: list[FakeGraph]
+
+
+@dataclass
 class GraphNode:
     handle: Handle
-    kind: str  # kernel | memset | memcpy | graph | empty
+    kind: str  # kernel | memset | memcpy | graph | empty | conditional
     deps: tuple[Handle, ...]
-    work: KernelLaunch | Memset | Memcpy | None = None
+    work: KernelLaunch | Memset | Memcpy | Conditional | None = None
     child: FakeGraph | None = None
 
 
@@ -154,6 +191,11 @@ class FakeCuda:
     CUDA_KERNEL_NODE_PARAMS = CUDA_KERNEL_NODE_PARAMS
     CUDA_MEMSET_NODE_PARAMS = CUDA_MEMSET_NODE_PARAMS
     CUDA_MEMCPY3D = CUDA_MEMCPY3D
+    CUgraphNodeType = CUgraphNodeType
+    CUgraphConditionalNodeType = CUgraphConditionalNodeType
+    CUgraphNodeParams = CUgraphNodeParams
+    CUgraphEdgeData = CUgraphEdgeData
+    CU_GRAPH_COND_ASSIGN_DEFAULT = 1
     CU_MEMHOSTALLOC_PORTABLE = 1
     CU_MEMHOSTALLOC_DEVICEMAP = 2
     # Calls that only succeed here: synchronisation (nothing runs asynchronously), contexts.
@@ -170,6 +212,9 @@ class FakeCuda:
         self.calls: list[Call] = []
         self.allocations: dict[int, np.ndarray] = {}  # address -> the memory behind it
         self.graphs: dict[Handle, FakeGraph] = {}
+        self.bodies: dict[Handle, FakeGraph] = {}  # conditional nodes' bodies, owned by the node
+        self.conditional_handles: dict[Handle, tuple[FakeGraph, Handle, int, int]] = {}  # graph, ctx, default, flags
+        self.condition_values: dict[int, int] = {}  # handle number -> value set in this launch
         self.executables: dict[Handle, FakeGraph] = {}
         self.modules: dict[Handle, bytes] = {}
         self.launches: list[KernelLaunch] = []  # kernels launched, eagerly or in a graph
@@ -184,6 +229,7 @@ class FakeCuda:
         if name.startswith("cu") and callable(attribute):
             calls = object.__getattribute__(self, "calls")
 
+            @functools.wraps(attribute)
             def recorded(*args):
                 calls.append(Call(name, args))
                 return attribute(*args)
@@ -231,21 +277,74 @@ class FakeCuda:
     def _memcpy(self, work: Memcpy) -> None:
         self._memory(work.dst, work.nbytes)[:] = self._memory(work.src, work.nbytes)
 
+    def _graph(self, handle: Handle) -> FakeGraph:
+        return self.graphs[handle] if handle in self.graphs else self.bodies[handle]
+
+    def CUgraph(self, number: int) -> Handle:
+        """A graph handle from its value, as `cuda.bindings.driver.CUgraph(int)` makes one."""
+        return next(h for h in (*self.graphs, *self.bodies) if h.number == number)
+
+    def _decide(self, work: KernelLaunch) -> None:
+        """Run a generated deciding kernel: store the decision in control[0] and, in a graph,
+        set the handle (conditions.cu.j2 is the reference)."""
+        kind = work.function.removeprefix("pipec_condition_")
+        (handle,), (in_graph,) = struct.unpack("<Q", work.args[0]), struct.unpack("<I", work.args[1])
+        if kind in ("every", "repeat"):
+            control = self._memory(struct.unpack("<Q", work.args[2])[0], 8).view(np.uint32)
+            operand = struct.unpack("<I", work.args[3])[0]
+            if kind == "every":
+                count = int(control[1]) + 1
+                value = int(count >= operand)
+                control[1] = 0 if value else count
+            else:
+                restart = struct.unpack("<I", work.args[4])[0]
+                control[1] = operand if restart else (int(control[1]) - 1) % (1 << 32)
+                value = int(control[1] > 0)
+        else:
+            dtype = np.dtype({"i32": "<i4", "u32": "<u4", "i64": "<i8", "u64": "<u8", "u8": "u1"}[kind])
+            flag = int(self._memory(struct.unpack("<Q", work.args[2])[0], dtype.itemsize).view(dtype)[0])
+            control = self._memory(struct.unpack("<Q", work.args[3])[0], 8).view(np.uint32)
+            if not struct.unpack("<I", work.args[4])[0]:
+                value = int(flag != 0)
+            else:
+                value = 0xFFFFFFFF if flag < 0 or flag > 0xFFFFFFFE else flag
+        control[0] = value
+        if in_graph:
+            self.condition_values[handle] = value
+
+    def _execute(self, work: KernelLaunch) -> None:
+        self.launches.append(work)
+        if work.function.startswith("pipec_condition_"):
+            self._decide(work)
+
+    def _run_conditional(self, node: Conditional) -> None:
+        kinds = CUgraphConditionalNodeType
+        value = lambda: self.condition_values.get(node.handle.number, 0)
+        if node.type == kinds.CU_GRAPH_COND_TYPE_WHILE:
+            while value():
+                self._run(node.bodies[0])
+            return
+        chosen = (0 if value() else 1) if node.type == kinds.CU_GRAPH_COND_TYPE_IF else value()
+        if chosen < len(node.bodies):
+            self._run(node.bodies[chosen])
+
     def _run(self, graph: FakeGraph) -> None:
         for node in graph.nodes:
             if node.kind == "graph":
                 self._run(node.child)
+            elif node.kind == "conditional":
+                self._run_conditional(node.work)
             elif node.kind == "memset":
                 self._memset(node.work)
             elif node.kind == "memcpy":
                 self._memcpy(node.work)
             elif node.kind == "kernel":
-                self.launches.append(node.work)
+                self._execute(node.work)
 
     def _add(self, graph: Handle, deps, count: int, kind: str, work=None, child=None):
         assert len(deps) == count
         handle = self._handle("node")
-        self.graphs[graph].nodes.append(GraphNode(handle, kind, tuple(deps), work, child))
+        self._graph(graph).nodes.append(GraphNode(handle, kind, tuple(deps), work, child))
         return (CUresult.CUDA_SUCCESS, handle)
 
     # --- device and context -----------------------------------------------------------------
@@ -359,7 +458,7 @@ class FakeCuda:
         }[attribute])
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared_bytes, stream, kernel_params, extra):
-        self.launches.append(self._kernel(function, (gx, gy, gz), (bx, by, bz), shared_bytes, kernel_params))
+        self._execute(self._kernel(function, (gx, gy, gz), (bx, by, bz), shared_bytes, kernel_params))
         return (CUresult.CUDA_SUCCESS,)
 
     # --- graphs -----------------------------------------------------------------------------
@@ -393,12 +492,29 @@ class FakeCuda:
     def cuGraphAddEmptyNode(self, graph, deps, count):
         return self._add(graph, deps, count, "empty")
 
+    def cuGraphConditionalHandleCreate(self, graph, context, default, flags):
+        handle = self._handle("conditional")
+        self.conditional_handles[handle] = (self._graph(graph), context, default, flags)
+        return (CUresult.CUDA_SUCCESS, handle)
+
+    def cuGraphAddNode(self, graph, deps, count, params):
+        """The 12.x form: (graph, dependencies, count, params); conditional nodes only."""
+        assert params.type == CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+        c = params.conditional
+        assert c.handle in self.conditional_handles, "a conditional node needs a handle made first"
+        bodies = [FakeGraph(self._handle("graph")) for _ in range(c.size)]
+        self.bodies.update((body.handle, body) for body in bodies)
+        c.phGraph_out = [body.handle for body in bodies]  # the driver returns the bodies it made
+        return self._add(graph, deps, count, "conditional", Conditional(c.type, c.handle, c.ctx, bodies))
+
     def cuGraphInstantiate(self, graph, flags):
         handle = self._handle("exec")
         self.executables[handle] = self.graphs[graph]
         return (CUresult.CUDA_SUCCESS, handle)
 
     def cuGraphLaunch(self, executable, stream):
+        self.condition_values = {h.number: default for h, (_, _, default, flags) in self.conditional_handles.items()
+                                 if flags & self.CU_GRAPH_COND_ASSIGN_DEFAULT}
         self._run(self.executables[executable])
         return (CUresult.CUDA_SUCCESS,)
 
@@ -410,7 +526,11 @@ class FakeCuda:
 # A small device: what PC316's fixtures are loaded on (a T4's limits).
 SMALL_DEVICE = dict(name="Fake T4", capability=(7, 5), multiprocessors=40, max_threads_per_block=1024,
                     max_registers_per_block=65536, max_shared_per_block=65536)
-GLUE_PARAM_SIZES = {"pipec_fill_8": (8, 8, 8), **{f"pipec_copy_{w}": (8, 8, 8) for w in (1, 2, 4, 8, 16)}}
+GLUE_PARAM_SIZES = {
+    "pipec_fill_8": (8, 8, 8), **{f"pipec_copy_{w}": (8, 8, 8) for w in (1, 2, 4, 8, 16)},
+    **{f"pipec_condition_{t}": (8, 4, 8, 8, 4) for t in ("i32", "u32", "i64", "u64", "u8")},
+    "pipec_condition_every": (8, 4, 8, 4), "pipec_condition_repeat": (8, 4, 8, 4, 4),
+}
 
 
 def param_sizes(program) -> dict[str, tuple[int, ...]]:
@@ -421,10 +541,18 @@ def param_sizes(program) -> dict[str, tuple[int, ...]]:
     return {**GLUE_PARAM_SIZES, **sizes}
 
 
-def fake_driver(path, **options):
-    """A `Driver` over a `FakeCuda` that knows the kernels of the `.pipe` file at `path`."""
+class FakeCuda13(FakeCuda):
+    """cuda-bindings 13: `cuGraphAddNode` takes the dependencies' edge data too."""
+
+    def cuGraphAddNode(self, graph, deps, edges, count, params):
+        assert len(edges) == count and all(isinstance(e, CUgraphEdgeData) for e in edges)
+        return FakeCuda.cuGraphAddNode(self, graph, deps, count, params)
+
+
+def fake_driver(path, fake=FakeCuda, **options):
+    """A `Driver` over a `FakeCuda` (or `fake`) that knows the kernels of the `.pipe` file at `path`."""
     import pipec
     from pipec.runtime.driver import Driver
 
     compilation = pipec.check(path)
-    return Driver(FakeCuda(param_sizes=param_sizes(compilation.program), **options))
+    return Driver(fake(param_sizes=param_sizes(compilation.program), **options))

@@ -12,9 +12,9 @@ import pytest
 jax = pytest.importorskip("jax", reason="the JAX baseline needs jax (pip install jax)")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import jax_dqn as jdqn
-from dqn_spec import Config
-from sum_tree_reference import sum_tree_walk
+import jax_dqn as jdqn  # noqa: E402 - after the skip, from bench/
+from dqn_spec import Config  # noqa: E402 - after the skip, from bench/
+from sum_tree_reference import sum_tree_walk  # noqa: E402 - after the skip, from bench/
 
 jnp = jax.numpy
 

@@ -11,9 +11,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="the PyTorch baseline needs torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import torch_dqn as tdqn
-from dqn_spec import Config
-from sum_tree_reference import sum_tree_walk
+import torch_dqn as tdqn  # noqa: E402 - after the skip, from bench/
+from dqn_spec import Config  # noqa: E402 - after the skip, from bench/
+from sum_tree_reference import sum_tree_walk  # noqa: E402 - after the skip, from bench/
 
 
 def test_cartpole_matches_gymnasium():

@@ -9,6 +9,7 @@ from .baked_per_step_value import baked_per_step_value
 from .block_too_large import block_too_large
 from .buffer_smaller_than_extent import buffer_smaller_than_extent
 from .context import CheckContext
+from .control_flow import condition_written_in_body, stale_after_branch, unbounded_while
 from .copy_mismatch import copy_mismatch
 from .forbidden_instructions import forbidden_instructions
 from .host_transfer_in_step import host_transfer_in_step
@@ -42,7 +43,10 @@ CHECKS = (
     forbidden_instructions,
     shared_cufunction,
     unordered_conflict,
+    condition_written_in_body,
+    unbounded_while,
     read_before_write,
+    stale_after_branch,
     unused_buffer,
 )
 

@@ -3,7 +3,7 @@ step) writes the elements read."""
 
 from __future__ import annotations
 
-from ..model import GraphNode, Mode
+from ..model import CONTAINERS, Mode
 from .context import CheckContext
 
 
@@ -25,7 +25,7 @@ def read_before_write(ctx: CheckContext) -> None:
     reported: set[str] = set()
     for body in ctx.program.bodies():
         for node in body.walk():
-            if isinstance(node, GraphNode):
+            if isinstance(node, CONTAINERS):
                 continue  # its nodes follow in the walk
             for access in node.accesses:
                 buffer = access.buffer

@@ -4,7 +4,7 @@ graph and by the eager init block, would use one CUfunction in both."""
 from __future__ import annotations
 
 from ..diagnostics import Label
-from ..model import GraphBody, GraphNode, Kernel, LaunchNode
+from ..model import ConditionalNode, GraphBody, GraphNode, Kernel, LaunchNode
 from .context import CheckContext
 
 
@@ -14,6 +14,9 @@ def _owners(body: GraphBody, owner: str, found: dict[Kernel, list[tuple[str, Lau
             found.setdefault(item.kernel, []).append((owner, item))
         elif isinstance(item, GraphNode):
             _owners(item.body, item.body.name, found)
+        elif isinstance(item, ConditionalNode):  # bodies belong to the graph that holds the node
+            for branch in item.bodies:
+                _owners(branch, owner, found)
 
 
 def shared_cufunction(ctx: CheckContext) -> None:

@@ -1,0 +1,53 @@
+"""Many steps per launch: the plan's step wrapped in a device-side `repeat`.
+
+`repeat_step(plan, k)` returns a plan whose root graph is a WHILE node counting `k` iterations
+on the device (the same generated kernels as `repeat K` in a program), with the step as its
+body: one `cuGraphLaunch` (or one eager run) then runs `k` steps. The step's own graph keeps its
+index and node names, so verification names the same writers; the counter lives in a buffer of
+its own, `pipec.control.launch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from . import codegen
+from .plan_schema import (
+    AccessSpec, ArgSpec, BufferSpec, ConditionalNodeSpec, GraphSpec, InitSpec, KernelNodeSpec, Location,
+    ModuleSpec, Plan,
+)
+
+CONTROL = "pipec.control.launch"
+
+
+def repeat_step(plan: Plan, steps: int) -> Plan:
+    if steps == 1 or plan.step is None:
+        return plan
+    modules = plan.modules
+    module = next((m.index for m in modules if m.name == codegen.CONDITIONS_MODULE_NAME), None)
+    if module is None:
+        module = len(modules)
+        modules += (ModuleSpec(module, codegen.CONDITIONS_MODULE_NAME, None, codegen.conditions_source(), ()),)
+    handle = 1 + max((n.handle for g in plan.graphs for n in g.nodes if isinstance(n, ConditionalNodeSpec)),
+                     default=-1)
+    where = Location(plan.pipe, 1, 1)
+    control = (AccessSpec(CONTROL, 0, 2, "rw"),)
+
+    def decide(node_id: int, name: str, restart: int) -> KernelNodeSpec:
+        args = (ArgSpec("handle", "u64", value=handle), ArgSpec("in_graph", "u32"),
+                ArgSpec("pointer", "ptr", CONTROL, 0), ArgSpec("scalar", "u32", value=steps),
+                ArgSpec("scalar", "u32", value=restart))
+        return KernelNodeSpec(node_id, name, where, control, module, "pipec_condition_repeat",
+                              (1, 1, 1), (1, 1, 1), 0, args)
+
+    step = plan.graphs[plan.step]
+    # the body decides again once every node of the step has finished: no edge is needed
+    body = replace(step, nodes=step.nodes + (decide(len(step.nodes), f"{step.name}/decide:launch", 0),))
+    root_index = len(plan.graphs)
+    loop = ConditionalNodeSpec(1, "launch/repeat", where, control, "while", "repeat", handle,
+                               (plan.step,), None, None, CONTROL)
+    root = GraphSpec(root_index, "launch", step.scope, (decide(0, "launch/decide:repeat", 1), loop),
+                     ((0, 1),), ())
+    graphs = tuple(body if g.index == plan.step else g for g in plan.graphs) + (root,)
+    buffer = BufferSpec(CONTROL, "u32", (2,), "device", InitSpec("zeros", (), None, None), (), 8, where, "write")
+    return replace(plan, modules=modules, graphs=graphs, step=root_index, buffers=plan.buffers + (buffer,))
