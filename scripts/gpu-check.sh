@@ -28,8 +28,8 @@ status=0
 if [[ $what == all || $what == tests ]]; then
     python3 -m pytest -m gpu -q -rs --junitxml="$OUT/gpu-tests.xml" "$@" 2>&1 | tee "$OUT/gpu-tests.log"
     status=${PIPESTATUS[0]}
-    # the PyTorch twin's tests need PyTorch, which this machine has
-    python3 -m pytest -q -rs tests/test_torch_dqn.py 2>&1 | tee -a "$OUT/gpu-tests.log"
+    # the baselines' tests need PyTorch and JAX, which this machine has
+    python3 -m pytest -q -rs tests/test_torch_dqn.py tests/test_jax_dqn.py 2>&1 | tee -a "$OUT/gpu-tests.log"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
