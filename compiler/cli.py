@@ -126,7 +126,7 @@ def _run(args) -> int:
             usage_error = True
             continue
         diagnostics += result.diagnostics
-        usage_error |= any(d.code == "PC101" for d in result.diagnostics)
+        usage_error |= any(d.code in ("PC101", "PC109") for d in result.diagnostics)
         if args.emit and result.plan is not None:
             artifact = plan_json(result.plan) if args.emit == "plan" else plan_dot(result.plan)
     color = args.format in ("text", "concise") and not args.no_color and sys.stdout.isatty() \

@@ -159,47 +159,88 @@ FUNCTIONS: dict[str, tuple[int | None, Callable]] = {
 
 def evaluate(expr: ast.Expr, lookup: Lookup) -> Value:
     """The value of a constant expression; raises ConstError or RuntimeValue."""
-    match expr:
-        case ast.IntLit(value=v) | ast.FloatLit(value=v) | ast.BoolLit(value=v) | ast.StrLit(value=v):
-            return v
-        case ast.Name(ident=ident):
-            return lookup(ident)
-        case ast.StepRef(span=span):
-            raise RuntimeValue("the step index `step`", span)
-        case ast.Index(base=ast.Name(ident=ident), span=span):
-            try:
-                base = lookup(ident)
-            except RuntimeValue as rv:
-                raise RuntimeValue(
-                    f"the element `{span.text}` of buffer `{ident.text}`", span, rv.buffer_name
-                ) from None
-            raise ConstError(f"{_describe(base)} cannot be indexed", span, "index buffers only")
-        case ast.Unary(op=op, operand=operand, span=span):
-            value = evaluate(operand, lookup)
-            if op == "not":
-                return not _boolean(value, span)
-            if op == "~":
-                return ~_integer(value, span)
-            number = _number(value, span)
-            return -number if op == "-" else number
-        case ast.Binary(op=op, left=left, right=right, span=span):
-            return _binary(op, left, right, span, lookup)
-        case ast.Call(func=ast.Name(ident=func), args=args, keywords=keywords, span=span):
-            return _call(func, args, keywords, span, lookup)
-        case ast.NullLit(span=span):
-            raise ConstError("`null` is not a constant", span, "`null` is only a pointer argument")
-        case _:
-            raise ConstError(f"`{expr.span.text}` is not a constant expression", expr.span,
-                             "constants are numbers, booleans and arithmetic on them")
+    return _Evaluation(lookup).run(expr)
 
 
-def _binary(op: str, left: ast.Expr, right: ast.Expr, span: Span, lookup: Lookup) -> Value:
-    if op in ("and", "or"):
-        a = _boolean(evaluate(left, lookup), left.span)
+class _Evaluation:
+    """Evaluation with an explicit stack of pending steps instead of Python recursion, so that
+    a long operator chain (`1 + 1 + ... + 1`) or deep nesting cannot exhaust Python's stack.
+    Operands are evaluated left to right, `and`/`or` short-circuit, and a call's name and
+    arity are checked before its arguments, as a recursive evaluator would."""
+
+    def __init__(self, lookup: Lookup) -> None:
+        self.lookup = lookup
+        self.values: list[Value] = []
+        self.pending: list[Callable[[], None]] = []
+
+    def run(self, expr: ast.Expr) -> Value:
+        self.pending.append(lambda: self._visit(expr))
+        while self.pending:
+            self.pending.pop()()
+        return self.values.pop()
+
+    def _then(self, *steps: Callable[[], None]) -> None:
+        """Schedule steps to run in the given order."""
+        self.pending.extend(reversed(steps))
+
+    def _pop(self, count: int) -> list[Value]:
+        taken = self.values[len(self.values) - count :]
+        del self.values[len(self.values) - count :]
+        return taken
+
+    def _visit(self, expr: ast.Expr) -> None:
+        push = self.values.append
+        match expr:
+            case ast.IntLit(value=v) | ast.FloatLit(value=v) | ast.BoolLit(value=v) | ast.StrLit(value=v):
+                push(v)
+            case ast.Name(ident=ident):
+                push(self.lookup(ident))
+            case ast.StepRef(span=span):
+                raise RuntimeValue("the step index `step`", span)
+            case ast.Index(base=ast.Name(ident=ident), span=span):
+                try:
+                    base = self.lookup(ident)
+                except RuntimeValue as rv:
+                    raise RuntimeValue(
+                        f"the element `{span.text}` of buffer `{ident.text}`", span, rv.buffer_name
+                    ) from None
+                raise ConstError(f"{_describe(base)} cannot be indexed", span, "index buffers only")
+            case ast.Unary(op=op, operand=operand, span=span):
+                self._then(lambda: self._visit(operand), lambda: push(_unary(op, self.values.pop(), span)))
+            case ast.Binary(op="and" | "or" as op, left=left, right=right):
+                self._then(lambda: self._visit(left), lambda: self._short_circuit(op, left, right))
+            case ast.Binary(op=op, left=left, right=right, span=span):
+                self._then(lambda: self._visit(left), lambda: self._visit(right),
+                           lambda: push(_binary(op, *self._pop(2), span)))
+            case ast.Call(func=ast.Name(ident=func), args=args, keywords=keywords, span=span):
+                implementation = _function(func, args, keywords, span)
+                self._then(*(lambda arg=arg: self._visit(arg) for arg in args),
+                           lambda: push(implementation(*self._pop(len(args)), span)))
+            case ast.NullLit(span=span):
+                raise ConstError("`null` is not a constant", span, "`null` is only a pointer argument")
+            case _:
+                raise ConstError(f"`{expr.span.text}` is not a constant expression", expr.span,
+                                 "constants are numbers, booleans and arithmetic on them")
+
+    def _short_circuit(self, op: str, left: ast.Expr, right: ast.Expr) -> None:
+        a = _boolean(self.values.pop(), left.span)
         if (op == "and" and not a) or (op == "or" and a):
-            return a
-        return _boolean(evaluate(right, lookup), right.span)
-    a, b = evaluate(left, lookup), evaluate(right, lookup)
+            self.values.append(a)
+        else:
+            self._then(lambda: self._visit(right),
+                       lambda: self.values.append(_boolean(self.values.pop(), right.span)))
+
+
+def _unary(op: str, value: Value, span: Span) -> Value:
+    if op == "not":
+        return not _boolean(value, span)
+    if op == "~":
+        return ~_integer(value, span)
+    number = _number(value, span)
+    return -number if op == "-" else number
+
+
+def _binary(op: str, a: Value, b: Value, span: Span) -> Value:
     if op in _COMPARE:
         if isinstance(a, bool) != isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
             raise ConstError(f"cannot compare {_describe(a)} with {_describe(b)}", span,
@@ -210,7 +251,8 @@ def _binary(op: str, left: ast.Expr, right: ast.Expr, span: Span, lookup: Lookup
     return _bitwise(op, a, b, span)
 
 
-def _call(func: ast.Ident, args, keywords, span: Span, lookup: Lookup) -> Value:
+def _function(func: ast.Ident, args, keywords, span: Span) -> Callable:
+    """The implementation of a call, once its name and arity are known to be right."""
     if func.text not in FUNCTIONS:
         raise ConstError(f"unknown function `{func.text}`", func.span,
                          "functions: " + ", ".join(sorted(FUNCTIONS)))
@@ -221,5 +263,4 @@ def _call(func: ast.Ident, args, keywords, span: Span, lookup: Lookup) -> Value:
     if arity is not None and len(args) != arity:
         raise ConstError(f"`{func.text}` takes {arity} argument{'s' * (arity != 1)}, "
                          f"found {len(args)}", span, f"write `{func.text}(...)` with {arity}")
-    values = [evaluate(a, lookup) for a in args]
-    return implementation(*values, span)
+    return implementation

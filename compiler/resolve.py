@@ -143,7 +143,7 @@ class Resolver:
         try:
             tree = parse(source)
         except PipeSyntaxError as error:
-            self.sink.add("PC101", error.message, error.span,
+            self.sink.add(error.code, error.message, error.span,
                           error.hint or "see docs/language.md for the syntax")
             return None
         module = _Module(path, source, tree)

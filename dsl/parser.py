@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast as python_ast
 import threading
+from dataclasses import is_dataclass
 from functools import cache
 from pathlib import Path
 
@@ -34,11 +35,21 @@ _PRECEDENCE = {
 
 
 class PipeSyntaxError(Exception):
+    """The text is not a `.pipe` program; `code` is the rule that reports it."""
+
+    code = "PC101"
+
     def __init__(self, message: str, span: Span, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.span = span
         self.hint = hint
+
+
+class InputLimitError(PipeSyntaxError):
+    """The text may be a program, but larger or deeper than the compiler reads."""
+
+    code = "PC109"
 
 
 @cache
@@ -61,13 +72,20 @@ def _run(start: str, source: SourceFile, offset: int, text: str):
     with _lock:
         transformer.source, transformer.offset = source, offset
         try:
-            return lark.parse(text, start=start)
+            tree = lark.parse(text, start=start)
         except UnexpectedInput as error:
             raise _syntax_error(source, error, offset) from None
+    _check_nesting(tree)
+    return tree
 
 
 def parse(source: SourceFile) -> ast.Module:
-    """Parse a whole `.pipe` file; raises `PipeSyntaxError` at the first syntax error."""
+    """Parse a whole `.pipe` file; raises `PipeSyntaxError` at the first syntax error, or at
+    the problem that kept the file from being read whole (see `SourceFile.read`)."""
+    problem = source.problem
+    if problem is not None:
+        span = Span(source, problem.offset, problem.offset)
+        raise (InputLimitError if problem.limit else PipeSyntaxError)(problem.message, span, problem.hint)
     return _run("start", source, 0, source.text)
 
 
@@ -75,6 +93,37 @@ def parse_expression(source: SourceFile, start: int, end: int) -> ast.Expr:
     """Parse the expression at `source.text[start:end]` (a `pipec:` annotation in a kernel
     source); spans point into `source`."""
     return _run("expr", source, start, source.text[start:end])
+
+
+# How deep blocks and expressions may nest. Later stages walk the tree recursively, about two
+# Python frames per level, so this keeps them well inside Python's default recursion limit.
+MAX_NESTING = 200
+_NODE_TYPES = tuple(c for c in vars(ast).values()
+                    if isinstance(c, type) and is_dataclass(c) and c.__module__ == ast.__name__)
+
+
+def _check_nesting(tree) -> None:
+    """Raise InputLimitError where blocks and expressions nest deeper than MAX_NESTING. A
+    block's statements and a binary operator's left operand stay at their parent's level: a
+    long chain `a + b + c + ...` or a long block is no nesting (evaluation walks chains
+    iteratively)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise InputLimitError(f"blocks and expressions nest more than {MAX_NESTING} levels deep",
+                                  Span(node.span.source, node.span.start, node.span.start),
+                                  "give inner expressions names with `const`, or move inner "
+                                  "blocks into a `graph`")
+        if isinstance(node, ast.Binary):
+            stack += [(node.left, depth), (node.right, depth + 1)]
+            continue
+        inner = depth if isinstance(node, ast.Block) else depth + 1
+        for value in vars(node).values():
+            if isinstance(value, tuple):
+                stack.extend((item, inner) for item in value if isinstance(item, _NODE_TYPES))
+            elif isinstance(value, _NODE_TYPES):
+                stack.append((value, inner))
 
 
 def _describe_terminal(name: str) -> str:
@@ -114,7 +163,8 @@ def _syntax_error(source: SourceFile, error: UnexpectedInput, base: int = 0) -> 
             hint = "strings use double quotes"
         elif char == ";":
             hint = "statements need no `;`"
-        return PipeSyntaxError(f"unexpected character `{char}`", span, hint)
+        shown = f"`{char}`" if char.isprintable() else f"U+{ord(char):04X}" if char else "end of text"
+        return PipeSyntaxError(f"unexpected character {shown}", span, hint)
     assert isinstance(error, UnexpectedToken)
     token = error.token
     start = base + (token.start_pos if token.start_pos is not None else 0)
@@ -316,12 +366,16 @@ class _ToAst(Transformer):
 
     def _climb(self, items: list, min_precedence: int) -> ast.Expr:
         """Precedence climbing over the flat operand/operator sequence (popped from the end)."""
-        head = items.pop()
-        if isinstance(head, Token) and head.type == "NOT":
-            operand = self._climb(items, _NOT_PRECEDENCE)
-            left: ast.Expr = ast.Unary("not", operand, self._tok(head).to(operand.span))
+        nots = []
+        while isinstance(items[-1], Token) and items[-1].type == "NOT":
+            nots.append(items.pop())
+        if nots:
+            # `not not x`: the operand binds at not's precedence; the nots wrap it inside out.
+            left: ast.Expr = self._climb(items, _NOT_PRECEDENCE)
+            for token in reversed(nots):
+                left = ast.Unary("not", left, self._tok(token).to(left.span))
         else:
-            left = head
+            left = items.pop()
         while items and _PRECEDENCE[items[-1].type] >= min_precedence:
             op = items.pop()
             right = self._climb(items, _PRECEDENCE[op.type] + 1)
