@@ -163,38 +163,35 @@ def evaluate(expr: ast.Expr, lookup: Lookup) -> Value:
 
 
 class _Evaluation:
-    """Evaluation with an explicit stack of pending steps instead of Python recursion, so that
+    """Evaluation with an explicit stack of pending work instead of Python recursion, so that
     a long operator chain (`1 + 1 + ... + 1`) or deep nesting cannot exhaust Python's stack.
     Operands are evaluated left to right, `and`/`or` short-circuit, and a call's name and
-    arity are checked before its arguments, as a recursive evaluator would."""
+    arity are checked before its arguments, as a recursive evaluator would. Pending work is an
+    expression to evaluate, or a tuple `(method, *arguments)` that combines computed values."""
 
     def __init__(self, lookup: Lookup) -> None:
         self.lookup = lookup
         self.values: list[Value] = []
-        self.pending: list[Callable[[], None]] = []
+        self.pending: list = []
 
     def run(self, expr: ast.Expr) -> Value:
-        self.pending.append(lambda: self._visit(expr))
-        while self.pending:
-            self.pending.pop()()
+        pending = self.pending
+        pending.append(expr)
+        while pending:
+            item = pending.pop()
+            if isinstance(item, tuple):
+                item[0](*item[1:])
+            else:
+                self._visit(item)
         return self.values.pop()
 
-    def _then(self, *steps: Callable[[], None]) -> None:
-        """Schedule steps to run in the given order."""
-        self.pending.extend(reversed(steps))
-
-    def _pop(self, count: int) -> list[Value]:
-        taken = self.values[len(self.values) - count :]
-        del self.values[len(self.values) - count :]
-        return taken
-
     def _visit(self, expr: ast.Expr) -> None:
-        push = self.values.append
+        pending = self.pending
         match expr:
             case ast.IntLit(value=v) | ast.FloatLit(value=v) | ast.BoolLit(value=v) | ast.StrLit(value=v):
-                push(v)
+                self.values.append(v)
             case ast.Name(ident=ident):
-                push(self.lookup(ident))
+                self.values.append(self.lookup(ident))
             case ast.StepRef(span=span):
                 raise RuntimeValue("the step index `step`", span)
             case ast.Index(base=ast.Name(ident=ident), span=span):
@@ -206,29 +203,41 @@ class _Evaluation:
                     ) from None
                 raise ConstError(f"{_describe(base)} cannot be indexed", span, "index buffers only")
             case ast.Unary(op=op, operand=operand, span=span):
-                self._then(lambda: self._visit(operand), lambda: push(_unary(op, self.values.pop(), span)))
+                pending += [(self._unary, op, span), operand]
             case ast.Binary(op="and" | "or" as op, left=left, right=right):
-                self._then(lambda: self._visit(left), lambda: self._short_circuit(op, left, right))
+                pending += [(self._short_circuit, op, left, right), left]
             case ast.Binary(op=op, left=left, right=right, span=span):
-                self._then(lambda: self._visit(left), lambda: self._visit(right),
-                           lambda: push(_binary(op, *self._pop(2), span)))
+                pending += [(self._binary, op, span), right, left]
             case ast.Call(func=ast.Name(ident=func), args=args, keywords=keywords, span=span):
-                implementation = _function(func, args, keywords, span)
-                self._then(*(lambda arg=arg: self._visit(arg) for arg in args),
-                           lambda: push(implementation(*self._pop(len(args)), span)))
+                pending.append((self._call, _function(func, args, keywords, span), len(args), span))
+                pending.extend(reversed(args))
             case ast.NullLit(span=span):
                 raise ConstError("`null` is not a constant", span, "`null` is only a pointer argument")
             case _:
                 raise ConstError(f"`{expr.span.text}` is not a constant expression", expr.span,
                                  "constants are numbers, booleans and arithmetic on them")
 
+    def _unary(self, op: str, span: Span) -> None:
+        self.values.append(_unary(op, self.values.pop(), span))
+
+    def _binary(self, op: str, span: Span) -> None:
+        b = self.values.pop()
+        self.values.append(_binary(op, self.values.pop(), b, span))
+
+    def _call(self, implementation: Callable, count: int, span: Span) -> None:
+        args = self.values[len(self.values) - count :]
+        del self.values[len(self.values) - count :]
+        self.values.append(implementation(*args, span))
+
     def _short_circuit(self, op: str, left: ast.Expr, right: ast.Expr) -> None:
         a = _boolean(self.values.pop(), left.span)
         if (op == "and" and not a) or (op == "or" and a):
             self.values.append(a)
         else:
-            self._then(lambda: self._visit(right),
-                       lambda: self.values.append(_boolean(self.values.pop(), right.span)))
+            self.pending += [(self._boolean, right.span), right]
+
+    def _boolean(self, span: Span) -> None:
+        self.values.append(_boolean(self.values.pop(), span))
 
 
 def _unary(op: str, value: Value, span: Span) -> Value:

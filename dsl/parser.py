@@ -12,7 +12,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from . import ast
-from .source import SourceFile, Span
+from .source import MAX_PIPE_CHARS, SourceFile, Span
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
@@ -86,6 +86,10 @@ def parse(source: SourceFile) -> ast.Module:
     if problem is not None:
         span = Span(source, problem.offset, problem.offset)
         raise (InputLimitError if problem.limit else PipeSyntaxError)(problem.message, span, problem.hint)
+    if len(source.text) > MAX_PIPE_CHARS:
+        raise InputLimitError(f"the file is longer than {MAX_PIPE_CHARS:,} characters, the most "
+                              "pipec parses", Span(source, MAX_PIPE_CHARS, MAX_PIPE_CHARS),
+                              "split it into files that import each other")
     return _run("start", source, 0, source.text)
 
 

@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The largest file pipec reads. Parsing costs about 10 microseconds and a kilobyte per token,
-# so a 1 MiB `.pipe` file (tens of thousands of statements) is checked within seconds; the bound
-# also keeps a runaway input (`/dev/zero`, a log file) from being read into memory.
-MAX_SOURCE_BYTES = 1 << 20
+# The most of any file pipec reads (kernel sources are read for diagnostics' spans too): a
+# runaway input (`/dev/zero`, a log file) costs no more memory than this.
+MAX_READ_BYTES = 4 << 20
+# The largest `.pipe` file the parser accepts. Parsing costs about 15 microseconds and a
+# kilobyte per token (lark), so a file of this size, some 20 times the DQN pipeline, is
+# checked within seconds even when it is one long expression.
+MAX_PIPE_CHARS = 256 << 10
 
 
 @dataclass(frozen=True)
 class ReadProblem:
-    """Why a file's text is not all of the file (it is too large, or not UTF-8): `offset` is
-    where in the text the problem starts; `limit` tells a resource limit from bad bytes."""
+    """Why a file's text is not all of the file (it is too large, or not UTF-8), for the
+    parser to report: `offset` is where in the text it starts; `limit` tells a resource limit
+    from bad bytes."""
 
     message: str
     offset: int
@@ -33,10 +38,12 @@ class SourceFile:
     path: Path
     text: str
     problem: ReadProblem | None = None
-    _line_starts: list[int] = field(init=False, repr=False)
+    _line_starts: array = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._line_starts = [0, *(m.end() for m in re.finditer("\n", self.text))]
+        # An array, not a list of ints: a file of empty lines costs 8 bytes a line.
+        self._line_starts = array("q", [0])
+        self._line_starts.extend(m.end() for m in re.finditer("\n", self.text))
 
     def __repr__(self) -> str:
         return f"SourceFile({str(self.path)!r})"
@@ -44,26 +51,21 @@ class SourceFile:
     @classmethod
     def read(cls, path: Path) -> SourceFile:
         """The file as text: UTF-8 without a byte-order mark, line ends as `\\n`. At most
-        MAX_SOURCE_BYTES are read; a longer file, or one that is not UTF-8, keeps the text up
-        to the problem (bad bytes replaced) and records it in `problem` for the parser to
-        report. Raises OSError when the file cannot be opened."""
+        MAX_READ_BYTES are read: a longer file has no text. Bad bytes in a file that is not
+        UTF-8 are replaced. Either problem is recorded in `problem`. Raises OSError when the
+        file cannot be opened."""
         with path.open("rb") as file:
-            data = file.read(MAX_SOURCE_BYTES + 1)
-        problem = None
-        if len(data) > MAX_SOURCE_BYTES:
-            data = data[:MAX_SOURCE_BYTES]
-            text = _text(data.decode("utf-8", errors="ignore"))
-            problem = ReadProblem(f"the file is larger than {MAX_SOURCE_BYTES:,} bytes (1 MiB), "
-                                  "the most pipec reads", len(text),
-                                  "split it into files that import each other", limit=True)
-            return cls(path, text, problem)
+            data = file.read(MAX_READ_BYTES + 1)
+        if len(data) > MAX_READ_BYTES:
+            return cls(path, "", ReadProblem(
+                f"the file is larger than {MAX_READ_BYTES >> 20} MiB, the most pipec reads",
+                0, "split it into files that import each other", limit=True))
         try:
             return cls(path, _text(data.decode("utf-8")))
         except UnicodeDecodeError as error:
-            bad = data[error.start : error.start + 1].hex()
-            problem = ReadProblem(f"the file is not UTF-8 text: byte 0x{bad} cannot be decoded",
-                                  len(_text(data[: error.start].decode("utf-8"))),
-                                  "save the file as UTF-8", limit=False)
+            problem = ReadProblem(
+                f"the file is not UTF-8 text: byte 0x{data[error.start]:02x} cannot be decoded",
+                len(_text(data[: error.start].decode("utf-8"))), "save the file as UTF-8", limit=False)
             return cls(path, _text(data.decode("utf-8", errors="replace")), problem)
 
     def line_col(self, offset: int) -> tuple[int, int]:
