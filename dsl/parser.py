@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast as python_ast
 import threading
-from dataclasses import is_dataclass
+from dataclasses import fields, is_dataclass
 from functools import cache
 from pathlib import Path
 
@@ -68,6 +68,12 @@ _lock = threading.Lock()
 
 
 def _run(start: str, source: SourceFile, offset: int, text: str):
+    if len(text) > MAX_PIPE_CHARS:
+        end = offset + MAX_PIPE_CHARS
+        what, hint = (("the file", "split it into files that import each other") if start == "start"
+                      else ("the expression", "shorten it"))
+        raise InputLimitError(f"{what} is longer than {MAX_PIPE_CHARS:,} characters, the most "
+                              "pipec parses at once", Span(source, end, end), hint)
     lark, transformer = _parser()
     with _lock:
         transformer.source, transformer.offset = source, offset
@@ -86,10 +92,6 @@ def parse(source: SourceFile) -> ast.Module:
     if problem is not None:
         span = Span(source, problem.offset, problem.offset)
         raise (InputLimitError if problem.limit else PipeSyntaxError)(problem.message, span, problem.hint)
-    if len(source.text) > MAX_PIPE_CHARS:
-        raise InputLimitError(f"the file is longer than {MAX_PIPE_CHARS:,} characters, the most "
-                              "pipec parses", Span(source, MAX_PIPE_CHARS, MAX_PIPE_CHARS),
-                              "split it into files that import each other")
     return _run("start", source, 0, source.text)
 
 
@@ -102,8 +104,13 @@ def parse_expression(source: SourceFile, start: int, end: int) -> ast.Expr:
 # How deep blocks and expressions may nest. Later stages walk the tree recursively, about two
 # Python frames per level, so this keeps them well inside Python's default recursion limit.
 MAX_NESTING = 200
-_NODE_TYPES = tuple(c for c in vars(ast).values()
-                    if isinstance(c, type) and is_dataclass(c) and c.__module__ == ast.__name__)
+# For each syntax-tree class, the fields that may hold nested nodes (identifiers, spans and
+# plain values never nest).
+_CHILD_FIELDS = {
+    cls: tuple(f.name for f in fields(cls) if f.name != "span")
+    for cls in vars(ast).values()
+    if isinstance(cls, type) and is_dataclass(cls) and cls.__module__ == ast.__name__ and cls is not ast.Ident
+}
 
 
 def _check_nesting(tree) -> None:
@@ -119,14 +126,15 @@ def _check_nesting(tree) -> None:
                                   Span(node.span.source, node.span.start, node.span.start),
                                   "give inner expressions names with `const`, or move inner "
                                   "blocks into a `graph`")
-        if isinstance(node, ast.Binary):
+        if type(node) is ast.Binary:
             stack += [(node.left, depth), (node.right, depth + 1)]
             continue
-        inner = depth if isinstance(node, ast.Block) else depth + 1
-        for value in vars(node).values():
-            if isinstance(value, tuple):
-                stack.extend((item, inner) for item in value if isinstance(item, _NODE_TYPES))
-            elif isinstance(value, _NODE_TYPES):
+        inner = depth if type(node) is ast.Block else depth + 1
+        for name in _CHILD_FIELDS[type(node)]:
+            value = getattr(node, name)
+            if type(value) is tuple:
+                stack.extend((item, inner) for item in value if type(item) in _CHILD_FIELDS)
+            elif type(value) in _CHILD_FIELDS:
                 stack.append((value, inner))
 
 

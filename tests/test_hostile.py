@@ -191,3 +191,12 @@ def test_kernel_source_that_is_not_utf8_is_still_compiled(capsys, tmp_path):
     code, out = check(capsys, write(tmp_path, 'from "kernels.cu" import add_one\n'
                                     "buffer x: f32[4]\nstep { launch add_one<<<1, 4>>>(x, 4) }\n"))
     assert code == 0, out
+
+
+def test_a_long_chain_in_a_kernel_extent_is_evaluated(capsys, tmp_path):
+    chain = " + ".join(["n"] * 3000)
+    write(tmp_path, f"/// pipec: extent x = {chain} + gridDim.x * 0\n"
+                    'extern "C" __global__ void k(float* x, int n) { x[0] = n; }\n', "long.cu")
+    code, out = check(capsys, write(tmp_path, 'from "long.cu" import k\nbuffer x: f32[4]\n'
+                                    "step { launch k<<<1, 1>>>(out x, 1) }\n"))
+    assert code == 1 and "error[PC310]" in out and "touches 3000 elements" in out
