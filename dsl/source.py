@@ -15,10 +15,6 @@ from pathlib import Path
 # The most of any file pipec reads (kernel sources are read for diagnostics' spans too): a
 # runaway input (`/dev/zero`, a log file) costs no more memory than this.
 MAX_READ_BYTES = 4 << 20
-# The largest `.pipe` file the parser accepts. Parsing costs about 15 microseconds and a
-# kilobyte per token (lark), so a file of this size, some 20 times the DQN pipeline, is
-# checked within seconds even when it is one long expression.
-MAX_PIPE_CHARS = 256 << 10
 
 
 @dataclass(frozen=True)
