@@ -46,7 +46,7 @@ RULES: tuple[Rule, ...] = (
     Rule("PC106", "kernel-source-error", _E, "a kernel source does not compile or lacks the kernel"),
     Rule("PC107", "buffer-declaration-error", _E, "a buffer's type, shape or initial value is invalid"),
     Rule("PC108", "invalid-option", _E, "an `option` or waiver names nothing known or has a bad value"),
-    Rule("PC109", "input-limit", _E, "a file is larger, or nests deeper, than pipec reads"),
+    Rule("PC109", "input-limit", _E, "a file, its nesting or one of its integers is larger than pipec reads"),
     # PC2xx: binding launches to kernels
     Rule("PC201", "argument-count", _E, "a launch or graph use binds more or fewer arguments than it takes"),
     Rule("PC202", "argument-kind", _E, "a pointer parameter gets a value or a scalar parameter a buffer"),

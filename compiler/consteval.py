@@ -13,6 +13,7 @@ import operator
 from collections.abc import Callable
 
 from ..dsl import ast
+from ..dsl.parser import MAX_INT_BITS
 from ..dsl.source import Span
 
 Value = int | float | bool | str
@@ -218,16 +219,16 @@ class _Evaluation:
                                  "constants are numbers, booleans and arithmetic on them")
 
     def _unary(self, op: str, span: Span) -> None:
-        self.values.append(_unary(op, self.values.pop(), span))
+        self.values.append(_bounded(_unary(op, self.values.pop(), span), span))
 
     def _binary(self, op: str, span: Span) -> None:
         b = self.values.pop()
-        self.values.append(_binary(op, self.values.pop(), b, span))
+        self.values.append(_bounded(_binary(op, self.values.pop(), b, span), span))
 
     def _call(self, implementation: Callable, count: int, span: Span) -> None:
         args = self.values[len(self.values) - count :]
         del self.values[len(self.values) - count :]
-        self.values.append(implementation(*args, span))
+        self.values.append(_bounded(implementation(*args, span), span))
 
     def _short_circuit(self, op: str, left: ast.Expr, right: ast.Expr) -> None:
         a = _boolean(self.values.pop(), left.span)
@@ -238,6 +239,15 @@ class _Evaluation:
 
     def _boolean(self, span: Span) -> None:
         self.values.append(_boolean(self.values.pop(), span))
+
+
+def _bounded(value: Value, span: Span) -> Value:
+    """Integers stay within 2**MAX_INT_BITS, as literals do: each operation then costs little
+    (even `pow` of the largest), and every integer converts to a float."""
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise ConstError(f"the value lies beyond 2**{MAX_INT_BITS}", span,
+                         f"integers are limited to {MAX_INT_BITS} bits", code="PC109")
+    return value
 
 
 def _unary(op: str, value: Value, span: Span) -> Value:

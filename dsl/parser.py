@@ -106,6 +106,9 @@ def parse_expression(source: SourceFile, start: int, end: int) -> ast.Expr:
     return _run("expr", source, start, source.text[start:end])
 
 
+# The largest integer magnitude, as a power of two: far beyond any size or count, and within
+# the range of a float (2**1024), so that mixed arithmetic and range checks never overflow.
+MAX_INT_BITS = 1000
 # How deep blocks and expressions may nest. Later stages walk the tree recursively, about two
 # Python frames per level, so this keeps them well inside Python's default recursion limit.
 MAX_NESTING = 200
@@ -212,12 +215,26 @@ def _hint_for_eof(source: SourceFile) -> str | None:
     return None
 
 
-def _unescape(token: Token) -> str:
-    return python_ast.literal_eval(str(token))
+def _unescape(token: Token) -> str | None:
+    """A string literal's value (Python's escapes), or None when an escape is invalid or the
+    value holds a NUL, which no path or reason can."""
+    try:
+        value = python_ast.literal_eval(str(token))
+    except (SyntaxError, ValueError):
+        return None
+    return None if "\0" in value else value
 
 
-def _int(text: str) -> int:
-    return int(text.replace("_", ""), 0 if text[:2].lower() == "0x" else 10)
+def _int(text: str) -> int | None:
+    """An integer literal's value, or None beyond 2**MAX_INT_BITS (decided before a long
+    decimal string reaches `int`, which refuses more than 4,300 digits)."""
+    digits = text.replace("_", "")
+    base = 16 if digits[:2].lower() == "0x" else 10
+    significant = (digits[2:] if base == 16 else digits).lstrip("0")
+    if len(significant) > MAX_INT_BITS:
+        return None
+    value = int(significant or "0", base)
+    return value if value.bit_length() <= MAX_INT_BITS else None
 
 
 _KEPT_TOKENS = {"NAME", "INT", "FLOAT", "STRING", "NOT", "MINUS", "PLUS", "TILDE", *_PRECEDENCE}
@@ -261,7 +278,11 @@ class _ToAst(Transformer):
         return ast.Ident(str(token), self._tok(token))
 
     def _str(self, token: Token) -> ast.StrLit:
-        return ast.StrLit(_unescape(token), self._tok(token))
+        value = _unescape(token)
+        if value is None:
+            raise PipeSyntaxError("invalid string: a bad escape or a NUL character", self._tok(token),
+                                  "escapes are Python's: `\\\\`, `\\\"`, `\\n`, `\\xHH`, `\\uHHHH`")
+        return ast.StrLit(value, self._tok(token))
 
     # --- declarations -----------------------------------------------------------------------
 
@@ -444,7 +465,11 @@ class _ToAst(Transformer):
 
     def int_lit(self, children):
         (token,) = children
-        return ast.IntLit(_int(str(token)), self._tok(token))
+        value = _int(str(token))
+        if value is None:
+            raise InputLimitError(f"an integer literal beyond 2**{MAX_INT_BITS}", self._tok(token),
+                                  f"integers are limited to {MAX_INT_BITS} bits")
+        return ast.IntLit(value, self._tok(token))
 
     def float_lit(self, children):
         (token,) = children

@@ -41,7 +41,8 @@ OPERATORS = ("+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^", "==", "!=", "<"
 # Inserted by mutations: tokens of the language and characters it has no use for.
 STRAY = ("{", "}", "(", ")", "[", "]", "<<<", ">>>", ",", ":", "..", "->", "=", "not", "step",
          "launch", "graph", "for", "in", "out", "if", "else", "parallel", '"', "'", ";", "#",
-         "\n", "\r", "\t", "\x00", "\ufeff", "\u00e9", "\U0001f600", "1e999", "0x", "9" * 40)
+         "\n", "\r", "\t", "\x00", "\ufeff", "\u00e9", "\U0001f600", "1e999", "0x", "9" * 400,
+         '"\\x"', '"\\0"', "pow(1 << 255, 4096)")
 
 
 def _names(prefix: str, count: int) -> list[str]:

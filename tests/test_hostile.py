@@ -208,3 +208,25 @@ def test_a_configuration_that_is_not_utf8_is_a_one_line_error(capsys, tmp_path):
     out, err = capsys.readouterr()
     assert code == 2 and err.startswith("pipec: error:") and "pyproject.toml" in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("literal", ['"\\x"', '"\\N{no such name}"', '"a\\0b"', '"a\x00b"'])
+def test_a_string_with_a_bad_escape_or_a_nul_is_a_syntax_error(capsys, tmp_path, literal):
+    code, out = check(capsys, write(tmp_path, f"import {literal}\n"))
+    assert code == 2 and ":1:8: error[PC101]: invalid string" in out
+
+
+@pytest.mark.parametrize("text, where", [
+    ("const A = " + "9" * 5000, "1:11"),                      # Python refuses to convert it
+    ("const A = 0x" + "f" * 251, "1:11"),
+    ("const A = pow(10, 300)\nconst B = pow(A, 4096)", "2:11"),
+    ("const A = pow(2, 999)\nconst B = A * 1.5 + ~(A * 2)", "2:23"),  # at `A * 2`
+])
+def test_integers_beyond_the_limit_are_an_input_limit(capsys, tmp_path, text, where):
+    code, out = check(capsys, write(tmp_path, text + "\n"))
+    assert code == 2 and f":{where}: error[PC109]:" in out and "2**1000" in out
+
+
+def test_integers_within_the_limit_convert_to_floats(capsys, tmp_path):
+    code, out = check(capsys, write(tmp_path, "const A = pow(2, 999)\nconst B = A * 1.5 + 0x" + "0" * 5000 + "1\n"))
+    assert code == 0, out
