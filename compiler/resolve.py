@@ -784,6 +784,8 @@ def representable(value: Value, dtype) -> str | None:
         if abs(float(value)) > limit:
             return f"{value!r} overflows `{dtype.name}`"
         return None
+    if not isinstance(value, (int, float)):
+        return f"`{literal(value)}` is not a number"
     if isinstance(value, float):
         return f"{value!r} is not an integer, and `{dtype.name}` holds integers"
     low, high = dtype.int_range()

@@ -297,3 +297,11 @@ def test_the_generator_reaches_clean_and_failing_programs(workspace):
 
     collect()
     assert {0, 1} <= seen
+
+
+@pytest.mark.parametrize("text", [
+    # Findings of scripts/fuzz.py, kept as fixed examples.
+    'buffer b: f32[4]\nstep { launch fill_f32<<<1, 32>>>(out b, "s") }\n',  # a string for an int
+])
+def test_former_findings(workspace, text):
+    _check(workspace, f'from "kernels.cu" import {", ".join(KERNEL_PARAMS)}\n{text}'.encode())
