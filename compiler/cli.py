@@ -216,14 +216,14 @@ def _run(args: argparse.Namespace) -> int:
         check_toolchain(settings.compile)
         try:
             result = compile_file(path, settings, until="plan" if args.emit else "check", text=text)
-        except (OSError, UnicodeDecodeError) as error:
+        except OSError as error:  # the text itself decodes into a PC101
             say("pipec", "error", f"cannot read {path}: {getattr(error, 'strerror', None) or error}",
                 color=use_color(args.color, sys.stderr))
             usage_error = True
             continue
         checked += 1
         diagnostics += result.diagnostics
-        usage_error |= any(d.code == "PC101" for d in result.diagnostics)
+        usage_error |= any(d.code in ("PC101", "PC112") for d in result.diagnostics)
         if args.emit and result.plan is not None:
             artifact = plan_json(result.plan) if args.emit == "plan" else plan_dot(result.plan)
     if args.emit:

@@ -57,8 +57,8 @@ def load_settings(start: Path) -> Settings:
     if path is None:
         return Settings()
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as error:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"{path}: {error}") from error
     table = data.get("tool", {}).get("pipec", {})
     unknown = set(table) - KEYS

@@ -13,6 +13,7 @@ import operator
 from collections.abc import Callable
 
 from ..dsl import ast
+from ..dsl.parser import MAX_INT_BITS
 from ..dsl.source import Span
 
 Value = int | float | bool | str
@@ -159,47 +160,106 @@ FUNCTIONS: dict[str, tuple[int | None, Callable]] = {
 
 def evaluate(expr: ast.Expr, lookup: Lookup) -> Value:
     """The value of a constant expression; raises ConstError or RuntimeValue."""
-    match expr:
-        case ast.IntLit(value=v) | ast.FloatLit(value=v) | ast.BoolLit(value=v) | ast.StrLit(value=v):
-            return v
-        case ast.Name(ident=ident):
-            return lookup(ident)
-        case ast.StepRef(span=span):
-            raise RuntimeValue("the step index `step`", span)
-        case ast.Index(base=ast.Name(ident=ident), span=span):
-            try:
-                base = lookup(ident)
-            except RuntimeValue as rv:
-                raise RuntimeValue(
-                    f"the element `{span.text}` of buffer `{ident.text}`", span, rv.buffer_name
-                ) from None
-            raise ConstError(f"{_describe(base)} cannot be indexed", span, "index buffers only")
-        case ast.Unary(op=op, operand=operand, span=span):
-            value = evaluate(operand, lookup)
-            if op == "not":
-                return not _boolean(value, span)
-            if op == "~":
-                return ~_integer(value, span)
-            number = _number(value, span)
-            return -number if op == "-" else number
-        case ast.Binary(op=op, left=left, right=right, span=span):
-            return _binary(op, left, right, span, lookup)
-        case ast.Call(func=ast.Name(ident=func), args=args, keywords=keywords, span=span):
-            return _call(func, args, keywords, span, lookup)
-        case ast.NullLit(span=span):
-            raise ConstError("`null` is not a constant", span, "`null` is only a pointer argument")
-        case _:
-            raise ConstError(f"`{expr.span.text}` is not a constant expression", expr.span,
-                             "constants are numbers, booleans and arithmetic on them")
+    return _Evaluation(lookup).run(expr)
 
 
-def _binary(op: str, left: ast.Expr, right: ast.Expr, span: Span, lookup: Lookup) -> Value:
-    if op in ("and", "or"):
-        a = _boolean(evaluate(left, lookup), left.span)
+class _Evaluation:
+    """Evaluation with an explicit stack of pending work instead of Python recursion, so that
+    a long operator chain (`1 + 1 + ... + 1`) or deep nesting cannot exhaust Python's stack.
+    Operands are evaluated left to right, `and`/`or` short-circuit, and a call's name and
+    arity are checked before its arguments, as a recursive evaluator would. Pending work is an
+    expression to evaluate, or a tuple `(method, *arguments)` that combines computed values."""
+
+    def __init__(self, lookup: Lookup) -> None:
+        self.lookup = lookup
+        self.values: list[Value] = []
+        self.pending: list = []
+
+    def run(self, expr: ast.Expr) -> Value:
+        pending = self.pending
+        pending.append(expr)
+        while pending:
+            item = pending.pop()
+            if isinstance(item, tuple):
+                item[0](*item[1:])
+            else:
+                self._visit(item)
+        return self.values.pop()
+
+    def _visit(self, expr: ast.Expr) -> None:
+        pending = self.pending
+        match expr:
+            case ast.IntLit(value=v) | ast.FloatLit(value=v) | ast.BoolLit(value=v) | ast.StrLit(value=v):
+                self.values.append(v)
+            case ast.Name(ident=ident):
+                self.values.append(self.lookup(ident))
+            case ast.StepRef(span=span):
+                raise RuntimeValue("the step index `step`", span)
+            case ast.Index(base=ast.Name(ident=ident), span=span):
+                try:
+                    base = self.lookup(ident)
+                except RuntimeValue as rv:
+                    raise RuntimeValue(
+                        f"the element `{span.text}` of buffer `{ident.text}`", span, rv.buffer_name
+                    ) from None
+                raise ConstError(f"{_describe(base)} cannot be indexed", span, "index buffers only")
+            case ast.Unary(op=op, operand=operand, span=span):
+                pending += [(self._unary, op, span), operand]
+            case ast.Binary(op="and" | "or" as op, left=left, right=right):
+                pending += [(self._short_circuit, op, left, right), left]
+            case ast.Binary(op=op, left=left, right=right, span=span):
+                pending += [(self._binary, op, span), right, left]
+            case ast.Call(func=ast.Name(ident=func), args=args, keywords=keywords, span=span):
+                pending.append((self._call, _function(func, args, keywords, span), len(args), span))
+                pending.extend(reversed(args))
+            case ast.NullLit(span=span):
+                raise ConstError("`null` is not a constant", span, "`null` is only a pointer argument")
+            case _:
+                raise ConstError(f"`{expr.span.text}` is not a constant expression", expr.span,
+                                 "constants are numbers, booleans and arithmetic on them")
+
+    def _unary(self, op: str, span: Span) -> None:
+        self.values.append(_bounded(_unary(op, self.values.pop(), span), span))
+
+    def _binary(self, op: str, span: Span) -> None:
+        b = self.values.pop()
+        self.values.append(_bounded(_binary(op, self.values.pop(), b, span), span))
+
+    def _call(self, implementation: Callable, count: int, span: Span) -> None:
+        args = self.values[len(self.values) - count :]
+        del self.values[len(self.values) - count :]
+        self.values.append(_bounded(implementation(*args, span), span))
+
+    def _short_circuit(self, op: str, left: ast.Expr, right: ast.Expr) -> None:
+        a = _boolean(self.values.pop(), left.span)
         if (op == "and" and not a) or (op == "or" and a):
-            return a
-        return _boolean(evaluate(right, lookup), right.span)
-    a, b = evaluate(left, lookup), evaluate(right, lookup)
+            self.values.append(a)
+        else:
+            self.pending += [(self._boolean, right.span), right]
+
+    def _boolean(self, span: Span) -> None:
+        self.values.append(_boolean(self.values.pop(), span))
+
+
+def _bounded(value: Value, span: Span) -> Value:
+    """Integers stay within 2**MAX_INT_BITS, as literals do: each operation then costs little
+    (even `pow` of the largest), and every integer converts to a float."""
+    if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
+        raise ConstError(f"the value lies beyond 2**{MAX_INT_BITS}", span,
+                         f"integers are limited to {MAX_INT_BITS} bits", code="PC112")
+    return value
+
+
+def _unary(op: str, value: Value, span: Span) -> Value:
+    if op == "not":
+        return not _boolean(value, span)
+    if op == "~":
+        return ~_integer(value, span)
+    number = _number(value, span)
+    return -number if op == "-" else number
+
+
+def _binary(op: str, a: Value, b: Value, span: Span) -> Value:
     if op in _COMPARE:
         if isinstance(a, bool) != isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
             raise ConstError(f"cannot compare {_describe(a)} with {_describe(b)}", span,
@@ -210,7 +270,8 @@ def _binary(op: str, left: ast.Expr, right: ast.Expr, span: Span, lookup: Lookup
     return _bitwise(op, a, b, span)
 
 
-def _call(func: ast.Ident, args, keywords, span: Span, lookup: Lookup) -> Value:
+def _function(func: ast.Ident, args, keywords, span: Span) -> Callable:
+    """The implementation of a call, once its name and arity are known to be right."""
     if func.text not in FUNCTIONS:
         raise ConstError(f"unknown function `{func.text}`", func.span,
                          "functions: " + ", ".join(sorted(FUNCTIONS)))
@@ -221,8 +282,7 @@ def _call(func: ast.Ident, args, keywords, span: Span, lookup: Lookup) -> Value:
     if arity is not None and len(args) != arity:
         raise ConstError(f"`{func.text}` takes {arity} argument{'s' * (arity != 1)}, "
                          f"found {len(args)}", span, f"write `{func.text}(...)` with {arity}")
-    values = [evaluate(a, lookup) for a in args]
-    return implementation(*values, span)
+    return implementation
 
 
 def literal(value: Value) -> str:
@@ -247,6 +307,8 @@ def representable(value: Value, dtype) -> str | None:
         return None
     if isinstance(value, float):
         return f"{value!r} is not an integer, and `{dtype.name}` holds integers"
+    if not isinstance(value, int):
+        return f"`{literal(value)}` is not a number"
     low, high = dtype.int_range()
     if not low <= value <= high:
         return f"{value} is outside the range of `{dtype.name}` ({low} to {high})"

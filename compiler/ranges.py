@@ -61,18 +61,34 @@ def extent_value(param: Param, node: LaunchNode, scalars: dict[str, Value]) -> i
 
 
 def _dims_to_names(expr: ast.Expr, dims: dict) -> ast.Expr:
-    """Replace `gridDim.x`-style attributes by their values at this launch."""
-    match expr:
-        case ast.Attribute(base=ast.Name(ident=ident), name=name, span=span) if ident.text in dims:
-            axis = "xyz".find(name.text)
-            if axis >= 0:
-                return ast.IntLit(dims[ident.text][axis], span)
-            return expr
-        case ast.Binary(op=op, left=left, right=right, span=span):
-            return ast.Binary(op, _dims_to_names(left, dims), _dims_to_names(right, dims), span)
-        case ast.Unary(op=op, operand=operand, span=span):
-            return ast.Unary(op, _dims_to_names(operand, dims), span)
-        case ast.Call(func=func, args=args, keywords=keywords, span=span):
-            return ast.Call(func, tuple(_dims_to_names(a, dims) for a in args), keywords, span)
-        case _:
-            return expr
+    """Replace `gridDim.x`-style attributes by their values at this launch. Iterative, with the
+    rebuilt operands on a stack: an extent may be a long chain such as `n + n + ... + n`."""
+    rebuilt: list[ast.Expr] = []
+    pending: list = [expr]  # expressions to visit, and (node, operand count) to rebuild
+    while pending:
+        item = pending.pop()
+        if isinstance(item, tuple):
+            node, count = item
+            parts = rebuilt[len(rebuilt) - count :]
+            del rebuilt[len(rebuilt) - count :]
+            match node:
+                case ast.Binary(op=op, span=span):
+                    rebuilt.append(ast.Binary(op, parts[0], parts[1], span))
+                case ast.Unary(op=op, span=span):
+                    rebuilt.append(ast.Unary(op, parts[0], span))
+                case ast.Call(func=func, keywords=keywords, span=span):
+                    rebuilt.append(ast.Call(func, tuple(parts), keywords, span))
+            continue
+        match item:
+            case ast.Attribute(base=ast.Name(ident=ident), name=name, span=span) if ident.text in dims:
+                axis = "xyz".find(name.text)
+                rebuilt.append(ast.IntLit(dims[ident.text][axis], span) if axis >= 0 else item)
+            case ast.Binary(left=left, right=right):
+                pending += [(item, 2), right, left]
+            case ast.Unary(operand=operand):
+                pending += [(item, 1), operand]
+            case ast.Call(args=args):
+                pending += [(item, len(args)), *reversed(args)]
+            case _:
+                rebuilt.append(item)
+    return rebuilt.pop()

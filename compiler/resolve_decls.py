@@ -42,14 +42,14 @@ class Declarations(KernelImports):
             return None
         try:
             source = SourceFile.read(path)
-        except (OSError, UnicodeDecodeError) as error:
+        except OSError as error:
             self.sink.add("PC102", f"cannot read `{path}`: {error.strerror or error}", via,
                           "paths are relative to the importing file")
             return None
         try:
             tree = parse(source)
         except PipeSyntaxError as error:
-            self.sink.add("PC101", error.message, error.span,
+            self.sink.add(error.code, error.message, error.span,
                           error.hint or "see docs/language.md for the syntax")
             return None
         module = LoadedModule(path, source, tree)

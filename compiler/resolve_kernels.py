@@ -134,7 +134,7 @@ class KernelImports(Scope):
         path = Path(location.file)
         try:
             source = self._kernel_file(path.resolve())
-        except (OSError, UnicodeDecodeError):
+        except OSError:
             return fallback
         line = min(max(location.line, 1), source.line_count)
         start = source.offset(line, max(location.column, 1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast as python_ast
 import threading
+from dataclasses import fields, is_dataclass
 from functools import cache
 from pathlib import Path
 
@@ -34,11 +35,21 @@ _PRECEDENCE = {
 
 
 class PipeSyntaxError(Exception):
+    """The text is not a `.pipe` program; `code` is the rule that reports it."""
+
+    code = "PC101"
+
     def __init__(self, message: str, span: Span, hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.span = span
         self.hint = hint
+
+
+class InputLimitError(PipeSyntaxError):
+    """The text may be a program, but larger or deeper than the compiler reads."""
+
+    code = "PC112"
 
 
 @cache
@@ -55,19 +66,37 @@ def _parser() -> tuple[Lark, _ToAst]:
 
 _lock = threading.Lock()
 
+# The longest text parsed at once. Parsing costs about 15 microseconds and a kilobyte per token
+# (lark), so a file of this size, some 20 times the DQN pipeline, is checked within seconds
+# even when it is one long expression.
+MAX_PIPE_CHARS = 256 << 10
+
 
 def _run(start: str, source: SourceFile, offset: int, text: str):
+    if len(text) > MAX_PIPE_CHARS:
+        end = offset + MAX_PIPE_CHARS
+        what, hint = (("the file", "split it into files that import each other") if start == "start"
+                      else ("the expression", "shorten it"))
+        raise InputLimitError(f"{what} is longer than {MAX_PIPE_CHARS:,} characters, the most "
+                              "pipec parses at once", Span(source, end, end), hint)
     lark, transformer = _parser()
     with _lock:
         transformer.source, transformer.offset = source, offset
         try:
-            return lark.parse(text, start=start)
+            tree = lark.parse(text, start=start)
         except UnexpectedInput as error:
             raise _syntax_error(source, error, offset) from None
+    _check_nesting(tree)
+    return tree
 
 
 def parse(source: SourceFile) -> ast.Module:
-    """Parse a whole `.pipe` file; raises `PipeSyntaxError` at the first syntax error."""
+    """Parse a whole `.pipe` file; raises `PipeSyntaxError` at the first syntax error, or at
+    the problem that kept the file from being read whole (see `SourceFile.read`)."""
+    problem = source.problem
+    if problem is not None:
+        span = Span(source, problem.offset, problem.offset)
+        raise (InputLimitError if problem.limit else PipeSyntaxError)(problem.message, span, problem.hint)
     return _run("start", source, 0, source.text)
 
 
@@ -75,6 +104,46 @@ def parse_expression(source: SourceFile, start: int, end: int) -> ast.Expr:
     """Parse the expression at `source.text[start:end]` (a `pipec:` annotation in a kernel
     source); spans point into `source`."""
     return _run("expr", source, start, source.text[start:end])
+
+
+# The largest integer magnitude, as a power of two: far beyond any size or count, and within
+# the range of a float (2**1024), so that mixed arithmetic and range checks never overflow.
+MAX_INT_BITS = 1000
+# How deep blocks and expressions may nest. Later stages walk the tree recursively, about two
+# Python frames per level, so this keeps them well inside Python's default recursion limit.
+MAX_NESTING = 200
+# For each syntax-tree class, the fields that may hold nested nodes (identifiers, spans and
+# plain values never nest).
+_CHILD_FIELDS = {
+    cls: tuple(f.name for f in fields(cls) if f.name != "span")
+    for cls in vars(ast).values()
+    if isinstance(cls, type) and is_dataclass(cls) and cls.__module__ == ast.__name__ and cls is not ast.Ident
+}
+
+
+def _check_nesting(tree) -> None:
+    """Raise InputLimitError where blocks and expressions nest deeper than MAX_NESTING. A
+    block's statements and a binary operator's left operand stay at their parent's level: a
+    long chain `a + b + c + ...` or a long block is no nesting (evaluation walks chains
+    iteratively)."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise InputLimitError(f"blocks and expressions nest more than {MAX_NESTING} levels deep",
+                                  Span(node.span.source, node.span.start, node.span.start),
+                                  "give inner expressions names with `const`, or move inner "
+                                  "blocks into a `graph`")
+        if type(node) is ast.Binary:
+            stack += [(node.left, depth), (node.right, depth + 1)]
+            continue
+        inner = depth if type(node) is ast.Block else depth + 1
+        for name in _CHILD_FIELDS[type(node)]:
+            value = getattr(node, name)
+            if type(value) is tuple:
+                stack.extend((item, inner) for item in value if type(item) in _CHILD_FIELDS)
+            elif type(value) in _CHILD_FIELDS:
+                stack.append((value, inner))
 
 
 def _describe_terminal(name: str) -> str:
@@ -114,7 +183,8 @@ def _syntax_error(source: SourceFile, error: UnexpectedInput, base: int = 0) -> 
             hint = "strings use double quotes"
         elif char == ";":
             hint = "statements need no `;`"
-        return PipeSyntaxError(f"unexpected character `{char}`", span, hint)
+        shown = f"`{char}`" if char.isprintable() else f"U+{ord(char):04X}" if char else "end of text"
+        return PipeSyntaxError(f"unexpected character {shown}", span, hint)
     assert isinstance(error, UnexpectedToken)
     token = error.token
     start = base + (token.start_pos if token.start_pos is not None else 0)
@@ -146,12 +216,26 @@ def _hint_for_eof(source: SourceFile) -> str | None:
     return None
 
 
-def _unescape(token: Token) -> str:
-    return python_ast.literal_eval(str(token))
+def _unescape(token: Token) -> str | None:
+    """A string literal's value (Python's escapes), or None when an escape is invalid or the
+    value holds a NUL, which no path or reason can."""
+    try:
+        value = python_ast.literal_eval(str(token))
+    except (SyntaxError, ValueError):
+        return None
+    return None if "\0" in value else value
 
 
-def _int(text: str) -> int:
-    return int(text.replace("_", ""), 0 if text[:2].lower() == "0x" else 10)
+def _int(text: str) -> int | None:
+    """An integer literal's value, or None beyond 2**MAX_INT_BITS (decided before a long
+    decimal string reaches `int`, which refuses more than 4,300 digits)."""
+    digits = text.replace("_", "")
+    base = 16 if digits[:2].lower() == "0x" else 10
+    significant = (digits[2:] if base == 16 else digits).lstrip("0")
+    if len(significant) > MAX_INT_BITS:
+        return None
+    value = int(significant or "0", base)
+    return value if value.bit_length() <= MAX_INT_BITS else None
 
 
 _KEPT_TOKENS = {"NAME", "INT", "FLOAT", "STRING", "NOT", "MINUS", "PLUS", "TILDE", *_PRECEDENCE}
@@ -195,7 +279,11 @@ class _ToAst(Transformer):
         return ast.Ident(str(token), self._tok(token))
 
     def _str(self, token: Token) -> ast.StrLit:
-        return ast.StrLit(_unescape(token), self._tok(token))
+        value = _unescape(token)
+        if value is None:
+            raise PipeSyntaxError("invalid string: a bad escape or a NUL character", self._tok(token),
+                                  "escapes are Python's: `\\\\`, `\\\"`, `\\n`, `\\xHH`, `\\uHHHH`")
+        return ast.StrLit(value, self._tok(token))
 
     # --- declarations -----------------------------------------------------------------------
 
@@ -339,12 +427,16 @@ class _ToAst(Transformer):
 
     def _climb(self, items: list, min_precedence: int) -> ast.Expr:
         """Precedence climbing over the flat operand/operator sequence (popped from the end)."""
-        head = items.pop()
-        if isinstance(head, Token) and head.type == "NOT":
-            operand = self._climb(items, _NOT_PRECEDENCE)
-            left: ast.Expr = ast.Unary("not", operand, self._tok(head).to(operand.span))
+        nots = []
+        while isinstance(items[-1], Token) and items[-1].type == "NOT":
+            nots.append(items.pop())
+        if nots:
+            # `not not x`: the operand binds at not's precedence; the nots wrap it inside out.
+            left: ast.Expr = self._climb(items, _NOT_PRECEDENCE)
+            for token in reversed(nots):
+                left = ast.Unary("not", left, self._tok(token).to(left.span))
         else:
-            left = head
+            left = items.pop()
         while items and _PRECEDENCE[items[-1].type] >= min_precedence:
             op = items.pop()
             right = self._climb(items, _PRECEDENCE[op.type] + 1)
@@ -396,7 +488,11 @@ class _ToAst(Transformer):
 
     def int_lit(self, children):
         (token,) = children
-        return ast.IntLit(_int(str(token)), self._tok(token))
+        value = _int(str(token))
+        if value is None:
+            raise InputLimitError(f"an integer literal beyond 2**{MAX_INT_BITS}", self._tok(token),
+                                  f"integers are limited to {MAX_INT_BITS} bits")
+        return ast.IntLit(value, self._tok(token))
 
     def float_lit(self, children):
         (token,) = children

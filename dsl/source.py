@@ -7,27 +7,62 @@ computed when a diagnostic is rendered (1-based, columns counted in code points)
 from __future__ import annotations
 
 import bisect
+import re
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# The most of any file pipec reads (kernel sources are read for diagnostics' spans too): a
+# runaway input (`/dev/zero`, a log file) costs no more memory than this.
+MAX_READ_BYTES = 4 << 20
+
+
+@dataclass(frozen=True)
+class ReadProblem:
+    """Why a file's text is not all of the file (it is too large, or not UTF-8), for the
+    parser to report: `offset` is where in the text it starts; `limit` tells a resource limit
+    from bad bytes."""
+
+    message: str
+    offset: int
+    hint: str
+    limit: bool
 
 
 @dataclass(eq=False)
 class SourceFile:
     path: Path
     text: str
-    _line_starts: list[int] = field(init=False, repr=False)
+    problem: ReadProblem | None = None
+    _line_starts: array = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        starts = [0]
-        starts.extend(i + 1 for i, ch in enumerate(self.text) if ch == "\n")
-        self._line_starts = starts
+        # An array, not a list of ints: a file of empty lines costs 8 bytes a line.
+        self._line_starts = array("q", [0])
+        self._line_starts.extend(m.end() for m in re.finditer("\n", self.text))
 
     def __repr__(self) -> str:
         return f"SourceFile({str(self.path)!r})"
 
     @classmethod
     def read(cls, path: Path) -> SourceFile:
-        return cls(path, path.read_text(encoding="utf-8"))
+        """The file as text: UTF-8 without a byte-order mark, line ends as `\\n`. At most
+        MAX_READ_BYTES are read: a longer file has no text. Bad bytes in a file that is not
+        UTF-8 are replaced. Either problem is recorded in `problem`. Raises OSError when the
+        file cannot be opened."""
+        with path.open("rb") as file:
+            data = file.read(MAX_READ_BYTES + 1)
+        if len(data) > MAX_READ_BYTES:
+            return cls(path, "", ReadProblem(
+                f"the file is larger than {MAX_READ_BYTES >> 20} MiB, the most pipec reads",
+                0, "split it into files that import each other", limit=True))
+        try:
+            return cls(path, _text(data.decode("utf-8")))
+        except UnicodeDecodeError as error:
+            problem = ReadProblem(
+                f"the file is not UTF-8 text: byte 0x{data[error.start]:02x} cannot be decoded",
+                len(_text(data[: error.start].decode("utf-8"))), "save the file as UTF-8", limit=False)
+            return cls(path, _text(data.decode("utf-8", errors="replace")), problem)
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """1-based line and column of a character offset."""
@@ -55,6 +90,12 @@ class SourceFile:
             return str(self.path.resolve().relative_to(Path.cwd().resolve()))
         except ValueError:
             return str(self.path)
+
+
+def _text(decoded: str) -> str:
+    """Decoded file content as the parser sees it: no byte-order mark, universal newlines
+    (what `Path.read_text` gives)."""
+    return decoded.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 @dataclass(frozen=True, eq=False)

@@ -114,7 +114,8 @@ def test_the_sdist_carries_the_tests_and_what_they_read(dists):
         names = {n.split("/", 1)[1] for n in sdist.getnames() if "/" in n}
     needed = ["tests/conftest.py", "tests/fixtures/stage_kernels.cu", "docs/rules.md", "bench/torch_dqn.py",
               "LICENSE", "README.md", "setup.py", "pyproject.toml"]
-    needed += [p.relative_to(ROOT).as_posix() for p in (ROOT / "tests" / "fixtures" / "rules").glob("*.pipe")]
+    needed += [p.relative_to(ROOT).as_posix() for p in (ROOT / "compiler" / "explanations" / "examples").glob("*.pipe")]
+    needed += [p.relative_to(ROOT).as_posix() for p in (ROOT / "tests" / "corpus").rglob("*.cu")]
     assert [n for n in needed if n not in names] == []
 
 

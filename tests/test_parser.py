@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipec.dsl import PipeSyntaxError, SourceFile, ast, parse
-from pipec.dsl.parser import GRAMMAR
+from pipec.dsl.parser import GRAMMAR, MAX_NESTING, InputLimitError
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "pipelines").rglob("*.pipe"))
 
@@ -40,6 +40,8 @@ def test_the_grammar_is_unambiguous_lalr():
     ("1 << 2 + 3", "(1 << (2 + 3))"),
     ("a - b - c", "((a - b) - c)"),
     ("not a == b and c", "((not (a == b)) and c)"),
+    ("not not a == b or not c", "((not (not (a == b))) or (not c))"),
+    ("a and not not b", "(a and (not (not b)))"),
     ("a or b and c", "(a or (b and c))"),
     ("-x[1] | y & 3 ^ z", "((- x[1]) | ((y & 3) ^ z))"),
     ("ceil_div(N, 4) * 2 >= 8", "((ceil_div(N, 4) * 2) >= 8)"),
@@ -82,6 +84,18 @@ def test_syntax_errors_point_at_the_problem(text, where, message, hint):
     assert error.message.startswith(message)
     if hint:
         assert hint in error.hint
+
+
+def test_nesting_counts_levels_not_the_length_of_a_chain():
+    # The module is level 0 and the declaration level 1, so the k-th `-` sits at level k + 1.
+    _parse("const X = " + "-" * (MAX_NESTING - 2) + "1")
+    with pytest.raises(InputLimitError) as info:
+        _parse("const X = " + "-" * (MAX_NESTING - 1) + "1")
+    assert info.value.code == "PC112" and info.value.span.column == len("const X = ") + MAX_NESTING
+    chain = _parse("const X = " + " - ".join(["1"] * 10 * MAX_NESTING)).decls[0].value
+    assert isinstance(chain.left, ast.Binary) and chain.right.span.text == "1"
+    with pytest.raises(InputLimitError):
+        _parse("const X = " + "1 - (" * MAX_NESTING + "1" + ")" * MAX_NESTING)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
