@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from .safe import visible
 from .text import Paint
 
 COLOR_CHOICES = ("auto", "always", "never")
@@ -25,9 +26,10 @@ def use_color(choice: str, stream) -> bool:
 
 
 def say(prog: str, label: str, message: str, *, color: bool) -> None:
-    """One line on stderr: `pipec: error: ...` (label `error`) or `pipec: hint: ...`."""
+    """One line on stderr: `pipec: error: ...` (label `error`) or `pipec: hint: ...`. The message
+    may quote a file name or a file's text, so it is shown through `visible`."""
     style = "error" if label == "error" else "help"
-    sys.stderr.write(f"{prog}: {Paint(color)(style, label + ':')} {message}\n")
+    sys.stderr.write(f"{prog}: {Paint(color)(style, label + ':')} {visible(message)}\n")
 
 
 def write_stdout(text: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ...dsl.source import Span
 from ..codes import Severity
 from ..diagnostics import Diagnostic
+from .safe import excerpt, visible
 
 _COLORS = {"error": "\033[1;31m", "warning": "\033[1;33m", "gutter": "\033[1;34m",
            "help": "\033[1;36m", "bold": "\033[1m", "reset": "\033[0m"}
@@ -22,36 +23,33 @@ class Paint:
 
 def _snippet(span: Span, mark: str, label: str, gutter_width: int, paint: Paint, style: str) -> list[str]:
     line = span.line
-    text = span.source.line_text(line).expandtabs(4)
     raw = span.source.line_text(line)
-    start_col = len(raw[: span.column - 1].expandtabs(4))
     end_line, end_col = span.end_line_col()
-    width = (len(raw[: end_col - 1].expandtabs(4)) - start_col) if end_line == line else len(text) - start_col
-    width = max(1, width)
+    shown = excerpt(raw, span.column - 1, end_col - 1 if end_line == line else len(raw))
     pad = " " * gutter_width
-    underline = " " * start_col + paint(style, mark * width + (f" {label}" if label else ""))
+    underline = " " * shown.start + paint(style, mark * shown.width + (f" {visible(label)}" if label else ""))
     return [
         f"{pad} {paint('gutter', '|')}",
-        f"{paint('gutter', str(line).rjust(gutter_width))} {paint('gutter', '|')} {text}",
+        f"{paint('gutter', str(line).rjust(gutter_width))} {paint('gutter', '|')} {shown.text}",
         f"{pad} {paint('gutter', '|')} {underline}",
     ]
 
 
 def render_one(d: Diagnostic, paint: Paint) -> str:
     severity = d.severity.value
-    head = (f"{paint('bold', d.span.location() + ':')} {paint(severity, f'{severity}[{d.code}]:')} "
-            f"{paint('bold', d.message)}")
+    head = (f"{paint('bold', visible(d.span.location()) + ':')} {paint(severity, f'{severity}[{d.code}]:')} "
+            f"{paint('bold', visible(d.message))}")
     spans = [d.span] + [label.span for label in d.labels]
     gutter = max(len(str(s.line)) for s in spans)
     lines = [head]
     lines += _snippet(d.span, "^", d.label, gutter, paint, severity)
     for label in d.labels:
-        lines.append(f"{' ' * gutter}{paint('gutter', ':::')} {label.span.location()}")
+        lines.append(f"{' ' * gutter}{paint('gutter', ':::')} {visible(label.span.location())}")
         lines += _snippet(label.span, "-", label.message, gutter, paint, "gutter")
     lines.append(f"{' ' * gutter} {paint('gutter', '|')}")
-    lines.append(f"{' ' * gutter} {paint('gutter', '=')} {paint('help', 'help:')} {d.hint}")
+    lines.append(f"{' ' * gutter} {paint('gutter', '=')} {paint('help', 'help:')} {visible(d.hint)}")
     for note in d.notes:
-        lines.append(f"{' ' * gutter} {paint('gutter', '=')} note: {note}")
+        lines.append(f"{' ' * gutter} {paint('gutter', '=')} note: {visible(note)}")
     return "\n".join(lines)
 
 
@@ -85,7 +83,8 @@ def render_text(diagnostics: list[Diagnostic], *, color: bool = False, checked: 
 def render_concise(diagnostics: list[Diagnostic], *, color: bool = False, checked: int | None = None) -> str:
     paint = Paint(color)
     lines = [
-        f"{d.span.location()}: {paint(d.severity.value, f'{d.severity.value}[{d.code}]')}: {d.message}"
+        f"{visible(d.span.location())}: {paint(d.severity.value, f'{d.severity.value}[{d.code}]')}: "
+        f"{visible(d.message)}"
         for d in diagnostics
     ]
     if checked is not None:
