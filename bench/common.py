@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import statistics
 import subprocess
 import time
@@ -16,19 +17,22 @@ TINY = BENCH / "tiny.cu"
 def chain_pipe(n: int, lanes: int = 8) -> str:
     """n dependent tiny kernels: every node updates one slot."""
     body = "\n".join("    launch tiny<<<1, 32>>>(counter)" for _ in range(n))
-    return (f'from "{TINY}" import tiny\noption lanes = {lanes}\nbuffer counter: u32[1]\n'
+    return (f'from "{TINY.name}" import tiny\noption lanes = {lanes}\nbuffer counter: u32[1]\n'
             f"step {{\n{body}\n}}\n")
 
 
 def fan_pipe(n: int, lanes: int = 8) -> str:
     """One root node, then n independent nodes that each read the root and write their own slot."""
     body = "\n".join(f"    launch leaf<<<1, 32>>>(in root, out slots[{i}:{i + 1}])" for i in range(n))
-    return (f'from "{TINY}" import tiny, leaf\noption lanes = {lanes}\nbuffer root: u32[1]\n'
+    return (f'from "{TINY.name}" import tiny, leaf\noption lanes = {lanes}\nbuffer root: u32[1]\n'
             f"buffer slots: u32[{n}]\nstep {{\n    launch tiny<<<1, 32>>>(root)\n{body}\n}}\n")
 
 
 def write_pipe(folder: Path, name: str, text: str) -> Path:
+    """`folder`/`name`.pipe holding `text`, with a copy of tiny.cu beside it: the generated
+    pipelines import it from their own folder (imports stay inside a file's project, PC110)."""
     folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TINY, folder / TINY.name)
     path = folder / f"{name}.pipe"
     path.write_text(text)
     return path
@@ -38,10 +42,9 @@ def median(values) -> float:
     return statistics.median(values)
 
 
-def cuda_events_ms(stream, fn, repeats: int) -> list[float]:
-    """GPU milliseconds of `fn()` enqueued on `stream`, once per repeat (cuda.bindings events)."""
-    from pipec.runtime.driver import call
-
+def cuda_events_ms(call, stream, fn, repeats: int) -> list[float]:
+    """GPU milliseconds of `fn()` enqueued on `stream`, once per repeat; `call` is the driver's
+    (a pipeline's `p.driver.call`)."""
     start, end = call("cuEventCreate", 0), call("cuEventCreate", 0)
     out = []
     try:

@@ -21,10 +21,10 @@ REPEATS = 30
 
 def measure_pipec(path: Path, nodes: int) -> dict:
     import pipec
-    from pipec.runtime.driver import call, cu
     from pipec.runtime.graph import BuiltGraph
 
     with pipec.load(path) as p:
+        call, cu = p.driver.call, p.driver.cu
         # Build + instantiate + upload again, timed, now that modules are compiled and cached.
         builds = []
         for _ in range(3):
@@ -34,10 +34,10 @@ def measure_pipec(path: Path, nodes: int) -> dict:
             graph.close()
         p.step(10)
         replays = max(1, min(200, 20000 // nodes))
-        gpu = cuda_events_ms(p.stream, lambda: p.step(replays), REPEATS)
+        gpu = cuda_events_ms(call, p.stream, lambda: p.step(replays), REPEATS)
         launch_host = host_us(lambda: p.step(1), 200, settle=p.synchronize)
         raw_launch = host_us(lambda: cu.cuGraphLaunch(p.graph.exec, p.stream), 200, settle=p.synchronize)
-        eager_gpu = cuda_events_ms(p.stream, lambda: p.run_eager(1), 5)
+        eager_gpu = cuda_events_ms(call, p.stream, lambda: p.run_eager(1), 5)
         eager_host = host_us(lambda: p.run_eager(1), 5, settle=p.synchronize)
         call("cuStreamSynchronize", p.stream)
         return {

@@ -50,9 +50,10 @@ def pipe_constants(defines: dict) -> dict:
 
 def time_pipec(defines: dict, steps: int, eager: bool) -> dict:
     import pipec
-    from pipec.runtime.driver import call
+    from pipec.runtime.profile import ProfileError
 
     with pipec.load(PIPE, defines=defines) as p:
+        call = p.driver.call
         run = p.run_eager if eager else p.step
         run(min(200, steps))  # warm-up: caches, clocks, lazy module loads
         start, end = call("cuEventCreate", 0), call("cuEventCreate", 0)
@@ -68,9 +69,12 @@ def time_pipec(defines: dict, steps: int, eager: bool) -> dict:
         nodes = p.graph.node_count
         floor = None
         if not eager:
-            report = p.profile()
-            floor = {"critical_path_us": report.critical_path_us, "replay_us": report.replay_us,
-                     "ratio": report.replay_over_floor, "critical_path_nodes": len(report.critical_path)}
+            try:
+                report = p.profile()
+                floor = {"critical_path_us": report.critical_path_us, "replay_us": report.replay_us,
+                         "ratio": report.replay_over_floor, "critical_path_nodes": len(report.critical_path)}
+            except ProfileError as error:  # conditional bodies that skip replays: no per-node floor
+                floor = {"unavailable": str(error)}
         return {"steps_per_s": steps / median(wall), "gpu_us_per_step": median(gpu) * 1e6 / steps,
                 "nodes": nodes, "floor": floor}
 
@@ -247,6 +251,9 @@ def _print_default(d: dict) -> None:
               f"{graph['steps_per_s'] / rate:.1f}x it, pipec eager "
               f"{d['pipec_eager']['steps_per_s'] / rate:.1f}x")
     floor = graph["floor"]
+    if "unavailable" in floor:
+        print(f"\nnodes {graph['nodes']}; critical path not available: {floor['unavailable']}")
+        return
     print(f"\nnodes {graph['nodes']}; critical path {floor['critical_path_nodes']} nodes, "
           f"{floor['critical_path_us']:.1f} us; replay {floor['replay_us']:.1f} us = {floor['ratio']:.2f}x the floor")
 

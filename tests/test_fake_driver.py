@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from fake_cuda import FunctionAttributes, Memcpy, Memset, fake_driver
-from pipec.compiler.plan_schema import ChildGraphNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec
+from pipec.compiler.plan_schema import (
+    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
+)
 from pipec.runtime import PipelineError, load
 from pipec.runtime.memory import OutOfMemory
 
@@ -177,6 +179,13 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
         formats = {"f32": "<f", "f64": "<d", "i32": "<i", "u32": "<I", "i64": "<q", "u64": "<Q",
                    "u8": "<B", "i8": "<b", "i16": "<h", "u16": "<H", "bool": "<?", "f16": "<e"}
 
+        def argument(a) -> bytes:
+            if a.kind == "pointer":
+                return _ptr(pipeline, a.buffer, a.byte_offset)
+            if a.kind == "handle":  # the conditional handle made for the handle's index
+                return struct.pack("<Q", int(pipeline.graph.handles[a.value]))
+            return struct.pack(formats[a.ctype], 1 if a.kind == "in_graph" else a.value)
+
         def compare(spec_index: int, graph) -> None:
             spec = plan.graphs[spec_index]
             assert len(graph.nodes) == len(spec.nodes)
@@ -187,13 +196,15 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
                 if isinstance(node, ChildGraphNodeSpec):
                     assert built.kind == "graph"
                     compare(node.graph, built.child)
+                elif isinstance(node, ConditionalNodeSpec):
+                    assert built.kind == "conditional" and len(built.work.bodies) == len(node.bodies)
+                    for body, built_body in zip(node.bodies, built.work.bodies):
+                        compare(body, built_body)
                 elif isinstance(node, KernelNodeSpec):
                     assert built.kind == "kernel" and built.work.function == node.function
                     assert (built.work.grid, built.work.block, built.work.shared_bytes) == \
                         (node.grid, node.block, node.shared_bytes)
-                    assert built.work.args == tuple(
-                        _ptr(pipeline, a.buffer, a.byte_offset) if a.kind == "pointer"
-                        else struct.pack(formats[a.ctype], a.value) for a in node.args), node.name
+                    assert built.work.args == tuple(argument(a) for a in node.args), node.name
                 elif isinstance(node, MemsetNodeSpec):
                     assert built.kind == "memset"
                     assert built.work == Memset(pipeline.buffer(node.buffer).device_ptr + node.byte_offset,
