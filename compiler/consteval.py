@@ -13,7 +13,7 @@ import operator
 from collections.abc import Callable
 
 from ..dsl import ast
-from ..dsl.parser import MAX_INT_BITS
+from ..dsl.errors import MAX_INT_BITS
 from ..dsl.source import Span
 
 Value = int | float | bool | str

@@ -4,7 +4,8 @@
 """
 
 from . import ast
-from .parser import PipeSyntaxError, parse, parse_expression
+from .errors import PipeSyntaxError
+from .parser import parse, parse_expression
 from .source import SourceFile, Span
 
 __all__ = ["PipeSyntaxError", "SourceFile", "Span", "ast", "parse", "parse_expression"]

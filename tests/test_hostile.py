@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pipec.compiler.cli import main
 from pipec.compiler.consteval import evaluate
 from pipec.dsl import SourceFile, parse
-from pipec.dsl.parser import MAX_NESTING, MAX_PIPE_CHARS
+from pipec.dsl.errors import MAX_NESTING, MAX_PIPE_CHARS
 from pipec.dsl.source import MAX_READ_BYTES
 
 KERNELS = Path(__file__).parent.parent / "compiler" / "explanations" / "examples" / "kernels.cu"

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipec.dsl import PipeSyntaxError, SourceFile, ast, parse
-from pipec.dsl.parser import GRAMMAR, MAX_NESTING, InputLimitError
+from pipec.dsl.errors import MAX_NESTING, InputLimitError
+from pipec.dsl.parser import GRAMMAR
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "pipelines").rglob("*.pipe"))
 
