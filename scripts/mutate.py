@@ -247,8 +247,25 @@ class _Tracer:
             self.tests.setdefault(report.nodeid, {})["passed"] = False
 
 
-def _pytest_args(root: Path) -> list[str]:
+def _plugins() -> list[str]:
+    """The installed pytest plugins, imported here once: children then load them by name
+    (with autoloading off, which saves scanning every installed distribution per child)."""
+    from importlib.metadata import entry_points
+    names = []
+    for entry in entry_points(group="pytest11"):
+        try:
+            importlib.import_module(entry.module)
+            names.append(entry.module)
+        except Exception:  # a broken plugin is left out, as pytest would fail on it anyway
+            pass
+    return names
+
+
+def _pytest_args(root: Path, plugins: list[str]) -> list[str]:
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     args = ["-q", "-p", "no:cacheprovider", "--rootdir", str(root)]
+    for name in plugins:
+        args += ["-p", name]
     try:
         from hypothesis import settings
         settings.register_profile("mutate", deadline=None, database=None, derandomize=True, print_blob=False)
@@ -286,7 +303,7 @@ def baseline(root: Path, package: str, targets: list[Path], tests: list[str], sc
 
     def body():
         tracer = _Tracer({str(t) for t in targets})
-        status = pytest.main(_pytest_args(root) + tests, plugins=[tracer])
+        status = pytest.main(_pytest_args(root, _plugins()) + tests, plugins=[tracer])
         modules = sorted(name for name, m in sys.modules.items()
                          if "." not in name and not name.startswith("_") and name != package
                          and not os.path.realpath(getattr(m, "__file__", None) or "/").startswith(f"{root}/"))
@@ -318,6 +335,7 @@ class Outcome:
 def run_mutants(root: Path, package: str, jobs: list[tuple[Mutant, list[str], float]], parallel: int,
                 scratch: Path, progress) -> list[Outcome]:
     sources: dict[str, str] = {}
+    plugins = _plugins()
     pending, running, outcomes, started = list(jobs), {}, [], 0
     while pending or running:
         while pending and len(running) < parallel:
@@ -333,7 +351,7 @@ def run_mutants(root: Path, package: str, jobs: list[tuple[Mutant, list[str], fl
 
             def body(importer=importer, tests=tests):
                 sys.meta_path.insert(0, importer)
-                return pytest.main(_pytest_args(root) + ["-x"] + tests)
+                return pytest.main(_pytest_args(root, plugins) + ["-x"] + tests)
             started += 1
             log = scratch / f"mutant-{started}.log"
             pid = _fork(root, log, body)
@@ -356,11 +374,14 @@ def run_mutants(root: Path, package: str, jobs: list[tuple[Mutant, list[str], fl
             continue
         mutant, start, limit, log = running.pop(pid)
         code = os.waitstatus_to_exitcode(status)
+        output = log.read_text(errors="replace")
         if limit < 0:
             kind = "timeout"
+        elif code in (1, 2) or code == 4 and "ERROR collecting" in output:
+            kind = "killed"  # 4: a test file that no longer imports (pytest: "not found")
         else:
-            kind = {0: "survived", 1: "killed", 2: "killed"}.get(code, "error")
-        detail = log.read_text(errors="replace")[-2000:] if kind == "error" else ""
+            kind = "survived" if code == 0 else "error"
+        detail = output[-2000:] if kind == "error" else ""
         log.unlink(missing_ok=True)
         outcomes.append(Outcome(mutant, kind, time.monotonic() - start, detail))
         progress(outcomes[-1])
