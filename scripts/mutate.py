@@ -21,6 +21,7 @@ import importlib.abc
 import importlib.util
 import json
 import os
+import shlex
 import signal
 import sys
 import tempfile
@@ -448,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("targets", nargs="+", help="modules (or folders of modules) to mutate")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--tests", nargs="+", default=["tests"], help="pytest arguments for the baseline run")
+    parser.add_argument("--tests", default="tests",
+                        help="pytest arguments for the baseline run, in one string (default: tests)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the package's root folder")
     parser.add_argument("--package", help="its import name (default: from pyproject's package-dir)")
     parser.add_argument("--timeout-factor", type=float, default=3.0)
@@ -466,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="mutate-") as scratch:
-        base = baseline(root, package, targets, args.tests, Path(scratch))
+        base = baseline(root, package, targets, shlex.split(args.tests), Path(scratch))
         passing = {n: t for n, t in base["tests"].items() if t.get("passed") and "lines" in t}
         failing = sorted(n for n, t in base["tests"].items() if not t.get("passed"))
         if failing:

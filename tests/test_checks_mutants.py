@@ -1,0 +1,156 @@
+"""The graph-safety checks at their limits: one launch or copy just inside each bound and one
+just past it, so that a comparison moved by one changes the findings. (Written to kill the
+surviving mutants of scripts/mutate.py over compiler/checks/.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipec.compiler import Settings
+from pipec.compiler.codes import EXAMPLES
+from pipec.compiler.config import CompileOptions
+from stage_helpers import check_text
+
+HEADER = (f'from "{EXAMPLES / "kernels.cu"}" import add_one, square_bounded, block_sums, copy_floats\n'
+          "const N = 256\n"
+          "buffer x: f32[N] = uniform(-1.0, 1.0, seed=1)\n"
+          "buffer y: f32[N]\n")
+FIRST_LINE = HEADER.count("\n") + 1
+
+
+def findings(code: str, step: str, *, declarations: str = "", arch: str | None = None) -> list[tuple[int, str]]:
+    """(line within `step`, message) of each `code` finding for a program whose step is `step`."""
+    body = declarations + "step {\n" + step + "}\n"
+    settings = Settings(compile=CompileOptions(arch=arch)) if arch else None
+    result = check_text(body, header=HEADER, settings=settings)
+    offset = FIRST_LINE + declarations.count("\n")
+    return [(d.span.line - offset, d.message) for d in result.diagnostics if d.code == code]
+
+
+def lines(code: str, step: str, **kwargs) -> list[int]:
+    return [line for line, _ in findings(code, step, **kwargs)]
+
+
+def test_block_limits():
+    found = findings("PC311", """\
+    launch add_one<<<1, 1024>>>(x, N)
+    launch add_one<<<1, 1025>>>(x, N)
+    launch add_one<<<1, (1, 1, 64)>>>(x, N)
+    launch add_one<<<1, (1, 1, 65)>>>(x, N)
+    launch add_one<<<1, (2, 1, 64)>>>(x, N)
+    launch square_bounded<<<1, 128>>>(in x, out y, N)
+    launch square_bounded<<<1, 129>>>(in x, out y, N)
+    launch add_one<<<1, 0>>>(x, N)
+""")
+    assert [line for line, _ in found] == [2, 4, 7]
+    assert found[0][1].startswith("a block with 1025 threads; a block holds at most 1024 threads and 1024 x 1024 x 64")
+    assert found[1][1].startswith("a block with block.z = 65;")
+    assert found[2][1].startswith("a block of 129 threads, but `square_bounded` is compiled for at most 128")
+
+
+def test_grid_limits():
+    found = findings("PC313", """\
+    launch add_one<<<1, 1>>>(x, N)
+    launch add_one<<<0, 1>>>(x, N)
+    launch add_one<<<1, 0>>>(x, N)
+    launch add_one<<<(1, 65535), 1>>>(x, N)
+    launch add_one<<<(1, 65536), 1>>>(x, N)
+    launch add_one<<<(1, 1, 65535), 1>>>(x, N)
+    launch add_one<<<(1, 1, 65536), 1>>>(x, N)
+    launch add_one<<<2147483647, 1>>>(x, N)
+    launch add_one<<<2147483648, 1>>>(x, N)
+    launch add_one<<<(1, 0), (0, 1)>>>(x, N)
+""")
+    assert [line for line, _ in found] == [2, 3, 5, 7, 9, 10]
+    messages = [message for _, message in found]
+    assert messages[0].startswith("the grid ") and "is empty" in messages[0]
+    assert messages[1].startswith("the block ") and "is empty" in messages[1]
+    assert messages[2] == "grid.y = 65536 exceeds the limit 65535"
+    assert messages[3] == "grid.z = 65536 exceeds the limit 65535"
+    assert messages[4] == "grid.x = 2147483648 exceeds the limit 2147483647"
+    assert messages[5].startswith("the grid ")  # one finding per launch, the grid first
+
+
+@pytest.mark.parametrize("arch, limit", [("sm_90", 232448), ("sm_90a", 232448), ("sm_75", 65536),
+                                         ("sm_61", 49152)])
+def test_shared_memory_limit_by_architecture(arch, limit):
+    found = findings("PC312", f"""\
+    launch block_sums<<<1, 256, {limit}>>>(in x, out y, N)
+    launch block_sums<<<1, 256, {limit + 1}>>>(in x, out y, N)
+    launch block_sums<<<1, 256, 0>>>(in x, out y, N)
+    launch block_sums<<<1, 256, -1>>>(in x, out y, N)
+""", arch=arch)
+    assert found == [(2, f"{limit + 1} bytes of dynamic shared memory; a block on {arch} has at most {limit}"),
+                     (4, "-1 bytes of dynamic shared memory")]
+
+
+def test_copies_of_adjacent_ranges_do_not_overlap():
+    found = findings("PC303", """\
+    copy x[0:64] -> x[64:128]
+    copy x[64:128] -> x[0:64]
+    copy x[0:65] -> x[64:129]
+    copy x[64:129] -> x[0:65]
+    copy x[0:8] -> x[0:8]
+    copy x[0:8] -> y[0:4]
+    copy x[0:8] -> y[8:16]
+""")
+    assert found == [(3, "copy between overlapping ranges of `x`"), (4, "copy between overlapping ranges of `x`"),
+                     (5, "copy between overlapping ranges of `x`"), (6, "copy of 8 elements into 4")]
+
+
+def test_a_read_is_covered_by_any_combination_of_earlier_writes():
+    declarations = "".join(f"buffer {name}: f32[64] = uninit\n" for name in "abcdef")
+    found = lines("PC401", """\
+    launch copy_floats<<<1, 32>>>(in x, out a[32:64], 32)
+    launch copy_floats<<<1, 32>>>(in x, out a[0:32], 32)
+    launch copy_floats<<<1, 64>>>(in a, out y, 64)
+    launch copy_floats<<<1, 16>>>(in x, out b[0:16], 16)
+    launch copy_floats<<<1, 32>>>(in x, out b[32:64], 32)
+    launch copy_floats<<<1, 64>>>(in b, out y, 64)
+    launch copy_floats<<<1, 32>>>(in x, out c[0:32], 32)
+    launch copy_floats<<<1, 32>>>(in c[0:32], out y, 32)
+    launch copy_floats<<<1, 33>>>(in c[0:33], out y, 33)
+    launch copy_floats<<<1, 48>>>(in x, out d[16:64], 48)
+    launch copy_floats<<<1, 64>>>(in d, out y, 64)
+    launch copy_floats<<<1, 32>>>(in x, out e[0:32], 32)
+    launch copy_floats<<<1, 16>>>(in e[8:24], out y, 16)
+    launch copy_floats<<<1, 32>>>(in e[32:64], out y, 32)
+    launch copy_floats<<<1, 32>>>(in e[32:64], out y, 32)
+    launch copy_floats<<<1, 64>>>(in x, out f, 64)
+    launch copy_floats<<<1, 32>>>(in f[32:64], out y, 32)
+""", declarations=declarations)
+    assert found == [6, 9, 11, 14]
+
+
+def test_an_unrepresentable_scalar_is_reported_once_and_blocks_the_extent_check():
+    found = findings("PC204", """\
+    launch add_one<<<1, 1>>>(x, 2147483647)
+    launch add_one<<<1, 1>>>(x, 2147483648)
+    launch add_one<<<1, 1>>>(x, -2147483649)
+""")
+    assert [line for line, _ in found] == [2, 3]
+    assert lines("PC310", "    launch add_one<<<1, 1>>>(x, 2147483648)\n") == []
+    assert lines("PC310", "    launch add_one<<<1, 1>>>(x, 2147483647)\n") == [1]
+
+
+def test_fills_within_and_past_the_element_type():
+    declarations = "buffer mask: u8[4] = uninit\n"
+    found = findings("PC204", "    fill mask = 255\n    fill mask = 256\n    fill mask = -1\n",
+                     declarations=declarations)
+    assert [line for line, _ in found] == [2, 3]
+    assert found[0][1].startswith("fill of `mask`: 256 is outside the range of `u8`")
+
+
+def test_an_extent_is_compared_with_the_elements_bound():
+    found = findings("PC310", """\
+    launch add_one<<<1, 16>>>(x[0:16], 16)
+    launch add_one<<<1, 17>>>(x[0:16], 17)
+    launch add_one<<<1, 1>>>(x, 256)
+    launch add_one<<<1, 1>>>(x, 257)
+    launch add_one<<<1, 1>>>(x[250:], 6)
+    launch add_one<<<1, 1>>>(x[250:], 7)
+""")
+    assert [line for line, _ in found] == [2, 4, 6]
+    assert "touches 17 elements through" in found[0][1] and found[0][1].endswith("but `x`[0:16] holds 16")
+    assert found[1][1].endswith("but `x` holds 256")
+    assert found[2][1].endswith("but `x`[250:256] holds 6")
