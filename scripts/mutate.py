@@ -14,8 +14,6 @@ they all pass, and times out after `--timeout-factor` times its tests' baseline 
 from __future__ import annotations
 
 import argparse
-import ast
-import copy
 import importlib
 import importlib.abc
 import importlib.util
@@ -32,155 +30,10 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutants import Mutant, generate, mutated_tree  # noqa: E402 (a sibling script, not a package)
+
 ROOT = Path(__file__).resolve().parent.parent
-
-# ---------------------------------------------------------------- generating mutants
-
-_COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-            ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
-_ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.FloorDiv, ast.FloorDiv: ast.Mult,
-               ast.Div: ast.Mult, ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult, ast.BitAnd: ast.BitOr,
-               ast.BitOr: ast.BitAnd, ast.BitXor: ast.BitOr, ast.LShift: ast.RShift, ast.RShift: ast.LShift}
-_BOOLEAN = {ast.And: ast.Or, ast.Or: ast.And}
-# Subtrees that cannot change behaviour (annotations), only build messages (f-strings), or only
-# run at type-checking time are not mutated.
-# Deleting these is either meaningless or covered by another operator.
-_KEPT_STATEMENTS = (ast.Pass, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Global, ast.Nonlocal,
-                    ast.Import, ast.ImportFrom, ast.Break, ast.Continue)
-_SKIPPED_FIELDS = {"annotation", "returns", "decorator_list", "type_comment"}
-
-
-@dataclass(frozen=True)
-class Mutant:
-    path: str  # relative to the root
-    line: int
-    node: int  # position of the mutated node in `_walk` order
-    choice: int  # which of that node's replacements
-    kind: str
-    original: str
-    mutated: str
-    module_level: bool  # runs at import time, so any test of the module may see it
-
-    def label(self) -> str:
-        return f"{self.path}:{self.line}: {self.original} -> {self.mutated}"
-
-
-def _snippet(node: ast.AST | None) -> str:
-    if node is None:
-        return "(deleted)"
-    lines = ast.unparse(node).splitlines() or [""]
-    text = lines[0] + (" ..." if len(lines) > 1 else "")
-    return text if len(text) <= 70 else text[:67] + "..."
-
-
-def _is_docstring(node: ast.AST, parent: ast.AST, field: str, index: int | None) -> bool:
-    return (index == 0 and field == "body" and isinstance(node, ast.Expr)
-            and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-            and isinstance(parent, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)))
-
-
-def _skipped_block(node: ast.AST) -> bool:
-    """`if TYPE_CHECKING:`, `if __name__ == "__main__":` and `__all__ = ...` are not behaviour."""
-    if isinstance(node, ast.If):
-        test = ast.unparse(node.test)
-        return test in ("TYPE_CHECKING", "typing.TYPE_CHECKING") or test.startswith("__name__ ==")
-    if isinstance(node, (ast.Assign, ast.AugAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets)
-    return False
-
-
-def _walk(tree: ast.Module):
-    """(node, parent, field, index, in_function) for every mutable node, in a fixed order."""
-    def visit(node, in_function):
-        for field, value in ast.iter_fields(node):
-            if field in _SKIPPED_FIELDS:
-                continue
-            children = value if isinstance(value, list) else [value]
-            for index, child in enumerate(children):
-                if not isinstance(child, ast.AST) or _skipped_block(child) or isinstance(child, ast.JoinedStr):
-                    continue
-                if _is_docstring(child, node, field, index):
-                    continue
-                yield child, node, field, index if isinstance(value, list) else None, in_function
-                inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                yield from visit(child, inner)
-    yield from visit(tree, False)
-
-
-def _with_op(node: ast.AST, op: type) -> ast.AST:
-    new = copy.deepcopy(node)
-    new.op = op()
-    return new
-
-
-def _plus(expr: ast.expr, delta: int) -> ast.expr:
-    return ast.BinOp(copy.deepcopy(expr), ast.Add() if delta > 0 else ast.Sub(), ast.Constant(1))
-
-
-def _replacements(node: ast.AST, in_function: bool) -> list[tuple[str, ast.AST | None]]:
-    """The mutants of one node, as (operator name, replacement); None deletes a statement."""
-    out: list[tuple[str, ast.AST | None]] = []
-    if isinstance(node, ast.Compare):
-        for i, op in enumerate(node.ops):
-            if type(op) in _COMPARE:
-                new = copy.deepcopy(node)
-                new.ops[i] = _COMPARE[type(op)]()
-                out.append(("compare", new))
-    elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _ARITHMETIC:
-        out.append(("arithmetic", _with_op(node, _ARITHMETIC[type(node.op)])))
-    elif isinstance(node, ast.BoolOp):
-        out.append(("boolean", _with_op(node, _BOOLEAN[type(node.op)])))
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub, ast.Invert)):
-        out.append(("unary", copy.deepcopy(node.operand)))
-    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
-        out.append(("constant", ast.Constant(not node.value)))
-    elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        out.append(("constant", ast.Constant(node.value + 1)))
-        if node.value == 1:
-            out.append(("constant", ast.Constant(type(node.value)(0))))
-    elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
-        for bound in ("lower", "upper"):
-            if getattr(node.slice, bound) is not None:
-                for delta in (1, -1):
-                    new = copy.deepcopy(node)
-                    setattr(new.slice, bound, _plus(getattr(node.slice, bound), delta))
-                    out.append(("slice", new))
-    elif isinstance(node, ast.Break):
-        out.append(("loop", ast.Continue()))
-    elif isinstance(node, ast.Continue):
-        out.append(("loop", ast.Break()))
-    if isinstance(node, ast.Return) and node.value is not None:
-        if ast.unparse(node.value) != "None":
-            out.append(("return", ast.Return(ast.Constant(None))))
-    elif in_function and isinstance(node, ast.stmt) and not isinstance(node, _KEPT_STATEMENTS):
-        out.append(("delete", None))
-    return out
-
-
-def generate(source: str, path: str) -> list[Mutant]:
-    tree = ast.parse(source)
-    mutants = []
-    for number, (node, _, _, _, in_function) in enumerate(_walk(tree)):
-        for choice, (kind, new) in enumerate(_replacements(node, in_function)):
-            mutants.append(Mutant(path, node.lineno, number, choice, kind, _snippet(node), _snippet(new),
-                                  not in_function))
-    return mutants
-
-
-def mutated_tree(source: str, mutant: Mutant) -> ast.Module:
-    """The module with `mutant` applied (a statement deletion becomes `pass`)."""
-    tree = ast.parse(source)
-    for number, (node, parent, field, index, in_function) in enumerate(_walk(tree)):
-        if number == mutant.node:
-            _, new = _replacements(node, in_function)[mutant.choice]
-            new = ast.copy_location(new or ast.Pass(), node)
-            if index is None:
-                setattr(parent, field, new)
-            else:
-                getattr(parent, field)[index] = new
-            return ast.fix_missing_locations(tree)
-    raise ValueError(f"{mutant.label()}: no such node")
 
 # ---------------------------------------------------------------- running tests in forked children
 
@@ -283,6 +136,7 @@ def _fork(root: Path, log: Path, body) -> int:
         return pid
     status = 3
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.setpgid(0, 0)
         out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(out, 1)
@@ -313,7 +167,8 @@ def baseline(root: Path, package: str, targets: list[Path], tests: list[str], sc
     pid = _fork(root, scratch / "baseline.log", body)
     os.waitpid(pid, 0)
     if not result.exists():
-        sys.exit(f"mutate: the baseline run failed; see its log:\n{(scratch / 'baseline.log').read_text()[-3000:]}")
+        log = (scratch / "baseline.log").read_text()
+        sys.exit(f"mutate: the baseline run failed; see its log:\n{log[-3000:]}")
     return json.loads(result.read_text())
 
 
@@ -333,60 +188,89 @@ class Outcome:
     detail: str = ""
 
 
-def run_mutants(root: Path, package: str, jobs: list[tuple[Mutant, list[str], float]], parallel: int,
-                scratch: Path, progress) -> list[Outcome]:
-    sources: dict[str, str] = {}
-    plugins = _plugins()
-    pending, running, outcomes, started = list(jobs), {}, [], 0
-    while pending or running:
-        while pending and len(running) < parallel:
-            mutant, tests, limit = pending.pop(0)
-            path = root / mutant.path
-            source = sources.setdefault(mutant.path, path.read_text())
-            try:
-                code = compile(mutated_tree(source, mutant), str(path), "exec")
-            except (SyntaxError, ValueError) as error:
-                outcomes.append(Outcome(mutant, "error", 0.0, str(error)))
-                continue
-            importer = _MutantImporter(module_name(path, root, package), path, code)
+class _Pool:
+    """Forked children, each running one mutant's tests in its own process group."""
 
-            def body(importer=importer, tests=tests):
-                sys.meta_path.insert(0, importer)
-                return pytest.main(_pytest_args(root, plugins) + ["-x"] + tests)
-            started += 1
-            log = scratch / f"mutant-{started}.log"
-            pid = _fork(root, log, body)
-            try:
-                os.setpgid(pid, pid)  # also here, so that a kill cannot race the child's own call
-            except OSError:
-                pass
-            running[pid] = (mutant, time.monotonic(), limit, log)
+    def __init__(self, root: Path, package: str, scratch: Path) -> None:
+        self.root, self.package, self.scratch = root, package, scratch
+        self.plugins = _plugins()
+        self.sources: dict[str, str] = {}
+        self.running: dict[int, tuple[Mutant, float, float, Path]] = {}  # pid: mutant, start, limit, log
+        self.started = 0
+
+    def start(self, mutant: Mutant, tests: list[str], limit: float) -> Outcome | None:
+        """Starts the mutant's child, or returns its outcome when the mutant does not compile."""
+        path = self.root / mutant.path
+        source = self.sources.setdefault(mutant.path, path.read_text())
+        try:
+            code = compile(mutated_tree(source, mutant), str(path), "exec")
+        except (SyntaxError, ValueError) as error:
+            return Outcome(mutant, "error", 0.0, str(error))
+        importer = _MutantImporter(module_name(path, self.root, self.package), path, code)
+
+        def body():
+            sys.meta_path.insert(0, importer)
+            return pytest.main(_pytest_args(self.root, self.plugins) + ["-x"] + tests)
+        self.started += 1
+        log = self.scratch / f"mutant-{self.started}.log"
+        pid = _fork(self.root, log, body)
+        try:
+            os.setpgid(pid, pid)  # also here, so that a kill cannot race the child's own call
+        except OSError:
+            pass
+        self.running[pid] = (mutant, time.monotonic(), limit, log)
+        return None
+
+    def reap(self) -> Outcome | None:
+        """The outcome of a child that ended, if any; kills those past their time limit."""
         pid, status = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
             now = time.monotonic()
-            for child, (mutant, start, limit, _) in running.items():
+            for child, (mutant, start, limit, log) in self.running.items():
                 if now - start > limit > 0:
-                    try:
-                        os.killpg(child, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    running[child] = (mutant, start, -1.0, running[child][3])
+                    self._kill(child)
+                    self.running[child] = (mutant, start, -1.0, log)  # -1: timed out
             time.sleep(0.05)
-            continue
-        mutant, start, limit, log = running.pop(pid)
+            return None
+        mutant, start, limit, log = self.running.pop(pid)
         code = os.waitstatus_to_exitcode(status)
         output = log.read_text(errors="replace")
+        log.unlink(missing_ok=True)
         if limit < 0:
             kind = "timeout"
         elif code in (1, 2) or code == 4 and "ERROR collecting" in output:
             kind = "killed"  # 4: a test file that no longer imports (pytest: "not found")
         else:
             kind = "survived" if code == 0 else "error"
-        detail = output[-2000:] if kind == "error" else ""
-        log.unlink(missing_ok=True)
-        outcomes.append(Outcome(mutant, kind, time.monotonic() - start, detail))
-        progress(outcomes[-1])
-    return outcomes
+        return Outcome(mutant, kind, time.monotonic() - start, output[-2000:] if kind == "error" else "")
+
+    @staticmethod
+    def _kill(child: int) -> None:
+        try:
+            os.killpg(child, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        for child in self.running:
+            self._kill(child)
+            os.waitpid(child, 0)
+        self.running.clear()
+
+
+def run_mutants(root: Path, package: str, jobs: list[tuple[Mutant, list[str], float]], parallel: int,
+                scratch: Path, report) -> None:
+    """Runs the jobs, `parallel` at a time, calling report(outcome) as each ends."""
+    pool, pending = _Pool(root, package, scratch), list(jobs)
+    try:
+        while pending or pool.running:
+            while pending and len(pool.running) < parallel:
+                if outcome := pool.start(*pending.pop(0)):
+                    report(outcome)
+            if outcome := pool.reap():
+                report(outcome)
+    finally:  # interrupted too: no child may outlive the run
+        pool.stop()
 
 # ---------------------------------------------------------------- choosing tests, reporting
 
@@ -402,7 +286,8 @@ def _tests_for(mutant: Mutant, path: Path, covering: dict[tuple[str, int], list[
 
 
 def _package(root: Path) -> str:
-    config = tomllib.loads((root / "pyproject.toml").read_text()) if (root / "pyproject.toml").exists() else {}
+    pyproject = root / "pyproject.toml"
+    config = tomllib.loads(pyproject.read_text()) if pyproject.exists() else {}
     dirs = config.get("tool", {}).get("setuptools", {}).get("package-dir", {})
     return next((name for name, where in dirs.items() if where in (".", "")), root.name)
 
@@ -415,36 +300,42 @@ def _targets(paths: list[str], root: Path) -> list[Path]:
     return found
 
 
+STATUSES = ("killed", "timeout", "survived", "uncovered", "error")
+
+
 def summarize(outcomes: list[Outcome], root: Path, targets: list[Path]) -> dict:
+    """Per module: counts by status, the score (detected over judged), survivors and errors."""
     modules = {}
     for target in targets:
         rel = str(target.relative_to(root))
         mine = [o for o in outcomes if o.mutant.path == rel]
-        count = {k: sum(o.status == k for o in mine) for k in ("killed", "timeout", "survived", "uncovered", "error")}
-        judged = count["killed"] + count["timeout"] + count["survived"] + count["uncovered"]
+        count = {status: sum(o.status == status for o in mine) for status in STATUSES}
+        judged = len(mine) - count["error"]
+        detected = count["killed"] + count["timeout"]
         modules[rel] = {"total": len(mine), **count,
-                        "score": round(100 * (count["killed"] + count["timeout"]) / judged, 1) if judged else None,
+                        "score": round(100 * detected / judged, 1) if judged else None,
                         "survivors": [dict(asdict(o.mutant), status=o.status) for o in mine
                                       if o.status in ("survived", "uncovered")],
-                        "errors": [{"mutant": o.mutant.label(), "log": o.detail} for o in mine if o.status == "error"]}
+                        "errors": [{"mutant": o.mutant.label(), "log": o.detail}
+                                   for o in mine if o.status == "error"]}
     return modules
 
 
 def table(modules: dict) -> str:
-    rows = [f"{'module':44} {'total':>5} {'killed':>6} {'timeout':>7} {'survived':>8} {'uncovered':>9} {'error':>5} {'score':>6}"]
+    rows = [f"{'module':44} {'total':>5} " + " ".join(f"{s:>9}" for s in STATUSES) + "  score"]
     for rel, m in modules.items():
         score = f"{m['score']:.1f}%" if m["score"] is not None else "-"
-        rows.append(f"{rel:44} {m['total']:5} {m['killed']:6} {m['timeout']:7} {m['survived']:8} "
-                    f"{m['uncovered']:9} {m['error']:5} {score:>6}")
+        rows.append(f"{rel:44} {m['total']:5} " + " ".join(f"{m[s]:9}" for s in STATUSES) + f" {score:>6}")
     rows.append("")
-    for rel, m in modules.items():
-        rows += [f"{s['path']}:{s['line']}: {s['original']} -> {s['mutated']}"
-                 + ("  [no test runs this line]" if s["status"] == "uncovered" else "") for s in m["survivors"]]
+    for m in modules.values():
+        for s in m["survivors"]:
+            note = "  [no test runs this line]" if s["status"] == "uncovered" else ""
+            rows.append(f"{s['path']}:{s['line']}: {s['original']} -> {s['mutated']}{note}")
         rows += [f"ERROR {e['mutant']}" for e in m["errors"]]
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("targets", nargs="+", help="modules (or folders of modules) to mutate")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -458,7 +349,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tests", type=int, default=0,
                         help="run at most this many tests per mutant (0: all); scores become lower bounds")
     parser.add_argument("--list", action="store_true", help="list the mutants; run nothing")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def _plan(base: dict, mutants: list[Mutant], root: Path, args) -> tuple[list, list[Outcome]]:
+    """The jobs (mutant, tests, time limit) to run, and the outcomes of mutants no test runs."""
+    passing = {n: t for n, t in base["tests"].items() if t.get("passed") and "lines" in t}
+    failing = sorted(n for n, t in base["tests"].items() if not t.get("passed"))
+    if failing:
+        print(f"mutate: left out {len(failing)} test(s) failing without mutants: {', '.join(failing[:5])}",
+              file=sys.stderr)
+    covering: dict[tuple[str, int], list[str]] = {}
+    by_file: dict[str, list[str]] = {}
+    for name in sorted(passing, key=lambda n: passing[n]["seconds"]):  # fast tests first, for -x
+        for file in sorted({f for f, _ in passing[name]["lines"]}):
+            by_file.setdefault(file, []).append(name)
+        for file, line in passing[name]["lines"]:
+            covering.setdefault((file, line), []).append(name)
+    jobs, uncovered = [], []
+    for m in mutants:
+        tests = _tests_for(m, root / m.path, covering, by_file, args.max_tests)
+        if tests:
+            limit = args.timeout_factor * sum(passing[n]["seconds"] for n in tests) + args.timeout_floor
+            jobs.append((m, tests, limit))
+        else:
+            uncovered.append(Outcome(m, "uncovered", 0.0))
+    return jobs, uncovered
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     root = args.root.resolve()
     package = args.package or _package(root)
     targets = _targets(args.targets, root)
@@ -467,45 +387,28 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(f"{m.label()}  [{m.kind}]" for m in mutants))
         return 0
     started = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that children are stopped, files removed
     with tempfile.TemporaryDirectory(prefix="mutate-") as scratch:
         base = baseline(root, package, targets, shlex.split(args.tests), Path(scratch))
-        passing = {n: t for n, t in base["tests"].items() if t.get("passed") and "lines" in t}
-        failing = sorted(n for n, t in base["tests"].items() if not t.get("passed"))
-        if failing:
-            print(f"mutate: left out {len(failing)} test(s) failing without mutants: {', '.join(failing[:5])}",
-                  file=sys.stderr)
-        covering: dict[tuple[str, int], list[str]] = {}
-        by_file: dict[str, list[str]] = {}
-        for name in sorted(passing, key=lambda n: passing[n]["seconds"]):  # fast tests first, for -x
-            for file in sorted({f for f, _ in passing[name]["lines"]}):
-                by_file.setdefault(file, []).append(name)
-            for file, line in passing[name]["lines"]:
-                covering.setdefault((file, line), []).append(name)
         baseline_seconds = time.monotonic() - started
+        jobs, outcomes = _plan(base, mutants, root, args)
         _preload(base["modules"])
-        jobs, outcomes = [], []
-        for m in mutants:
-            tests = _tests_for(m, root / m.path, covering, by_file, args.max_tests)
-            if tests:
-                limit = args.timeout_factor * sum(passing[n]["seconds"] for n in tests) + args.timeout_floor
-                jobs.append((m, tests, limit))
-            else:
-                outcomes.append(Outcome(m, "uncovered", 0.0))
-        done = [0]
 
-        def progress(outcome):
-            done[0] += 1
-            print(f"[{done[0]}/{len(jobs)}] {outcome.status:8} {outcome.seconds:5.1f} s {outcome.mutant.label()}",
-                  file=sys.stderr, flush=True)
-        outcomes += run_mutants(root, package, jobs, max(1, args.jobs), Path(scratch), progress)
+        def progress(outcome: Outcome) -> None:
+            print(f"[{len(outcomes) + 1}/{len(mutants)}] {outcome.status:8} {outcome.seconds:5.1f} s "
+                  f"{outcome.mutant.label()}", file=sys.stderr, flush=True)
+            outcomes.append(outcome)
+        run_mutants(root, package, jobs, max(1, args.jobs), Path(scratch), progress)
     outcomes.sort(key=lambda o: (o.mutant.path, o.mutant.line, o.mutant.node, o.mutant.choice))
     modules = summarize(outcomes, root, targets)
     print(table(modules))
     elapsed = time.monotonic() - started
-    print(f"\n{len(mutants)} mutants in {elapsed:.0f} s (baseline {baseline_seconds:.0f} s, {args.jobs} jobs)")
+    print(f"\n{len(mutants)} mutants in {elapsed:.0f} s (baseline {baseline_seconds:.0f} s, "
+          f"{args.jobs} jobs)")
     if args.json:
-        args.json.write_text(json.dumps({"seconds": round(elapsed, 1), "baseline_seconds": round(baseline_seconds, 1),
-                                         "modules": modules}, indent=1) + "\n")
+        result = {"seconds": round(elapsed, 1), "baseline_seconds": round(baseline_seconds, 1),
+                  "modules": modules}
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 

@@ -5,7 +5,6 @@ surviving mutants of scripts/mutate.py over compiler/checks/.)"""
 from __future__ import annotations
 
 import pytest
-
 from pipec.compiler import Settings
 from pipec.compiler.codes import EXAMPLES
 from pipec.compiler.config import CompileOptions
@@ -18,7 +17,7 @@ HEADER = (f'from "{EXAMPLES / "kernels.cu"}" import add_one, square_bounded, blo
 FIRST_LINE = HEADER.count("\n") + 1
 
 
-def findings(code: str, step: str, *, declarations: str = "", arch: str | None = None) -> list[tuple[int, str]]:
+def findings(code: str, step: str, *, declarations: str = "", arch: str | None = None):
     """(line within `step`, message) of each `code` finding for a program whose step is `step`."""
     body = declarations + "step {\n" + step + "}\n"
     settings = Settings(compile=CompileOptions(arch=arch)) if arch else None
@@ -43,7 +42,8 @@ def test_block_limits():
     launch add_one<<<1, 0>>>(x, N)
 """)
     assert [line for line, _ in found] == [2, 4, 7]
-    assert found[0][1].startswith("a block with 1025 threads; a block holds at most 1024 threads and 1024 x 1024 x 64")
+    assert found[0][1].startswith("a block with 1025 threads; a block holds at most 1024 threads "
+                                  "and 1024 x 1024 x 64")
     assert found[1][1].startswith("a block with block.z = 65;")
     assert found[2][1].startswith("a block of 129 threads, but `square_bounded` is compiled for at most 128")
 
@@ -80,8 +80,8 @@ def test_shared_memory_limit_by_architecture(arch, limit):
     launch block_sums<<<1, 256, 0>>>(in x, out y, N)
     launch block_sums<<<1, 256, -1>>>(in x, out y, N)
 """, arch=arch)
-    assert found == [(2, f"{limit + 1} bytes of dynamic shared memory; a block on {arch} has at most {limit}"),
-                     (4, "-1 bytes of dynamic shared memory")]
+    over = f"{limit + 1} bytes of dynamic shared memory; a block on {arch} has at most {limit}"
+    assert found == [(2, over), (4, "-1 bytes of dynamic shared memory")]
 
 
 def test_copies_of_adjacent_ranges_do_not_overlap():
@@ -94,8 +94,8 @@ def test_copies_of_adjacent_ranges_do_not_overlap():
     copy x[0:8] -> y[0:4]
     copy x[0:8] -> y[8:16]
 """)
-    assert found == [(3, "copy between overlapping ranges of `x`"), (4, "copy between overlapping ranges of `x`"),
-                     (5, "copy between overlapping ranges of `x`"), (6, "copy of 8 elements into 4")]
+    overlap = "copy between overlapping ranges of `x`"
+    assert found == [(3, overlap), (4, overlap), (5, overlap), (6, "copy of 8 elements into 4")]
 
 
 def test_a_read_is_covered_by_any_combination_of_earlier_writes():

@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from pipec.compiler.consteval import ConstError, RuntimeValue, evaluate, literal, representable
 from pipec.compiler.model import DTYPES
 from pipec.dsl.parser import parse_expression

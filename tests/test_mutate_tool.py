@@ -55,7 +55,8 @@ def test_statements_are_deleted_and_loops_swap_break_and_continue():
                     continue
             items.append(1)
         """)
-    assert found["5: break -> continue"] == "for item in items:\n    if item:\n        continue\n    else:\n        continue\nitems.append(1)"
+    assert found["5: break -> continue"] == ("for item in items:\n    if item:\n        continue\n"
+                                             "    else:\n        continue\nitems.append(1)")
     assert found["7: continue -> break"].endswith("else:\n        break\nitems.append(1)")
     assert found["8: items.append(1) -> (deleted)"].endswith("continue\npass")
     assert "4: if item: ... -> (deleted)" in found
