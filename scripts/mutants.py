@@ -37,6 +37,7 @@ class Mutant:
     original: str
     mutated: str
     module_level: bool  # runs at import time, so any test of the module may see it
+    scope: tuple[int, int]  # first and last line of the enclosing function (or module)
 
     def label(self) -> str:
         return f"{self.path}:{self.line}: {self.original} -> {self.mutated}"
@@ -68,8 +69,9 @@ def _skipped_block(node: ast.AST) -> bool:
 
 
 def _walk(tree: ast.Module):
-    """(node, parent, field, index, in_function) for every mutable node, in a fixed order."""
-    def visit(node, in_function):
+    """(node, parent, field, index, enclosing function or None) for every mutable node, in a
+    fixed order."""
+    def visit(node, function):
         for field, value in ast.iter_fields(node):
             if field in _SKIPPED_FIELDS:
                 continue
@@ -78,10 +80,10 @@ def _walk(tree: ast.Module):
                 if (not isinstance(child, ast.AST) or isinstance(child, ast.JoinedStr)
                         or _skipped_block(child) or _is_docstring(child, node, field, index)):
                     continue
-                yield child, node, field, index if isinstance(value, list) else None, in_function
-                inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-                yield from visit(child, inner)
-    yield from visit(tree, False)
+                yield child, node, field, index if isinstance(value, list) else None, function
+                is_function = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+                yield from visit(child, child if is_function else function)
+    yield from visit(tree, None)
 
 
 def _with_op(node: ast.AST, op: type) -> ast.AST:
@@ -137,19 +139,21 @@ def _replacements(node: ast.AST, in_function: bool) -> list[tuple[str, ast.AST |
 def generate(source: str, path: str) -> list[Mutant]:
     tree = ast.parse(source)
     mutants = []
-    for number, (node, _, _, _, in_function) in enumerate(_walk(tree)):
-        for choice, (kind, new) in enumerate(_replacements(node, in_function)):
+    whole = (1, len(source.splitlines()))
+    for number, (node, _, _, _, function) in enumerate(_walk(tree)):
+        scope = (function.lineno, function.end_lineno) if function else whole
+        for choice, (kind, new) in enumerate(_replacements(node, function is not None)):
             mutants.append(Mutant(path, node.lineno, number, choice, kind, _snippet(node), _snippet(new),
-                                  not in_function))
+                                  function is None, scope))
     return mutants
 
 
 def mutated_tree(source: str, mutant: Mutant) -> ast.Module:
     """The module with `mutant` applied (a statement deletion becomes `pass`)."""
     tree = ast.parse(source)
-    for number, (node, parent, field, index, in_function) in enumerate(_walk(tree)):
+    for number, (node, parent, field, index, function) in enumerate(_walk(tree)):
         if number == mutant.node:
-            _, new = _replacements(node, in_function)[mutant.choice]
+            _, new = _replacements(node, function is not None)[mutant.choice]
             new = ast.copy_location(new or ast.Pass(), node)
             if index is None:
                 setattr(parent, field, new)

@@ -275,14 +275,41 @@ def run_mutants(root: Path, package: str, jobs: list[tuple[Mutant, list[str], fl
 # ---------------------------------------------------------------- choosing tests, reporting
 
 
-def _tests_for(mutant: Mutant, path: Path, covering: dict[tuple[str, int], list[str]],
-               by_file: dict[str, list[str]], most: int) -> list[str]:
-    """The tests that ran the mutated line (any line of the module, for import-time code): those
-    in a file named after the module first (tests/test_dag*.py for dag.py), then the fastest."""
-    tests = by_file.get(str(path), []) if mutant.module_level else covering.get((str(path), mutant.line), [])
-    named = [t for t in tests if Path(t.split("::")[0]).name.startswith(f"test_{path.stem}")]
-    tests = named + [t for t in tests if t not in named]
-    return tests[:most] if most else tests
+class _Coverage:
+    """Which passing tests ran which lines, and the order in which to try them on a mutant."""
+
+    def __init__(self, tests: dict[str, dict]) -> None:
+        self.seconds = {name: test["seconds"] for name, test in tests.items()}
+        self.lines: dict[str, dict[str, set[int]]] = {}  # test: file: lines it ran
+        self.runs: dict[tuple[str, int], int] = {}  # (file, line): how many tests ran it
+        for name, test in tests.items():
+            self.lines[name] = {}
+            for file, line in test["lines"]:
+                self.lines[name].setdefault(file, set()).add(line)
+                self.runs[(file, line)] = self.runs.get((file, line), 0) + 1
+        self._rarity: dict[tuple, float] = {}
+
+    def tests_for(self, mutant: Mutant, path: Path, most: int) -> list[str]:
+        """The tests that ran the mutated line (any line of the module, for import-time code).
+        Those in a file named after the module come first (tests/test_dag*.py for dag.py), then
+        those that ran the rarest lines of the enclosing function (they take the branches few
+        tests take, so they are likelier to notice a changed condition), then the fastest."""
+        file = str(path)
+        tests = [name for name, files in self.lines.items()
+                 if (files.get(file) if mutant.module_level else mutant.line in files.get(file, ()))]
+
+        def order(name: str):
+            named = Path(name.split("::")[0]).name.startswith(f"test_{path.stem}")
+            return not named, -self.rarity(name, file, mutant.scope), self.seconds[name]
+        tests.sort(key=order)
+        return tests[:most] if most else tests
+
+    def rarity(self, name: str, file: str, scope: tuple[int, int]) -> float:
+        key = (name, file, scope)
+        if key not in self._rarity:
+            self._rarity[key] = sum(1 / self.runs[(file, line)] for line in self.lines[name].get(file, ())
+                                    if scope[0] <= line <= scope[1])
+        return self._rarity[key]
 
 
 def _package(root: Path) -> str:
@@ -359,16 +386,10 @@ def _plan(base: dict, mutants: list[Mutant], root: Path, args) -> tuple[list, li
     if failing:
         print(f"mutate: left out {len(failing)} test(s) failing without mutants: {', '.join(failing[:5])}",
               file=sys.stderr)
-    covering: dict[tuple[str, int], list[str]] = {}
-    by_file: dict[str, list[str]] = {}
-    for name in sorted(passing, key=lambda n: passing[n]["seconds"]):  # fast tests first, for -x
-        for file in sorted({f for f, _ in passing[name]["lines"]}):
-            by_file.setdefault(file, []).append(name)
-        for file, line in passing[name]["lines"]:
-            covering.setdefault((file, line), []).append(name)
+    coverage = _Coverage(passing)
     jobs, uncovered = [], []
     for m in mutants:
-        tests = _tests_for(m, root / m.path, covering, by_file, args.max_tests)
+        tests = coverage.tests_for(m, root / m.path, args.max_tests)
         if tests:
             limit = args.timeout_factor * sum(passing[n]["seconds"] for n in tests) + args.timeout_floor
             jobs.append((m, tests, limit))
