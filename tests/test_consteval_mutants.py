@@ -146,3 +146,9 @@ def test_literal(v, text):
 def test_representable(v, dtype, why):
     reason = representable(v, DTYPES[dtype])
     assert reason == why if why is None else why in reason
+
+
+def test_the_exceptions_carry_their_message():
+    assert str(error("1 / 0")) == "division by zero"
+    with pytest.raises(RuntimeValue, match="^the step index `step`$"):
+        value("step")
