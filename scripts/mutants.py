@@ -114,7 +114,8 @@ def _replacements(node: ast.AST, in_function: bool) -> list[tuple[str, ast.AST |
     elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
         out.append(("constant", ast.Constant(not node.value)))
     elif isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        out.append(("constant", ast.Constant(node.value + 1)))
+        if node.value + 1 != node.value:  # a large float absorbs the 1
+            out.append(("constant", ast.Constant(node.value + 1)))
         if node.value == 1:
             out.append(("constant", ast.Constant(type(node.value)(0))))
     elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):

@@ -291,18 +291,18 @@ class _Coverage:
 
     def tests_for(self, mutant: Mutant, path: Path, most: int) -> list[str]:
         """The tests that ran the mutated line (any line of the module, for import-time code).
-        Those in a file named after the module come first (tests/test_dag*.py for dag.py), then
-        those that ran the rarest lines of the enclosing function (they take the branches few
-        tests take, so they are likelier to notice a changed condition), then the fastest."""
+        Those in a file named after the module come first (tests/test_dag*.py for dag.py), all
+        of them; then, at most `most` (0: all) others, those that ran the rarest lines of the
+        enclosing function first (they take the branches few tests take, so they are likelier
+        to notice a changed condition), then the fastest."""
         file = str(path)
         tests = [name for name, files in self.lines.items()
                  if (files.get(file) if mutant.module_level else mutant.line in files.get(file, ()))]
 
-        def order(name: str):
-            named = Path(name.split("::")[0]).name.startswith(f"test_{path.stem}")
-            return not named, -self.rarity(name, file, mutant.scope), self.seconds[name]
-        tests.sort(key=order)
-        return tests[:most] if most else tests
+        tests.sort(key=lambda name: (-self.rarity(name, file, mutant.scope), self.seconds[name]))
+        named = [name for name in tests if Path(name.split("::")[0]).name.startswith(f"test_{path.stem}")]
+        others = [name for name in tests if name not in named]
+        return named + (others[:most] if most else others)
 
     def rarity(self, name: str, file: str, scope: tuple[int, int]) -> float:
         key = (name, file, scope)
@@ -372,9 +372,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--root", type=Path, default=ROOT, help="the package's root folder")
     parser.add_argument("--package", help="its import name (default: from pyproject's package-dir)")
     parser.add_argument("--timeout-factor", type=float, default=3.0)
-    parser.add_argument("--timeout-floor", type=float, default=30.0, help="seconds added for a child's start")
+    parser.add_argument("--timeout-floor", type=float, default=30.0,
+                        help="seconds added for a child's start")
     parser.add_argument("--max-tests", type=int, default=0,
-                        help="run at most this many tests per mutant (0: all); scores become lower bounds")
+                        help="run at most this many tests per mutant besides those of tests/test_<module>*.py "
+                             "(0: all); scores become lower bounds")
     parser.add_argument("--list", action="store_true", help="list the mutants; run nothing")
     return parser.parse_args(argv)
 

@@ -152,3 +152,8 @@ def test_the_exceptions_carry_their_message():
     assert str(error("1 / 0")) == "division by zero"
     with pytest.raises(RuntimeValue, match="^the step index `step`$"):
         value("step")
+
+
+def test_pow_of_a_float_zero():
+    assert value("pow(0.0, 0)") == 1.0
+    assert value("pow(0.0, 0.5)") == 0.0

@@ -130,3 +130,7 @@ def test_a_run_kills_and_keeps_mutants_and_leaves_the_file_unchanged(tmp_path):
     assert (result["total"], result["error"], result["timeout"]) == (result["killed"] + 6, 0, 0)
     assert result["killed"] == 5  # both `if`s deleted, three returns of None
     assert "calc.py:2: x < low -> x <= low" in run.stdout
+
+
+def test_a_constant_too_large_to_change_by_one_is_left_alone():
+    assert [m.mutated for m in mutate.generate("x = 1e300\n", "m.py")] == []
