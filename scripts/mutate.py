@@ -375,8 +375,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout-floor", type=float, default=30.0,
                         help="seconds added for a child's start")
     parser.add_argument("--max-tests", type=int, default=0,
-                        help="run at most this many tests per mutant besides those of tests/test_<module>*.py "
-                             "(0: all); scores become lower bounds")
+                        help="run at most this many tests per mutant besides those of "
+                             "tests/test_<module>*.py (0: all); scores become lower bounds")
     parser.add_argument("--list", action="store_true", help="list the mutants; run nothing")
     return parser.parse_args(argv)
 
