@@ -10,20 +10,26 @@ from pipec.compiler.codes import EXAMPLES
 from pipec.compiler.config import CompileOptions
 from stage_helpers import check_text
 
-HEADER = (f'from "{EXAMPLES / "kernels.cu"}" import add_one, square_bounded, block_sums, copy_floats\n'
+KERNELS = "add_one, square_bounded, block_sums, copy_floats, scale_by_pointer"
+HEADER = (f'from "{EXAMPLES / "kernels.cu"}" import {KERNELS}\n'
           "const N = 256\n"
           "buffer x: f32[N] = uniform(-1.0, 1.0, seed=1)\n"
           "buffer y: f32[N]\n")
 FIRST_LINE = HEADER.count("\n") + 1
 
 
-def findings(code: str, step: str, *, declarations: str = "", arch: str | None = None):
-    """(line within `step`, message) of each `code` finding for a program whose step is `step`."""
+def diagnostics(code: str, step: str, *, declarations: str = "", arch: str | None = None):
+    """The `code` findings for a program whose step is `step`, with lines counted within it."""
     body = declarations + "step {\n" + step + "}\n"
     settings = Settings(compile=CompileOptions(arch=arch)) if arch else None
     result = check_text(body, header=HEADER, settings=settings)
     offset = FIRST_LINE + declarations.count("\n")
-    return [(d.span.line - offset, d.message) for d in result.diagnostics if d.code == code]
+    return [(d.span.line - offset, d) for d in result.diagnostics if d.code == code]
+
+
+def findings(code: str, step: str, **kwargs) -> list[tuple[int, str]]:
+    """(line within `step`, message) of each `code` finding."""
+    return [(line, d.message) for line, d in diagnostics(code, step, **kwargs)]
 
 
 def lines(code: str, step: str, **kwargs) -> list[int]:
@@ -154,3 +160,28 @@ def test_an_extent_is_compared_with_the_elements_bound():
     assert "touches 17 elements through" in found[0][1] and found[0][1].endswith("but `x`[0:16] holds 16")
     assert found[1][1].endswith("but `x` holds 256")
     assert found[2][1].endswith("but `x`[250:256] holds 6")
+
+
+def test_argument_count_names_the_missing_parameters_and_spans_the_extra_arguments():
+    found = diagnostics("PC201", """\
+    launch add_one<<<1, 1>>>(x, N)
+    launch copy_floats<<<1, 1>>>(in x)
+    launch add_one<<<1, 1>>>(x, N, 1, 2)
+    launch add_one<<<1, 1>>>(x, N, 7)
+""")
+    assert [line for line, _ in found] == [2, 3, 4]
+    missing, extra, one_extra = (d for _, d in found)
+    assert missing.message == "`copy_floats` takes 3 arguments, found 1"
+    assert missing.hint.startswith("bind `y`, `n` too; the kernel is `copy_floats(")
+    assert missing.span.text == "launch copy_floats<<<1, 1>>>(in x)"
+    assert extra.message == "`add_one` takes 2 arguments, found 4"
+    assert extra.hint.startswith("remove the extra arguments;")
+    assert extra.span.text == "1, 2"
+    assert one_extra.span.text == "7"
+
+
+def test_a_pointer_bound_to_an_element_is_a_kind_error_not_a_baked_value():
+    declarations = "buffer lr: f32[2] = fill(0.01)\n"
+    step = "    launch scale_by_pointer<<<1, N>>>(in x, out y, lr[1], N)\n"
+    assert lines("PC202", step, declarations=declarations) == [1]
+    assert lines("PC302", step, declarations=declarations) == []
