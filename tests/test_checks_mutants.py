@@ -186,3 +186,34 @@ def test_a_pointer_bound_to_an_element_is_a_kind_error_not_a_baked_value():
     step = "    launch scale_by_pointer<<<1, N>>>(in x, out y, lr[1], N)\n"
     assert lines("PC202", step, declarations=declarations) == [1]
     assert lines("PC302", step, declarations=declarations) == []
+
+
+def test_the_extent_check_goes_on_past_a_launch_it_skips():
+    found = lines("PC310", """\
+    launch add_one<<<1, 1>>>(x, N, 3)
+    launch add_one<<<1, 1>>>(x, 2147483648)
+    launch add_one<<<1, 1>>>(x, 257)
+""")
+    assert found == [3]
+
+
+def test_unordered_conflicts_name_the_overlap_and_count_repeated_pairs():
+    found = diagnostics("PC314", """\
+    parallel {
+        launch add_one<<<1, 1>>>(x[0:64], 64)
+        launch add_one<<<1, 1>>>(x[32:96], 64)
+    }
+    parallel for e in 0 .. 3 {
+        launch add_one<<<1, 1>>>(y, N)
+    }
+    parallel for e in 0 .. 2 {
+        launch add_one<<<1, 1>>>(y[0:8], 8)
+    }
+""")
+    assert [line for line, _ in found] == [3, 6, 9]
+    (_, slices), (_, three), (_, two) = found
+    assert "touch `x[32:64]` with no ordering between them" in slices.message
+    assert slices.notes == ()
+    assert "touch `y[0:256]`" in three.message
+    assert three.notes == ("2 more pairs of nodes from these lines conflict the same way",)
+    assert two.notes == ()
