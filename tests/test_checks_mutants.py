@@ -217,3 +217,72 @@ def test_unordered_conflicts_name_the_overlap_and_count_repeated_pairs():
     assert "touch `y[0:256]`" in three.message
     assert three.notes == ("2 more pairs of nodes from these lines conflict the same way",)
     assert two.notes == ()
+
+
+def test_an_extent_after_a_null_argument_is_still_checked():
+    assert lines("PC310", "    launch copy_floats<<<1, 1>>>(null, y[0:4], 8)\n") == [1]
+
+
+def test_a_copy_between_element_types_is_one_finding():
+    found = findings("PC303", "    copy x[0:8] -> h[0:4]\n", declarations="buffer h: f16[4]\n")
+    assert found == [(1, "copy from `f32` to `f16`")]
+
+
+def test_a_copy_between_two_mapped_buffers_is_one_finding():
+    declarations = "buffer a: f32[4] mapped\nbuffer b: f32[4] mapped\n"
+    found = findings("PC304", "    copy a -> b\n", declarations=declarations)
+    assert [(line, message.split(" inside")[0]) for line, message in found] == [
+        (1, "copy from mapped host buffer `a`")]
+
+
+def test_no_read_before_write_after_a_statement_with_an_error():
+    declarations = "buffer u: f32[64] = uninit\n"
+    read = "    launch copy_floats<<<1, 64>>>(in u, out y, 64)\n"
+    assert lines("PC401", read, declarations=declarations) == [1]
+    step = "    launch missing_kernel<<<1, 1>>>(out u)\n" + read
+    result = check_text(declarations + "step {\n" + step + "}\n", header=HEADER)
+    assert "PC103" in {d.code for d in result.diagnostics}
+    assert "PC401" not in {d.code for d in result.diagnostics}
+
+
+ATOMIC = f'from "{EXAMPLES / "kernels.cu"}" import count_positive_atomic, add_one\n'
+ATOMIC_BUFFERS = ("const N = 256\nbuffer x: f32[N] = uniform(-1.0, 1.0, seed=1)\n"
+                  "buffer positives: i32[1]\n")
+
+
+def _codes_and_messages(body: str, header: str = ATOMIC):
+    result = check_text(ATOMIC_BUFFERS + body, header=header)
+    return [(d.code, d.message, d.labels) for d in result.diagnostics if d.code in ("PC003", "PC305", "PC307")]
+
+
+def test_forbidden_instructions_are_only_looked_for_in_the_step():
+    init = "init {\n    launch count_positive_atomic<<<1, N>>>(in x, positives, N)\n}\n"
+    assert _codes_and_messages(init) == []
+
+
+def test_an_atomic_in_an_inlined_helper_points_at_the_call_too():
+    ((code, message, labels),) = _codes_and_messages(
+        "step {\n    launch count_positive_atomic<<<1, N>>>(in x, positives, N)\n}\n")
+    assert code == "PC305"
+    assert message.startswith("kernel `count_positive_atomic` performs an atomic operation")
+    assert [label.message for label in labels] == ["launched in the step here", "inlined into the kernel here"]
+
+
+def test_an_unused_waiver_says_why_it_is_unused():
+    found = _codes_and_messages(
+        'waive atomics for add_one: "r"\nwaive atomics for count_positive_atomic: "r"\n'
+        "step {\n    launch add_one<<<1, N>>>(x, N)\n}\n")
+    assert [(code, message) for code, message, _ in found] == [
+        ("PC003", "nothing to waive: the step's `add_one` has no atomics finding"),
+        ("PC003", "nothing to waive: the step never launches `count_positive_atomic`")]
+
+
+@pytest.mark.parametrize("waived, reported", [("atomics", "PC307"), ("fence_barrier", "PC305")])
+def test_a_waiver_exempts_one_finding_of_a_kernel_and_not_the_others(tmp_path, waived, reported):
+    kernels = tmp_path / "two.cu"
+    kernels.write_text('/// pipec: extent x = 1\nextern "C" __global__ void atomic_then_fence(int* x) {\n'
+                       "    atomicAdd(x, 1);\n    __threadfence();\n}\n")
+    found = _codes_and_messages(f'waive {waived} for atomic_then_fence: "r"\n'
+                                "step {\n    launch atomic_then_fence<<<1, 1>>>(positives)\n}\n",
+                                header=f'from "{kernels}" import atomic_then_fence\n')
+    assert [code for code, _, _ in found] == [reported]
