@@ -252,7 +252,8 @@ ATOMIC_BUFFERS = ("const N = 256\nbuffer x: f32[N] = uniform(-1.0, 1.0, seed=1)\
 
 def _codes_and_messages(body: str, header: str = ATOMIC):
     result = check_text(ATOMIC_BUFFERS + body, header=header)
-    return [(d.code, d.message, d.labels) for d in result.diagnostics if d.code in ("PC003", "PC305", "PC307")]
+    wanted = ("PC003", "PC305", "PC307")
+    return [(d.code, d.message, d.labels) for d in result.diagnostics if d.code in wanted]
 
 
 def test_forbidden_instructions_are_only_looked_for_in_the_step():
@@ -265,7 +266,8 @@ def test_an_atomic_in_an_inlined_helper_points_at_the_call_too():
         "step {\n    launch count_positive_atomic<<<1, N>>>(in x, positives, N)\n}\n")
     assert code == "PC305"
     assert message.startswith("kernel `count_positive_atomic` performs an atomic operation")
-    assert [label.message for label in labels] == ["launched in the step here", "inlined into the kernel here"]
+    assert [label.message for label in labels] == ["launched in the step here",
+                                                   "inlined into the kernel here"]
 
 
 def test_an_unused_waiver_says_why_it_is_unused():
