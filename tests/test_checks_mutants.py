@@ -288,3 +288,11 @@ def test_a_waiver_exempts_one_finding_of_a_kernel_and_not_the_others(tmp_path, w
                                 "step {\n    launch atomic_then_fence<<<1, 1>>>(positives)\n}\n",
                                 header=f'from "{kernels}" import atomic_then_fence\n')
     assert [code for code, _, _ in found] == [reported]
+
+
+def test_reads_after_a_child_graph_are_still_checked():
+    declarations = ("buffer u: f32[64] = uninit\n"
+                    "graph bump {\n    launch add_one<<<1, 1>>>(x, N)\n}\n")
+    found = lines("PC401", "    bump\n    launch copy_floats<<<1, 64>>>(in u, out y, 64)\n",
+                  declarations=declarations)
+    assert found == [2]
