@@ -296,3 +296,10 @@ def test_reads_after_a_child_graph_are_still_checked():
     found = lines("PC401", "    bump\n    launch copy_floats<<<1, 64>>>(in u, out y, 64)\n",
                   declarations=declarations)
     assert found == [2]
+
+
+def test_every_access_of_a_launch_is_checked():
+    declarations = "buffer u: f32[1] = uninit\n"
+    found = lines("PC401", "    launch scale_by_pointer<<<1, N>>>(in x, out y, in u, N)\n",
+                  declarations=declarations)
+    assert found == [1]
