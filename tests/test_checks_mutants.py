@@ -213,7 +213,7 @@ def test_unordered_conflicts_name_the_overlap_and_count_repeated_pairs():
     assert [line for line, _ in found] == [3, 6, 9]
     (_, slices), (_, three), (_, two) = found
     assert "touch `x[32:64]` with no ordering between them" in slices.message
-    assert slices.notes == ()
+    assert (slices.label, slices.notes) == ("writes", ())
     assert "touch `y[0:256]`" in three.message
     assert three.notes == ("2 more pairs of nodes from these lines conflict the same way",)
     assert two.notes == ()
@@ -303,3 +303,70 @@ def test_every_access_of_a_launch_is_checked():
     found = lines("PC401", "    launch scale_by_pointer<<<1, N>>>(in x, out y, in u, N)\n",
                   declarations=declarations)
     assert found == [1]
+
+
+@pytest.mark.parametrize("arch, limit", [
+    ("sm_70", 98304), ("sm_72", 98304), ("sm_80", 166912), ("sm_86", 101376), ("sm_87", 166912),
+    ("sm_89", 101376), ("sm_100", 232448), ("sm_120", 101376),
+])
+def test_shared_memory_limit_of_each_architecture(arch, limit):
+    step = f"    launch block_sums<<<1, 256, {limit}>>>(in x, out y, N)\n" \
+           f"    launch block_sums<<<1, 256, {limit + 1}>>>(in x, out y, N)\n"
+    assert lines("PC312", step, arch=arch) == [2]
+
+
+def test_a_boolean_parameter_takes_booleans_zero_and_one(tmp_path):
+    kernels = tmp_path / "flag.cu"
+    kernels.write_text('extern "C" __global__ void flagged(bool on) { (void)on; }\n')
+    step = "".join(f"    launch flagged<<<1, 1>>>({v})\n" for v in ("true", "false", "0", "1", "2", "-1"))
+    result = check_text("step {\n" + step + "}\n", header=f'from "{kernels}" import flagged\n')
+    found = [(d.span.line - 2, d.message.split(": ")[-1]) for d in result.diagnostics if d.code == "PC204"]
+    assert found == [(5, "`2` is not a boolean"), (6, "`-1` is not a boolean")]
+
+
+SHARED = (f'from "{EXAMPLES / "kernels.cu"}" import add_one\n'
+          "const N = 256\nbuffer x: f32[N] = uniform(-1.0, 1.0, seed=1)\nbuffer z: f32[N]\n"
+          "graph actor {\n    launch add_one<<<1, N>>>(x, N)\n}\n"
+          "graph learner {\n    launch add_one<<<1, N>>>(x, N)\n    launch add_one<<<1, N>>>(z, N)\n}\n")
+
+
+def _shared(option: str):
+    result = check_text(option + "step {\n    actor\n    learner\n}\n", header=SHARED)
+    return [d for d in result.diagnostics if d.code == "PC308"]
+
+
+def test_a_kernel_of_two_graphs_shares_a_cufunction_only_with_shared_modules():
+    assert _shared("") == []
+    (shared,) = _shared("option share_modules = true\n")
+    assert shared.message == ("kernel `add_one` would share one CUfunction between `step/actor` "
+                              "and `step/learner`")
+    assert shared.span.line == 9
+    assert [label.message for label in shared.labels] == ["used by `step/actor` here", "modules shared here"]
+
+
+def test_a_kernel_launched_in_one_place_shares_nothing():
+    header = (f'from "{EXAMPLES / "kernels.cu"}" import add_one\n'
+              "option share_modules = true\nconst N = 256\nbuffer x: f32[N] = uniform(-1.0, 1.0, seed=1)\n")
+    result = check_text("step {\n    launch add_one<<<1, N>>>(x, N)\n}\n", header=header)
+    assert [d.code for d in result.diagnostics if d.code == "PC308"] == []
+
+
+UNUSED = (f'from "{EXAMPLES / "kernels.cu"}" import scale_by_value\n'
+          "const N = 256\nbuffer x: f32[N] = uniform(-1.0, 1.0, seed=1)\nbuffer y: f32[N]\n"
+          "buffer lr: f32[1] = fill(0.01)\nbuffer spare: f32[4]\n")
+
+
+def _unused(body: str) -> list[str]:
+    return [d.message for d in check_text(body, header=UNUSED).diagnostics if d.code == "PC402"]
+
+
+def test_unused_buffers():
+    assert _unused("step {\n    launch scale_by_value<<<1, N>>>(in x, out y, lr[0], N)\n}\n") == [
+        "buffer `spare` is never used"]  # lr is bound, by value
+
+
+def test_no_unused_buffer_in_a_file_of_declarations_or_after_an_error():
+    assert _unused("") == []
+    assert _unused("init {\n    launch scale_by_value<<<1, N>>>(in x, out y, 1.0, N)\n}\n") == [
+        "buffer `lr` is never used", "buffer `spare` is never used"]
+    assert _unused("step {\n    launch missing_kernel<<<1, 1>>>(x, y, lr, spare)\n}\n") == []
