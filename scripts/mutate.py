@@ -165,7 +165,12 @@ def baseline(root: Path, package: str, targets: list[Path], tests: list[str], sc
         result.write_text(json.dumps({"status": int(status), "tests": tracer.tests, "modules": modules}))
         return 0
     pid = _fork(root, scratch / "baseline.log", body)
-    os.waitpid(pid, 0)
+    try:
+        os.waitpid(pid, 0)
+    except KeyboardInterrupt:
+        os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
     if not result.exists():
         log = (scratch / "baseline.log").read_text()
         sys.exit(f"mutate: the baseline run failed; see its log:\n{log[-3000:]}")
@@ -410,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(f"{m.label()}  [{m.kind}]" for m in mutants))
         return 0
     started = time.monotonic()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that children are stopped, files removed
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop as on Ctrl-C, reporting what ran
+    interrupted = False
     with tempfile.TemporaryDirectory(prefix="mutate-") as scratch:
         base = baseline(root, package, targets, shlex.split(args.tests), Path(scratch))
         baseline_seconds = time.monotonic() - started
@@ -421,18 +427,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{len(outcomes) + 1}/{len(mutants)}] {outcome.status:8} {outcome.seconds:5.1f} s "
                   f"{outcome.mutant.label()}", file=sys.stderr, flush=True)
             outcomes.append(outcome)
-        run_mutants(root, package, jobs, max(1, args.jobs), Path(scratch), progress)
+        try:
+            run_mutants(root, package, jobs, max(1, args.jobs), Path(scratch), progress)
+        except KeyboardInterrupt:
+            interrupted = True
+            print(f"mutate: interrupted; the results cover {len(outcomes)} of {len(mutants)} mutants",
+                  file=sys.stderr)
     outcomes.sort(key=lambda o: (o.mutant.path, o.mutant.line, o.mutant.node, o.mutant.choice))
     modules = summarize(outcomes, root, targets)
     print(table(modules))
     elapsed = time.monotonic() - started
-    print(f"\n{len(mutants)} mutants in {elapsed:.0f} s (baseline {baseline_seconds:.0f} s, "
+    print(f"\n{len(outcomes)} of {len(mutants)} mutants in {elapsed:.0f} s (baseline {baseline_seconds:.0f} s, "
           f"{args.jobs} jobs)")
     if args.json:
         result = {"seconds": round(elapsed, 1), "baseline_seconds": round(baseline_seconds, 1),
-                  "modules": modules}
+                  "interrupted": interrupted, "modules": modules}
         args.json.write_text(json.dumps(result, indent=1) + "\n")
-    return 0
+    return 130 if interrupted else 0
 
 
 if __name__ == "__main__":
