@@ -437,8 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     modules = summarize(outcomes, root, targets)
     print(table(modules))
     elapsed = time.monotonic() - started
-    print(f"\n{len(outcomes)} of {len(mutants)} mutants in {elapsed:.0f} s (baseline {baseline_seconds:.0f} s, "
-          f"{args.jobs} jobs)")
+    print(f"\n{len(outcomes)} of {len(mutants)} mutants in {elapsed:.0f} s "
+          f"(baseline {baseline_seconds:.0f} s, {args.jobs} jobs)")
     if args.json:
         result = {"seconds": round(elapsed, 1), "baseline_seconds": round(baseline_seconds, 1),
                   "interrupted": interrupted, "modules": modules}
