@@ -370,3 +370,19 @@ def test_no_unused_buffer_in_a_file_of_declarations_or_after_an_error():
     assert _unused("init {\n    launch scale_by_value<<<1, N>>>(in x, out y, 1.0, N)\n}\n") == [
         "buffer `lr` is never used", "buffer `spare` is never used"]
     assert _unused("step {\n    launch missing_kernel<<<1, 1>>>(x, y, lr, spare)\n}\n") == []
+
+
+def test_an_empty_read_needs_no_write():
+    declarations = "buffer u: f32[64] = uninit\n"
+    empty = "    launch copy_floats<<<1, 1>>>(in u[4:4], out y, 0)\n"
+    assert lines("PC401", empty, declarations=declarations) == []
+
+
+def test_an_extent_after_one_the_check_cannot_evaluate_is_still_checked(tmp_path):
+    kernels = tmp_path / "two.cu"
+    kernels.write_text("/// pipec: extent a = threadIdx.x\n/// pipec: extent b = n\n"
+                       'extern "C" __global__ void two(float* a, float* b, int n) { }\n')
+    result = check_text("const N = 8\nbuffer x: f32[N] = uniform(-1.0, 1.0, seed=1)\n"
+                        "step {\n    launch two<<<1, 1>>>(x, x[0:4], 8)\n}\n",
+                        header=f'from "{kernels}" import two\n')
+    assert sorted(d.code for d in result.diagnostics) == ["PC106", "PC310"]
