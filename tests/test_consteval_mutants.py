@@ -157,3 +157,8 @@ def test_the_exceptions_carry_their_message():
 def test_pow_of_a_float_zero():
     assert value("pow(0.0, 0)") == 1.0
     assert value("pow(0.0, 0.5)") == 0.0
+
+
+def test_min_and_max_report_at_the_call():
+    assert error("max(1, true)").span.text == "max(1, true)"
+    assert error("min(2, true)").span.text == "min(2, true)"
