@@ -386,3 +386,8 @@ def test_an_extent_after_one_the_check_cannot_evaluate_is_still_checked(tmp_path
                         "step {\n    launch two<<<1, 1>>>(x, x[0:4], 8)\n}\n",
                         header=f'from "{kernels}" import two\n')
     assert sorted(d.code for d in result.diagnostics) == ["PC106", "PC310"]
+
+
+def test_a_launch_missing_arguments_gets_no_extent_finding():
+    found = check_text("step {\n    launch copy_floats<<<1, 1>>>(in x)\n}\n", header=HEADER).diagnostics
+    assert [d.code for d in found if d.code in ("PC106", "PC201", "PC310")] == ["PC201"]
