@@ -296,8 +296,8 @@ class _Coverage:
 
     def tests_for(self, mutant: Mutant, path: Path, most: int) -> list[str]:
         """The tests that ran the mutated line (any line of the module, for import-time code).
-        Those in a file named after the module come first (tests/test_dag*.py for dag.py), all
-        of them; then, at most `most` (0: all) others, those that ran the rarest lines of the
+        Those in a file named after the module or its package come first (tests/test_dag*.py
+        for dag.py, tests/test_checks*.py for checks/*.py), all of them; then, at most `most` (0: all) others, those that ran the rarest lines of the
         enclosing function first (they take the branches few tests take, so they are likelier
         to notice a changed condition), then the fastest."""
         file = str(path)
@@ -305,7 +305,8 @@ class _Coverage:
                  if (files.get(file) if mutant.module_level else mutant.line in files.get(file, ()))]
 
         tests.sort(key=lambda name: (-self.rarity(name, file, mutant.scope), self.seconds[name]))
-        named = [name for name in tests if Path(name.split("::")[0]).name.startswith(f"test_{path.stem}")]
+        prefixes = (f"test_{path.stem}", f"test_{path.parent.name}")  # dag.py; or checks/*.py
+        named = [name for name in tests if Path(name.split("::")[0]).name.startswith(prefixes)]
         others = [name for name in tests if name not in named]
         return named + (others[:most] if most else others)
 
