@@ -297,9 +297,10 @@ class _Coverage:
     def tests_for(self, mutant: Mutant, path: Path, most: int) -> list[str]:
         """The tests that ran the mutated line (any line of the module, for import-time code).
         Those in a file named after the module or its package come first (tests/test_dag*.py
-        for dag.py, tests/test_checks*.py for checks/*.py), all of them; then, at most `most` (0: all) others, those that ran the rarest lines of the
-        enclosing function first (they take the branches few tests take, so they are likelier
-        to notice a changed condition), then the fastest."""
+        for dag.py, tests/test_checks*.py for checks/*.py), all of them; then, at most `most`
+        (0: all) others, those that ran the rarest lines of the enclosing function first (they
+        take the branches few tests take, so they are likelier to notice a changed condition),
+        then the fastest."""
         file = str(path)
         tests = [name for name, files in self.lines.items()
                  if (files.get(file) if mutant.module_level else mutant.line in files.get(file, ()))]
