@@ -162,3 +162,8 @@ def test_pow_of_a_float_zero():
 def test_min_and_max_report_at_the_call():
     assert error("max(1, true)").span.text == "max(1, true)"
     assert error("min(2, true)").span.text == "min(2, true)"
+
+
+@pytest.mark.parametrize("text", ["N[0][1]", "N[1:2]", "x.y"])
+def test_other_expressions_are_not_constants(text):
+    assert error(text).message == f"`{text}` is not a constant expression"
