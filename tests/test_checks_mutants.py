@@ -391,3 +391,11 @@ def test_an_extent_after_one_the_check_cannot_evaluate_is_still_checked(tmp_path
 def test_a_launch_missing_arguments_gets_no_extent_finding():
     found = check_text("step {\n    launch copy_floats<<<1, 1>>>(in x)\n}\n", header=HEADER).diagnostics
     assert [d.code for d in found if d.code in ("PC106", "PC201", "PC310")] == ["PC201"]
+
+
+def test_a_child_graph_that_writes_before_it_reads_is_clean():
+    declarations = ("buffer u: f32[64] = uninit\n"
+                    "graph produce_then_consume {\n"
+                    "    launch copy_floats<<<1, 64>>>(in x, out u, 64)\n"
+                    "    launch copy_floats<<<1, 64>>>(in u, out y, 64)\n}\n")
+    assert lines("PC401", "    produce_then_consume\n", declarations=declarations) == []
