@@ -399,3 +399,8 @@ def test_a_child_graph_that_writes_before_it_reads_is_clean():
                     "    launch copy_floats<<<1, 64>>>(in x, out u, 64)\n"
                     "    launch copy_floats<<<1, 64>>>(in u, out y, 64)\n}\n")
     assert lines("PC401", "    produce_then_consume\n", declarations=declarations) == []
+
+
+def test_a_block_of_exactly_the_thread_limit_is_named_by_its_dimension():
+    ((_, message),) = findings("PC311", "    launch add_one<<<1, (8, 1, 128)>>>(x, N)\n")
+    assert message.startswith("a block with block.z = 128;")
