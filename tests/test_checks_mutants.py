@@ -404,3 +404,11 @@ def test_a_child_graph_that_writes_before_it_reads_is_clean():
 def test_a_block_of_exactly_the_thread_limit_is_named_by_its_dimension():
     ((_, message),) = findings("PC311", "    launch add_one<<<1, (8, 1, 128)>>>(x, N)\n")
     assert message.startswith("a block with block.z = 128;")
+
+
+def test_a_kernel_launched_in_one_graph_does_not_hide_a_shared_one():
+    header = SHARED.replace("import add_one", "import add_one, copy_floats").replace(
+        "graph actor {\n", "graph actor {\n    launch copy_floats<<<1, N>>>(in x, out z, N)\n")
+    result = check_text("option share_modules = true\nstep {\n    actor\n    learner\n}\n", header=header)
+    assert [d.message.split(" would")[0] for d in result.diagnostics if d.code == "PC308"] == [
+        "kernel `add_one`"]
