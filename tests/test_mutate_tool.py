@@ -1,0 +1,136 @@
+"""scripts/mutate.py: each operator yields the expected mutant, and a run over a toy package
+tells a killed mutant from a surviving one without changing any file."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mutate.py"
+_spec = importlib.util.spec_from_file_location("mutate_tool", SCRIPT)
+mutate = sys.modules["mutate_tool"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(mutate)
+
+
+def _mutants(body: str) -> dict[str, str]:
+    """Each mutant's label (without the path) -> the mutated function body."""
+    source = textwrap.dedent(body)
+    found = {}
+    for m in mutate.generate(source, "m.py"):
+        tree = mutate.mutated_tree(source, m)
+        found[m.label().removeprefix("m.py:")] = ast.unparse(tree.body[0].body)
+    return found
+
+
+@pytest.mark.parametrize("expression, mutant", [
+    ("a < b", "a <= b"), ("a <= b", "a < b"), ("a > b", "a >= b"), ("a >= b", "a > b"),
+    ("a == b", "a != b"), ("a != b", "a == b"), ("a is None", "a is not None"), ("a in b", "a not in b"),
+    ("a + b", "a - b"), ("a - b", "a + b"), ("a * b", "a // b"), ("a // b", "a * b"),
+    ("a and b", "a or b"), ("a or b", "a and b"), ("not a", "a"),
+    ("0", "1"), ("1", "0"), ("1", "2"), ("7", "8"), ("True", "False"), ("False", "True"),
+    ("a[i:j]", "a[i + 1:j]"), ("a[i:j]", "a[i - 1:j]"), ("a[i:j]", "a[i:j + 1]"), ("a[i:j]", "a[i:j - 1]"),
+])
+def test_each_operator_gives_its_mutant(expression, mutant):
+    found = _mutants(f"def f(a, b, i, j):\n    return {expression}\n")
+    assert f"2: {expression} -> {mutant}" in found
+    assert found[f"2: {expression} -> {mutant}"] == f"return {mutant}"
+    assert found[f"2: return {expression} -> return None"] == "return None"
+
+
+def test_statements_are_deleted_and_loops_swap_break_and_continue():
+    found = _mutants("""
+        def f(items):
+            for item in items:
+                if item:
+                    break
+                else:
+                    continue
+            items.append(1)
+        """)
+    assert found["5: break -> continue"] == ("for item in items:\n    if item:\n        continue\n"
+                                             "    else:\n        continue\nitems.append(1)")
+    assert found["7: continue -> break"].endswith("else:\n        break\nitems.append(1)")
+    assert found["8: items.append(1) -> (deleted)"].endswith("continue\npass")
+    assert "4: if item: ... -> (deleted)" in found
+
+
+def test_docstrings_annotations_and_messages_are_left_alone():
+    found = _mutants('''
+        def f(a: list[int], n: int = 2) -> int:
+            """Count 1 thing."""
+            raise ValueError(f"{n + 1} items")
+        ''')
+    assert list(found) == ["2: 2 -> 3", "4: raise ValueError(f'{n + 1} items') -> (deleted)"]
+    assert [m.line for m in mutate.generate("x: int = 1\n", "m.py")] == [1, 1]  # the value, not the type
+
+
+def test_module_level_code_is_marked_as_running_at_import():
+    mutants = mutate.generate("LIMIT = 4\n\ndef f(x):\n    return x < LIMIT\n", "m.py")
+    assert {m.line: m.module_level for m in mutants} == {1: True, 4: False}
+
+
+def test_module_names_follow_the_package_root(tmp_path):
+    (tmp_path / "compiler").mkdir()
+    assert mutate.module_name(tmp_path / "compiler" / "dag.py", tmp_path, "pipec") == "pipec.compiler.dag"
+    assert mutate.module_name(tmp_path / "compiler" / "__init__.py", tmp_path, "pipec") == "pipec.compiler"
+
+
+def test_a_run_kills_and_keeps_mutants_and_leaves_the_file_unchanged(tmp_path):
+    toy = tmp_path / "toy"
+    (toy / "tests").mkdir(parents=True)
+    (toy / "__init__.py").write_text("")
+    (toy / "pytest.ini").write_text("[pytest]\n")
+    calc = toy / "calc.py"
+    calc.write_text(textwrap.dedent("""\
+        def clamp(x, low, high):
+            if x < low:
+                return low
+            if x > high:
+                return high
+            return x
+
+
+        def unused(x):
+            return x + 1
+        """))
+    (toy / "tests" / "test_calc.py").write_text(textwrap.dedent("""\
+        from toy.calc import clamp
+
+
+        def test_clamp():
+            assert clamp(-1, 0, 10) == 0
+            assert clamp(11, 0, 10) == 10
+            assert clamp(5, 0, 10) == 5
+        """))
+    before = calc.read_bytes()
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    run = subprocess.run([sys.executable, str(SCRIPT), "calc.py", "--root", str(toy), "--package", "toy",
+                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert calc.read_bytes() == before
+    result = json.loads((tmp_path / "out.json").read_text())["modules"]["calc.py"]
+    survivors = {(s["line"], s["original"], s["mutated"], s["status"]) for s in result["survivors"]}
+    assert survivors == {
+        (2, "x < low", "x <= low", "survived"),  # equivalent: clamp(low) is low either way
+        (4, "x > high", "x >= high", "survived"),
+        (10, "return x + 1", "return None", "uncovered"),
+        (10, "x + 1", "x - 1", "uncovered"),
+        (10, "1", "2", "uncovered"),
+        (10, "1", "0", "uncovered"),
+    }
+    assert (result["total"], result["error"], result["timeout"]) == (result["killed"] + 6, 0, 0)
+    assert result["killed"] == 5  # both `if`s deleted, three returns of None
+    assert "calc.py:2: x < low -> x <= low" in run.stdout
+
+
+def test_a_constant_too_large_to_change_by_one_is_left_alone():
+    assert [m.mutated for m in mutate.generate("x = 1e300\n", "m.py")] == []
