@@ -134,6 +134,9 @@ def _pow(a: Value, b: Value, span: Span) -> int | float:
         return a**b
     if a == 0 and b < 0:
         raise ConstError("`pow(0, negative)`", span, "the base must be non-zero")
+    if a < 0 and not float(b).is_integer():  # Python would return a complex number
+        raise ConstError("`pow` result is not a real number", span,
+                         "a negative base takes only whole exponents")
     try:
         return float(a) ** float(b)
     except (OverflowError, ValueError):

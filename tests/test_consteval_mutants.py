@@ -167,3 +167,9 @@ def test_min_and_max_report_at_the_call():
 @pytest.mark.parametrize("text", ["N[0][1]", "N[1:2]", "x.y"])
 def test_other_expressions_are_not_constants(text):
     assert error(text).message == f"`{text}` is not a constant expression"
+
+
+def test_a_negative_base_with_a_fractional_exponent_is_an_error_not_a_complex_number():
+    with pytest.raises(ConstError, match="not a real number"):
+        value("pow(-8, 0.5)")
+    assert value("pow(-2.0, 3.0)") == -8.0
