@@ -61,9 +61,13 @@ def test_value(text, expected):
     assert result == expected and type(result) is type(expected)
 
 
-def test_pow_up_to_the_largest_exponent():
-    assert value("pow(2, 4096)") == 2**4096
-    assert value("pow(-1, 4095)") == -1
+def test_pow_up_to_the_largest_exponent_and_the_largest_integer():
+    assert value("pow(-1, 4096)") == 1 and value("pow(-1, 4095)") == -1
+    with pytest.raises(ConstError, match="exponent too large"):
+        value("pow(1, 4097)")
+    assert value("pow(2, 999)") == 2**999
+    with pytest.raises(ConstError, match="beyond 2\\*\\*1000"):
+        value("pow(2, 1000)")
 
 
 @pytest.mark.parametrize("text, message", [
