@@ -101,6 +101,15 @@ __device__ __forceinline__ int pipec_flush_count(int t, int done, int nstep) {
     return (t + 1 >= nstep) ? 1 : 0;
 }
 
+// Exploration rate of step s (docs/dqn.md 1): max(end, start - (start - end) * s / decay),
+// in double from double constants as Python computes it, rounded to float once. mlp_act and
+// replay_push_scan (which records it in sched) both call this, so they agree bit for bit.
+__device__ __forceinline__ float pipec_epsilon(int s, double start, double end, int decay) {
+    double eps = start - (start - end) * (double)s / (double)decay;
+    if (eps < end) eps = end;
+    return (float)eps;
+}
+
 // ---------------------------------------------------------------------------------------
 // Deterministic block-wide primitives. Every thread of the block must call them (they
 // contain __syncthreads). `s` is shared scratch with at least blockDim.x*blockDim.y*

@@ -33,24 +33,26 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
 }
 
 /// Acting: for every env, obs = float32(state); Q = online(obs); with probability epsilon a
-/// uniformly random action, else argmax Q (ties to action 0). Randomness: Philox(seed, ACT)
-/// at counter (*step, env, 0, 0): word x gives the coin (explore when u24(x) < epsilon),
-/// word y the random action (y >> 31).
-/// Reads: params[P], state[n_envs*4] (f64), step[1], sched[3] (epsilon = sched[0]).
+/// uniformly random action, else argmax Q (ties to action 0). This is step s = *step + 1
+/// (the step counter is advanced later in the step, by replay_push_scan, so acting does not
+/// wait for a tick node); epsilon = pipec_epsilon(s, eps_start, eps_end, eps_decay_steps).
+/// Randomness: Philox(seed, ACT) at counter (s, env, 0, 0): word x gives the coin (explore
+/// when u24(x) < epsilon), word y the random action (y >> 31).
+/// Reads: params[P], state[n_envs*4] (f64), step[1].
 /// Writes: obs[n_envs*4] (the observation used, f32), action[n_envs].
 /// Launch: grid ceil_div(n_envs, epb) blocks, any block size (ideally epb*H, at most 1024),
 /// dynamic shared memory 4 * (H*(H+4) + 2*H + 2 + epb*(2*H + 6)) bytes.
 /// pipec: extent params = 8 * H + H * H + 2
 /// pipec: extent state = n_envs * 4
 /// pipec: extent step = 1
-/// pipec: extent sched = 3
 /// pipec: extent obs = n_envs * 4
 /// pipec: extent action = n_envs
 /// pipec: out obs
 /// pipec: out action
 extern "C" __global__ void mlp_act(const float* params, const double* state, const int* step,
-                                   const float* sched, float* obs, int* action, int n_envs,
-                                   int H, int epb, unsigned int seed) {
+                                   float* obs, int* action, int n_envs, int H, int epb,
+                                   unsigned int seed, double eps_start, double eps_end,
+                                   int eps_decay_steps) {
     extern __shared__ __align__(16) float smem[];
     const int ld = pipec_w2_ld(H);
     float* W2s = smem;                    // H * (H + 4), row stride ld
@@ -65,8 +67,8 @@ extern "C" __global__ void mlp_act(const float* params, const double* state, con
     const int e0 = blockIdx.x * epb;
     if (e0 >= n_envs) return;  // uniform over the block
     const int ne = (n_envs - e0 < epb) ? (n_envs - e0) : epb;
-    const float eps = sched[PIPEC_SCHED_EPS];  // loaded early, used at the end
-    const unsigned int st = (unsigned int)step[0];
+    const int s_now = step[0] + 1;  // loaded early, used at the end
+    const unsigned int st = (unsigned int)s_now;
 
     for (int i = t; i < 2 * H + 2; i += nt) W3s[i] = params[pipec_off_w3(H) + i];
     for (int i = t; i < ne * PIPEC_OBS; i += nt) {
@@ -84,6 +86,7 @@ extern "C" __global__ void mlp_act(const float* params, const double* state, con
     pipec_dense(W3s, H, W3s + 2 * H, a2, H, q, PIPEC_ACTIONS, ne, 0);
     __syncthreads();
 
+    const float eps = pipec_epsilon(s_now, eps_start, eps_end, eps_decay_steps);
     for (int s = t; s < ne; s += nt) {
         const int e = e0 + s;
         const pipec_u4 r = pipec_philox(st, (unsigned int)e, 0u, 0u, seed, PIPEC_STREAM_ACT);
