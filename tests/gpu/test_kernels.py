@@ -415,7 +415,7 @@ def test_mlp_act(rng, H, n, epb, threads):
     rand_a = (r[:, 1] >> 31).astype(np.int32)
     greedy = (q[:, 1] > q[:, 0]).astype(np.int32)
     sure = np.abs(q[:, 1] - q[:, 0]) > 1e-4
-    smem = 4 * (H * (H + 4) + 2 * H + 2 + epb * (2 * H + 6))
+    smem = 4 * (H * (H + 4) + 8 * H + 2 + epb * (2 * H + 6))
     fn = K("mlp", "mlp_act")
 
     def run(p, start, end, decay):
@@ -543,7 +543,11 @@ def _run_td_backward(B, H, spb, threads, inputs, learn_on=1):
         "td": nanf(B),
         "lossi": nanf(B),
     }
-    K("mlp", "mlp_td_backward")(
+    smem = 4 * (2 * H * (H + 4) + 16 * H + 8 + spb * (6 * H + 16))
+    fn = K("mlp", "mlp_td_backward")
+    # above 48 KiB the launch must opt in, as pipec's runtime does (runtime/modules.py)
+    fn.max_dynamic_shared_size_bytes = max(fn.max_dynamic_shared_size_bytes, smem)
+    fn(
         (cdiv(B, spb),),
         (threads,),
         (
@@ -567,7 +571,7 @@ def _run_td_backward(B, H, spb, threads, inputs, learn_on=1):
             I32(H),
             I32(spb),
         ),
-        shared_mem=4 * (2 * H * (H + 4) + 4 * H + 8 + spb * (6 * H + 16)),
+        shared_mem=smem,
     )
     return out
 
