@@ -57,6 +57,25 @@ extern "C" __global__ void replay_push_scan(const int* step_info, int* head, int
     const int per = (n_envs + nt - 1) / nt;
     const int e0 = t * per;
     const int e1 = (e0 + per < n_envs) ? (e0 + per) : n_envs;
+    // Thread 0 loads its scalars and runs the tick (which needs no scan) first, so that their
+    // latency overlaps the scan's barriers.
+    int base = 0, old_size = 0;
+    if (t == 0) {
+        base = head[0];
+        old_size = size[0];
+        const int st = step[0] + 1;  // this step
+        const float lr_now = lr[0];
+        const int t_old = adam_t[0];
+        double beta = beta0 + (1.0 - beta0) * (double)st / (double)beta_steps;
+        if (beta > 1.0) beta = 1.0;
+        const int on = (old_size >= learning_starts && old_size > 0) ? 1 : 0;
+        step[0] = st;
+        sched[PIPEC_SCHED_EPS] = pipec_epsilon(st, eps_start, eps_end, eps_decay_steps);
+        sched[PIPEC_SCHED_BETA] = (float)beta;
+        sched[PIPEC_SCHED_LR] = lr_now;
+        learn_on[0] = on;
+        if (on) adam_t[0] = t_old + updates;
+    }
     int mine = 0;
     for (int e = e0; e < e1; ++e)
         mine += pipec_flush_count(step_info[e * 2], step_info[e * 2 + 1], nstep);
@@ -67,24 +86,11 @@ extern "C" __global__ void replay_push_scan(const int* step_info, int* head, int
         off += pipec_flush_count(step_info[e * 2], step_info[e * 2 + 1], nstep);
     }
     if (t == 0) {
-        const int base = head[0];
-        const int old_size = size[0];
         const int sz = old_size + total;
         flush_off[n_envs] = base;
         flush_off[n_envs + 1] = total;
         head[0] = (int)(((long long)base + (long long)total) % (long long)capacity);
         size[0] = (sz < capacity) ? sz : capacity;
-        // The tick.
-        const int s = step[0] + 1;
-        step[0] = s;
-        double beta = beta0 + (1.0 - beta0) * (double)s / (double)beta_steps;
-        if (beta > 1.0) beta = 1.0;
-        sched[PIPEC_SCHED_EPS] = pipec_epsilon(s, eps_start, eps_end, eps_decay_steps);
-        sched[PIPEC_SCHED_BETA] = (float)beta;
-        sched[PIPEC_SCHED_LR] = lr[0];
-        const int on = (old_size >= learning_starts && old_size > 0) ? 1 : 0;
-        learn_on[0] = on;
-        if (on) adam_t[0] = adam_t[0] + updates;
     }
 }
 
