@@ -44,16 +44,19 @@ extern "C" __global__ void adamw_step(const int* learn_on, const float* grad,
                                       float max_norm, double b1, double b2, float eps, float wd,
                                       float tau, int updates, int update) {
     __shared__ float s_scale;
-    if (learn_on[0] == 0) return;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    // Issue the per-parameter loads before the norm so their latency overlaps it.
+    // Every load that depends on no other (the learning flag, the per-parameter values) is
+    // issued before the learning test, so they cost one round trip and overlap the norm.
+    const int on = learn_on[0];
     const bool mine = i < P;
     const float gi = mine ? grad[i] : 0.0f;
     const float m0 = mine ? m[i] : 0.0f;
     const float v0 = mine ? v[i] : 0.0f;
     const float p = mine ? params[i] : 0.0f;
+    const float tg = mine ? target[i] : 0.0f;
     const float lr = sched[PIPEC_SCHED_LR];
     const int t = adam_t[0] - updates + update + 1;
+    if (on == 0) return;  // uniform: learning off, nothing written
     if (threadIdx.x < 32) {
         const unsigned int lane = threadIdx.x;
         float acc = 0.0f;
@@ -88,5 +91,5 @@ extern "C" __global__ void adamw_step(const int* learn_on, const float* grad,
     m[i] = mi;
     v[i] = vi;
     params[i] = pn;
-    target[i] = tau * pn + (1.0f - tau) * target[i];
+    target[i] = tau * pn + (1.0f - tau) * tg;
 }

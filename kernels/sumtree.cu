@@ -116,18 +116,20 @@ extern "C" __global__ void per_sample(const int* learn_on, float* tree,
     __shared__ float stop[ST_TOP];
     __shared__ float sw[ST_SW];
     __shared__ float red[1024];
-    if (learn_on[0] == 0) return;
-    const int size = replay_size[0];
-    if (size <= 0 || blockIdx.x != 0) return;
+    if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
     const int levels = 31 - __clz(capacity);
     const int ntop = (2 * capacity < ST_TOP) ? 2 * capacity : ST_TOP;
+    // Every load that depends on no other is issued before the learning test: one round trip.
+    const int on = learn_on[0];
+    const int size = replay_size[0];
     const float beta = sched[PIPEC_SCHED_BETA];
     const unsigned int st = (unsigned int)step[0];
     // The top levels of the walk, on chip: depths top .. 10 loaded, depths top-1 .. 0 built.
     const int first = 1 << top;
     pipec_copy_to_shared(tree + first, stop + first, ntop - first);
+    if (on == 0 || size <= 0) return;  // uniform: learning off or empty replay, nothing written
     __syncthreads();
     for (int d = top - 1; d >= 0; --d) {
         const int base = 1 << d;
