@@ -312,7 +312,7 @@ extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, con
                                     const float* h2, const float* dh1, const float* dh2,
                                     const float* dq, float* grad, float* gnorm_part, int B,
                                     int H) {
-    if (learn_on[0] == 0) return;
+    const int on = learn_on[0];  // waited for only after the sample loads are issued
     __shared__ float red[1024];
     const int P = pipec_nparams(H);
     const int tx = threadIdx.x;
@@ -363,6 +363,7 @@ extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, con
             for (; i < i1; ++i) acc[0] += L[i * ldl + l];
         }
     }
+    if (on == 0) return;  // uniform: learning off, nothing written
     red[ty * blockDim.x + tx] =
         ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     __syncthreads();
