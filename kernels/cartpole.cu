@@ -59,9 +59,10 @@ extern "C" __global__ void cartpole_reset_all(double* state, int* ep_steps, floa
 /// Steps every environment once with its action (Gymnasium CartPole-v1, Euler integration):
 /// reward 1 on every step including the last; terminated when |x| > 2.4 or
 /// |theta| > 12 * 2 * pi / 360; truncated when the episode reaches max_steps steps. On
-/// terminated or truncated the env resets (reset stream keyed by (seed, *step, env)) and its
-/// running return is reported in fin_return.
-/// Reads: action[n] (0 or 1), step[1] (the environment step counter, for the reset stream).
+/// terminated or truncated the env resets (reset stream keyed by (seed, *step + 1, env)) and
+/// its running return is reported in fin_return.
+/// Reads: action[n] (0 or 1), step[1] (the number of steps before this one: the step
+///   counter is advanced later in the step, by replay_push_scan; this is step *step + 1).
 /// Updates: state[n*4] (f64; pre-step state in, next observation's state out: the reset
 ///   state when the episode ended), ep_steps[n] (steps since reset), ep_return[n].
 /// Writes: next_obs[n*4] (f32 post-step state, before any reset: the transition's next
@@ -141,7 +142,7 @@ extern "C" __global__ void cartpole_step(double* state, int* ep_steps, float* ep
 
     if (terminated || truncated) {
         double s[4];
-        cp_reset_state(s, seed, (unsigned int)step[0], (unsigned int)e);
+        cp_reset_state(s, seed, (unsigned int)(step[0] + 1), (unsigned int)e);
         x = s[0];
         x_dot = s[1];
         theta = s[2];

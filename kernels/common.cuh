@@ -78,12 +78,12 @@ __device__ __forceinline__ int pipec_off_w3(int H) { return 6 * H + H * H; }
 __device__ __forceinline__ int pipec_off_b3(int H) { return 8 * H + H * H; }
 __device__ __forceinline__ int pipec_nparams(int H) { return 8 * H + H * H + 2; }
 
-// sched buffer written by schedule_tick: [epsilon, beta, lr in force for this step].
+// sched buffer written by the tick (in replay_push_scan): [epsilon, beta, lr in force this step].
 #define PIPEC_SCHED_EPS 0
 #define PIPEC_SCHED_BETA 1
 #define PIPEC_SCHED_LR 2
 
-// opt buffer written by grad_clip_finalize: [clip scale, 1-b1^t, 1-b2^t, grad norm].
+// opt buffer written by adamw_step (block 0): [clip scale, 1-b1^t, 1-b2^t, grad norm].
 #define PIPEC_OPT_SCALE 0
 #define PIPEC_OPT_BC1 1
 #define PIPEC_OPT_BC2 2
@@ -99,6 +99,15 @@ __device__ __forceinline__ int pipec_nparams(int H) { return 8 * H + H * H + 2; 
 __device__ __forceinline__ int pipec_flush_count(int t, int done, int nstep) {
     if (done != PIPEC_DONE_NONE) return (t + 1 < nstep) ? (t + 1) : nstep;
     return (t + 1 >= nstep) ? 1 : 0;
+}
+
+// Exploration rate of step s (docs/dqn.md 1): max(end, start - (start - end) * s / decay),
+// in double from double constants as Python computes it, rounded to float once. mlp_act and
+// replay_push_scan (which records it in sched) both call this, so they agree bit for bit.
+__device__ __forceinline__ float pipec_epsilon(int s, double start, double end, int decay) {
+    double eps = start - (start - end) * (double)s / (double)decay;
+    if (eps < end) eps = end;
+    return (float)eps;
 }
 
 // ---------------------------------------------------------------------------------------

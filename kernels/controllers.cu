@@ -1,42 +1,7 @@
-// kernels/controllers.cu: on-device schedules and the learning-rate plateau controller
-// (docs/dqn.md 1 and 7). Single-thread kernels: every decision is taken on the device.
+// kernels/controllers.cu: the learning-rate plateau controller and the controllers' initial
+// state (docs/dqn.md 7). Single-thread kernels: every decision is taken on the device. The
+// step's tick (docs/dqn.md 1) runs in replay_push_scan (replay.cu), off the acting path.
 #include "common.cuh"
-
-/// Schedule tick, the first node of every step: *step += 1;
-/// epsilon = max(eps_end, eps_start - (eps_start - eps_end) * step / eps_decay_steps);
-/// beta = min(1, beta0 + (1 - beta0) * step / beta_steps) (both in double from double
-/// constants, as Python computes them, stored as f32);
-/// *learn_on = (*replay_size >= learning_starts && *replay_size > 0), fixed for the step;
-/// sched[2] = *lr, the learning rate in force for this step's updates (the plateau
-/// controller writes *lr at the end of the step without racing this step's AdamW nodes).
-/// Reads: replay_size[1], lr[1]. Updates: step[1]. Writes: sched[3] = (epsilon, beta, lr),
-///   learn_on[1].
-/// Launch: <<<1, 1>>>.
-/// pipec: extent step = 1
-/// pipec: extent sched = 3
-/// pipec: extent learn_on = 1
-/// pipec: extent replay_size = 1
-/// pipec: extent lr = 1
-/// pipec: out sched
-/// pipec: out learn_on
-extern "C" __global__ void schedule_tick(int* step, float* sched, int* learn_on,
-                                         const int* replay_size, const float* lr,
-                                         double eps_start, double eps_end, int eps_decay_steps,
-                                         double beta0, int beta_steps, int learning_starts) {
-    if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const int s = step[0] + 1;
-    step[0] = s;
-    const double es = eps_start, ee = eps_end, b0 = beta0;
-    double eps = es - (es - ee) * (double)s / (double)eps_decay_steps;
-    if (eps < ee) eps = ee;
-    double beta = b0 + (1.0 - b0) * (double)s / (double)beta_steps;
-    if (beta > 1.0) beta = 1.0;
-    sched[PIPEC_SCHED_EPS] = (float)eps;
-    sched[PIPEC_SCHED_BETA] = (float)beta;
-    sched[PIPEC_SCHED_LR] = lr[0];
-    const int size = replay_size[0];
-    learn_on[0] = (size >= learning_starts && size > 0) ? 1 : 0;
-}
 
 /// Learning-rate plateau controller, after the step's learner updates: when
 /// *step % check_every == 0 and *learn_on: if *loss_ema < *best * (1 - threshold) then

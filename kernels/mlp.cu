@@ -33,28 +33,32 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
 }
 
 /// Acting: for every env, obs = float32(state); Q = online(obs); with probability epsilon a
-/// uniformly random action, else argmax Q (ties to action 0). Randomness: Philox(seed, ACT)
-/// at counter (*step, env, 0, 0): word x gives the coin (explore when u24(x) < epsilon),
-/// word y the random action (y >> 31).
-/// Reads: params[P], state[n_envs*4] (f64), step[1], sched[3] (epsilon = sched[0]).
+/// uniformly random action, else argmax Q (ties to action 0). This is step s = *step + 1
+/// (the step counter is advanced later in the step, by replay_push_scan, so acting does not
+/// wait for a tick node); epsilon = pipec_epsilon(s, eps_start, eps_end, eps_decay_steps).
+/// Randomness: Philox(seed, ACT) at counter (s, env, 0, 0): word x gives the coin (explore
+/// when u24(x) < epsilon), word y the random action (y >> 31).
+/// Reads: params[P], state[n_envs*4] (f64), step[1].
 /// Writes: obs[n_envs*4] (the observation used, f32), action[n_envs].
 /// Launch: grid ceil_div(n_envs, epb) blocks, any block size (ideally epb*H, at most 1024),
-/// dynamic shared memory 4 * (H*(H+4) + 2*H + 2 + epb*(2*H + 6)) bytes.
+/// dynamic shared memory 4 * (H*(H+4) + 8*H + 2 + epb*(2*H + 6)) bytes.
 /// pipec: extent params = 8 * H + H * H + 2
 /// pipec: extent state = n_envs * 4
 /// pipec: extent step = 1
-/// pipec: extent sched = 3
 /// pipec: extent obs = n_envs * 4
 /// pipec: extent action = n_envs
 /// pipec: out obs
 /// pipec: out action
 extern "C" __global__ void mlp_act(const float* params, const double* state, const int* step,
-                                   const float* sched, float* obs, int* action, int n_envs,
-                                   int H, int epb, unsigned int seed) {
+                                   float* obs, int* action, int n_envs, int H, int epb,
+                                   unsigned int seed, double eps_start, double eps_end,
+                                   int eps_decay_steps) {
     extern __shared__ __align__(16) float smem[];
     const int ld = pipec_w2_ld(H);
     float* W2s = smem;                    // H * (H + 4), row stride ld
-    float* x = W2s + H * (H + 4);         // epb * 4
+    float* W1s = W2s + H * (H + 4);       // 5 * H: W1 then b1 (contiguous in params)
+    float* b2s = W1s + 5 * H;             // H
+    float* x = b2s + H;                   // epb * 4
     float* a1 = x + epb * PIPEC_OBS;      // epb * H
     float* a2 = a1 + epb * H;             // epb * H
     float* q = a2 + epb * H;              // epb * 2
@@ -65,10 +69,14 @@ extern "C" __global__ void mlp_act(const float* params, const double* state, con
     const int e0 = blockIdx.x * epb;
     if (e0 >= n_envs) return;  // uniform over the block
     const int ne = (n_envs - e0 < epb) ? (n_envs - e0) : epb;
-    const float eps = sched[PIPEC_SCHED_EPS];  // loaded early, used at the end
-    const unsigned int st = (unsigned int)step[0];
+    const int s_now = step[0] + 1;  // loaded early, used at the end
+    const unsigned int st = (unsigned int)s_now;
 
+    // Every weight the block uses is staged before the first barrier, so no layer waits for a
+    // global load after it.
     for (int i = t; i < 2 * H + 2; i += nt) W3s[i] = params[pipec_off_w3(H) + i];
+    for (int i = t; i < 5 * H; i += nt) W1s[i] = params[pipec_off_w1(H) + i];
+    for (int i = t; i < H; i += nt) b2s[i] = params[pipec_off_b2(H) + i];
     for (int i = t; i < ne * PIPEC_OBS; i += nt) {
         const float o = (float)state[e0 * PIPEC_OBS + i];
         x[i] = o;
@@ -76,14 +84,14 @@ extern "C" __global__ void mlp_act(const float* params, const double* state, con
     }
     pipec_stage_square(params + pipec_off_w2(H), W2s, H);
     __syncthreads();
-    pipec_dense(params + pipec_off_w1(H), PIPEC_OBS, params + pipec_off_b1(H), x, PIPEC_OBS,
-                a1, H, ne, 1);
+    pipec_dense(W1s, PIPEC_OBS, W1s + 4 * H, x, PIPEC_OBS, a1, H, ne, 1);
     __syncthreads();
-    pipec_dense(W2s, ld, params + pipec_off_b2(H), a1, H, a2, H, ne, 1);
+    pipec_dense(W2s, ld, b2s, a1, H, a2, H, ne, 1);
     __syncthreads();
     pipec_dense(W3s, H, W3s + 2 * H, a2, H, q, PIPEC_ACTIONS, ne, 0);
     __syncthreads();
 
+    const float eps = pipec_epsilon(s_now, eps_start, eps_end, eps_decay_steps);
     for (int s = t; s < ne; s += nt) {
         const int e = e0 + s;
         const pipec_u4 r = pipec_philox(st, (unsigned int)e, 0u, 0u, seed, PIPEC_STREAM_ACT);
@@ -109,7 +117,7 @@ extern "C" __global__ void mlp_act(const float* params, const double* state, con
 ///   dh2[B*H] (loss gradients w.r.t. the pre-activations), dq[B*2], td[B] (delta),
 ///   lossi[B] (w_i * huber(delta_i), not divided by B).
 /// Launch: grid ceil_div(B, spb) blocks, any block size (ideally spb*H, at most 1024),
-/// dynamic shared memory 4 * (2*H*(H+4) + 4*H + 8 + spb*(6*H + 16)) bytes.
+/// dynamic shared memory 4 * (2*H*(H+4) + 16*H + 8 + spb*(6*H + 16)) bytes.
 /// pipec: extent learn_on = 1
 /// pipec: extent params = 8 * H + H * H + 2
 /// pipec: extent target = 8 * H + H * H + 2
@@ -158,6 +166,10 @@ extern "C" __global__ void mlp_td_backward(const int* learn_on, const float* par
     float* g = qt + spb * 2;            // spb * 2      dq
     float* W3t = g + spb * 2;           // 2 * H + 4    target W3, b3 (padded)
     float* W3o = W3t + 2 * H + 4;       // 2 * H + 4    online W3, b3 (padded)
+    float* W1t = W3o + 2 * H + 4;       // 5 * H        target W1, b1 (contiguous)
+    float* W1o = W1t + 5 * H;           // 5 * H        online W1, b1
+    float* b2t = W1o + 5 * H;           // H            target b2
+    float* b2o = b2t + H;               // H            online b2
 
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
@@ -166,11 +178,33 @@ extern "C" __global__ void mlp_td_backward(const int* learn_on, const float* par
     const int ns = (B - s0 < spb) ? (B - s0) : spb;
     const int on = learn_on[0];  // waited for only after the staging loads are issued
 
+    // Every weight the block uses is staged before the first barrier (no layer waits for a
+    // global load after one), and so are the loss inputs of the thread's first sample.
+    int l_act = 0;
+    float l_ret = 0.0f, l_disc = 0.0f, l_w = 0.0f;
+    if (t < ns) {
+        l_act = b_act[s0 + t];
+        l_ret = b_ret[s0 + t];
+        l_disc = b_disc[s0 + t];
+        l_w = b_w[s0 + t];
+    }
     for (int i = t; i < 2 * H + 2; i += nt) {
         const float a = target[pipec_off_w3(H) + i];  // W3 then b3: contiguous
         const float b = params[pipec_off_w3(H) + i];
         W3t[i] = a;
         W3o[i] = b;
+    }
+    for (int i = t; i < 5 * H; i += nt) {
+        const float a = target[pipec_off_w1(H) + i];  // W1 then b1: contiguous
+        const float b = params[pipec_off_w1(H) + i];
+        W1t[i] = a;
+        W1o[i] = b;
+    }
+    for (int i = t; i < H; i += nt) {
+        const float a = target[pipec_off_b2(H) + i];
+        const float b = params[pipec_off_b2(H) + i];
+        b2t[i] = a;
+        b2o[i] = b;
     }
     for (int i = t; i < ns * PIPEC_OBS; i += nt) {
         const float a = b_obs[s0 * PIPEC_OBS + i];
@@ -182,16 +216,13 @@ extern "C" __global__ void mlp_td_backward(const int* learn_on, const float* par
     if (on == 0) return;  // uniform: learning off, nothing written
     __syncthreads();
     // The three forward passes, layer by layer (independent outputs, one barrier per layer).
-    pipec_dense(target + pipec_off_w1(H), PIPEC_OBS, target + pipec_off_b1(H), xn, PIPEC_OBS,
-                T1, H, ns, 1);
-    pipec_dense(params + pipec_off_w1(H), PIPEC_OBS, params + pipec_off_b1(H), xo, PIPEC_OBS,
-                A1, H, ns, 1);
-    pipec_dense(params + pipec_off_w1(H), PIPEC_OBS, params + pipec_off_b1(H), xn, PIPEC_OBS,
-                N1, H, ns, 1);
+    pipec_dense(W1t, PIPEC_OBS, W1t + 4 * H, xn, PIPEC_OBS, T1, H, ns, 1);
+    pipec_dense(W1o, PIPEC_OBS, W1o + 4 * H, xo, PIPEC_OBS, A1, H, ns, 1);
+    pipec_dense(W1o, PIPEC_OBS, W1o + 4 * H, xn, PIPEC_OBS, N1, H, ns, 1);
     __syncthreads();
-    pipec_dense(W2t, ld, target + pipec_off_b2(H), T1, H, T2, H, ns, 1);
-    pipec_dense(W2o, ld, params + pipec_off_b2(H), A1, H, A2, H, ns, 1);
-    pipec_dense(W2o, ld, params + pipec_off_b2(H), N1, H, N2, H, ns, 1);
+    pipec_dense(W2t, ld, b2t, T1, H, T2, H, ns, 1);
+    pipec_dense(W2o, ld, b2o, A1, H, A2, H, ns, 1);
+    pipec_dense(W2o, ld, b2o, N1, H, N2, H, ns, 1);
     __syncthreads();
     // Output layer of the three passes: 3 * ns * 2 dot products, one per thread, on chip.
     for (int w = t; w < 6 * ns; w += nt) {
@@ -210,10 +241,11 @@ extern "C" __global__ void mlp_td_backward(const int* learn_on, const float* par
     const float inv_b = 1.0f / (float)B;
     for (int s = t; s < ns; s += nt) {
         const int i = s0 + s;
-        const int a = b_act[i];
-        const float r = b_ret[i];
-        const float disc = b_disc[i];
-        const float w = b_w[i];
+        const bool first = s == t;  // loaded before the barriers
+        const int a = first ? l_act : b_act[i];
+        const float r = first ? l_ret : b_ret[i];
+        const float disc = first ? l_disc : b_disc[i];
+        const float w = first ? l_w : b_w[i];
         const int astar = (qn[s * 2 + 1] > qn[s * 2 + 0]) ? 1 : 0;
         const float y = r + disc * qt[s * 2 + astar];
         const float d = q[s * 2 + a] - y;
@@ -280,7 +312,7 @@ extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, con
                                     const float* h2, const float* dh1, const float* dh2,
                                     const float* dq, float* grad, float* gnorm_part, int B,
                                     int H) {
-    if (learn_on[0] == 0) return;
+    const int on = learn_on[0];  // waited for only after the sample loads are issued
     __shared__ float red[1024];
     const int P = pipec_nparams(H);
     const int tx = threadIdx.x;
@@ -331,6 +363,7 @@ extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, con
             for (; i < i1; ++i) acc[0] += L[i * ldl + l];
         }
     }
+    if (on == 0) return;  // uniform: learning off, nothing written
     red[ty * blockDim.x + tx] =
         ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     __syncthreads();

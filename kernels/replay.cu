@@ -15,20 +15,41 @@
 // [n_envs + 1] total flushed this step.
 #include "common.cuh"
 
-/// Flush scan (one block): per-env flush counts from step_info, their exclusive prefix sum in
-/// env order, base = *head, *head = (base + total) % capacity,
+/// Flush scan and the step's tick (one block): per-env flush counts from step_info, their
+/// exclusive prefix sum in env order, base = *head, *head = (base + total) % capacity,
 /// *size = min(*size + total, capacity).
-/// Reads: step_info[n_envs*2]. Updates: head[1], size[1].
-/// Writes: flush_off[n_envs + 2] (offsets, base, total).
+/// The tick (docs/dqn.md 1) runs here, in thread 0, rather than in a single-thread node ahead
+/// of acting: act and the environment read the counter before it advances (they use
+/// *step + 1), and this is the first single-block node after them. s = *step + 1, *step = s;
+/// sched = (pipec_epsilon(s, ...), min(1, beta0 + (1 - beta0) * s / beta_steps) in double,
+/// *lr), sched[2] being the learning rate in force for this step's updates (the plateau
+/// controller writes *lr at the end of the step without racing this step's AdamW nodes);
+/// *learn_on = (old *size >= learning_starts && old *size > 0), the replay size before this
+/// push, fixed for the step; when learning, *adam_t += updates: this step's updates are
+/// learner updates old + 1 .. old + updates (adamw_step of update u uses
+/// *adam_t - updates + u + 1).
+/// Reads: step_info[n_envs*2], lr[1]. Updates: head[1], size[1], step[1], adam_t[1].
+/// Writes: flush_off[n_envs + 2] (offsets, base, total), sched[3], learn_on[1].
 /// Launch: <<<1, T>>> with any T <= 1024 (each thread owns a contiguous run of envs).
 /// pipec: extent step_info = n_envs * 2
 /// pipec: extent head = 1
 /// pipec: extent size = 1
 /// pipec: extent flush_off = n_envs + 2
+/// pipec: extent step = 1
+/// pipec: extent sched = 3
+/// pipec: extent learn_on = 1
+/// pipec: extent lr = 1
+/// pipec: extent adam_t = 1
 /// pipec: out flush_off
+/// pipec: out sched
+/// pipec: out learn_on
 extern "C" __global__ void replay_push_scan(const int* step_info, int* head, int* size,
-                                            int* flush_off, int n_envs, int nstep,
-                                            int capacity) {
+                                            int* flush_off, int* step, float* sched,
+                                            int* learn_on, const float* lr, int* adam_t,
+                                            int n_envs, int nstep, int capacity,
+                                            double eps_start, double eps_end,
+                                            int eps_decay_steps, double beta0, int beta_steps,
+                                            int learning_starts, int updates) {
     __shared__ int s[1024];
     if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
@@ -36,6 +57,25 @@ extern "C" __global__ void replay_push_scan(const int* step_info, int* head, int
     const int per = (n_envs + nt - 1) / nt;
     const int e0 = t * per;
     const int e1 = (e0 + per < n_envs) ? (e0 + per) : n_envs;
+    // Thread 0 loads its scalars and runs the tick (which needs no scan) first, so that their
+    // latency overlaps the scan's barriers.
+    int base = 0, old_size = 0;
+    if (t == 0) {
+        base = head[0];
+        old_size = size[0];
+        const int st = step[0] + 1;  // this step
+        const float lr_now = lr[0];
+        const int t_old = adam_t[0];
+        double beta = beta0 + (1.0 - beta0) * (double)st / (double)beta_steps;
+        if (beta > 1.0) beta = 1.0;
+        const int on = (old_size >= learning_starts && old_size > 0) ? 1 : 0;
+        step[0] = st;
+        sched[PIPEC_SCHED_EPS] = pipec_epsilon(st, eps_start, eps_end, eps_decay_steps);
+        sched[PIPEC_SCHED_BETA] = (float)beta;
+        sched[PIPEC_SCHED_LR] = lr_now;
+        learn_on[0] = on;
+        if (on) adam_t[0] = t_old + updates;
+    }
     int mine = 0;
     for (int e = e0; e < e1; ++e)
         mine += pipec_flush_count(step_info[e * 2], step_info[e * 2 + 1], nstep);
@@ -46,8 +86,7 @@ extern "C" __global__ void replay_push_scan(const int* step_info, int* head, int
         off += pipec_flush_count(step_info[e * 2], step_info[e * 2 + 1], nstep);
     }
     if (t == 0) {
-        const int base = head[0];
-        const int sz = size[0] + total;
+        const int sz = old_size + total;
         flush_off[n_envs] = base;
         flush_off[n_envs + 1] = total;
         head[0] = (int)(((long long)base + (long long)total) % (long long)capacity);

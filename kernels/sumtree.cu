@@ -63,18 +63,24 @@ extern "C" __global__ void sumtree_rebuild(float* tree, int lo, int hi) {
     }
 }
 
-/// Stratified proportional sampling (docs/dqn.md 6.2) and gather of the training batch:
+/// Top of the sum-tree rebuild, stratified proportional sampling (docs/dqn.md 6.1, 6.2) and
+/// gather of the training batch. On entry the tree depths top .. L are current (rebuilt by
+/// sumtree_rebuild launches); this block loads depths top .. 10 into shared memory, computes
+/// depths top-1 .. 0 there (each node fl(left + right), level by level, so the tree is
+/// bit-identical to a rebuild in separate launches) and writes them back to tree. Then
 /// total = tree[1]; u_i = (i + U_i) * total / B with U_i = u24 of word x of
 /// Philox(seed, SAMPLE) at counter (*step, i, update, 0); walk from the root (left when
 /// u < left sum, else subtract it and go right; nodes below 2048 read from a shared-memory
 /// copy); leaf clamped to size - 1; importance weight
 /// w_i = (size * p_i / total)^(-beta), divided by the batch maximum.
-/// Does nothing when *learn_on == 0 (or the replay is empty).
+/// Does nothing when *learn_on == 0 (or the replay is empty): the tree top is then not
+/// rebuilt either (nothing reads it before the next learning step rebuilds it).
 /// Reads: learn_on[1], tree[2C], replay_size[1], step[1], sched[3] (beta = sched[1]),
 ///   rb_obs[C*4], rb_act[C], rb_ret[C], rb_next[C*4], rb_disc[C].
-/// Writes: b_idx[B] (leaf = data slot), b_w[B], b_obs[B*4], b_act[B], b_ret[B],
-///   b_next[B*4], b_disc[B].
-/// Launch: <<<1, T>>>, any T <= 1024 (T = min(B, 1024) is best).
+/// Writes: tree[1 .. 2^top), b_idx[B] (leaf = data slot), b_w[B], b_obs[B*4], b_act[B],
+///   b_ret[B], b_next[B*4], b_disc[B].
+/// Launch: <<<1, T>>>, any T <= 1024 (T = min(B, 1024) is best); 0 <= top <= min(10, L)
+/// (top = 0: the rebuild launches built the whole tree).
 /// pipec: extent learn_on = 1
 /// pipec: extent tree = 2 * capacity
 /// pipec: extent replay_size = 1
@@ -99,29 +105,42 @@ extern "C" __global__ void sumtree_rebuild(float* tree, int lo, int hi) {
 /// pipec: out b_ret
 /// pipec: out b_next
 /// pipec: out b_disc
-extern "C" __global__ void per_sample(const int* learn_on, const float* tree,
+extern "C" __global__ void per_sample(const int* learn_on, float* tree,
                                       const int* replay_size, const int* step,
                                       const float* sched, const float* rb_obs, const int* rb_act,
                                       const float* rb_ret, const float* rb_next,
                                       const float* rb_disc, int* b_idx, float* b_w,
                                       float* b_obs, int* b_act, float* b_ret, float* b_next,
-                                      float* b_disc, int B, int capacity, unsigned int seed,
-                                      int update) {
-    __shared__ float top[ST_TOP];
+                                      float* b_disc, int B, int capacity, int top,
+                                      unsigned int seed, int update) {
+    __shared__ float stop[ST_TOP];
     __shared__ float sw[ST_SW];
     __shared__ float red[1024];
-    if (learn_on[0] == 0) return;
-    const int size = replay_size[0];
-    if (size <= 0 || blockIdx.x != 0) return;
+    if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
     const int levels = 31 - __clz(capacity);
     const int ntop = (2 * capacity < ST_TOP) ? 2 * capacity : ST_TOP;
+    // Every load that depends on no other is issued before the learning test: one round trip.
+    const int on = learn_on[0];
+    const int size = replay_size[0];
     const float beta = sched[PIPEC_SCHED_BETA];
     const unsigned int st = (unsigned int)step[0];
-    pipec_copy_to_shared(tree, top, ntop);  // the top levels of the walk, on chip
+    // The top levels of the walk, on chip: depths top .. 10 loaded, depths top-1 .. 0 built.
+    const int first = 1 << top;
+    pipec_copy_to_shared(tree + first, stop + first, ntop - first);
+    if (on == 0 || size <= 0) return;  // uniform: learning off or empty replay, nothing written
     __syncthreads();
-    const float total = top[1];
+    for (int d = top - 1; d >= 0; --d) {
+        const int base = 1 << d;
+        for (int n = base + t; n < 2 * base; n += nt) {
+            const float v = stop[2 * n] + stop[2 * n + 1];
+            stop[n] = v;
+            tree[n] = v;
+        }
+        __syncthreads();
+    }
+    const float total = stop[1];
 
     float wmax = 0.0f;
     for (int i = t; i < B; i += nt) {
@@ -131,7 +150,7 @@ extern "C" __global__ void per_sample(const int* learn_on, const float* tree,
         int node = 1;
         for (int lv = 0; lv < levels; ++lv) {
             const int c = 2 * node;
-            const float left = (c < ntop) ? top[c] : tree[c];
+            const float left = (c < ntop) ? stop[c] : tree[c];
             if (u < left) {
                 node = c;
             } else {

@@ -6,13 +6,16 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from dataclasses import replace
+
 from pipec.compiler import Settings, compile_file
+from pipec.compiler.codes import EXAMPLES
 from pipec.compiler.config import CompileOptions
 
 KERNELS = Path(__file__).parent / "fixtures" / "stage_kernels.cu"
-# the programs import the test kernels and kernel sources tests write to temporary folders
-ALLOW_TEST_FILES = Settings(CompileOptions(
-    allow_paths=(KERNELS.parent.resolve(), Path(tempfile.gettempdir()).resolve())))
+# the programs import the test kernels, the rule examples' kernels and kernel sources tests
+# write to temporary folders: all outside the temporary project a program is compiled in
+ALLOWED = (KERNELS.parent.resolve(), EXAMPLES.resolve(), Path(tempfile.gettempdir()).resolve())
 
 
 def check_text(body: str, *, header: str | None = None, settings: Settings | None = None):
@@ -21,4 +24,5 @@ def check_text(body: str, *, header: str | None = None, settings: Settings | Non
     folder = Path(tempfile.mkdtemp(prefix="pipec-test-"))
     path = folder / "t.pipe"
     path.write_text(header + textwrap.dedent(body))
-    return compile_file(path, settings or ALLOW_TEST_FILES)
+    settings = settings or Settings(CompileOptions())
+    return compile_file(path, replace(settings, compile=replace(settings.compile, allow_paths=ALLOWED)))

@@ -261,13 +261,13 @@ def test_forbidden_instructions_are_only_looked_for_in_the_step():
     assert _codes_and_messages(init) == []
 
 
-def test_an_atomic_in_an_inlined_helper_points_at_the_call_too():
+def test_an_atomic_names_the_launch_and_the_instruction_itself():
     ((code, message, labels),) = _codes_and_messages(
         "step {\n    launch count_positive_atomic<<<1, N>>>(in x, positives, N)\n}\n")
     assert code == "PC305"
     assert message.startswith("kernel `count_positive_atomic` performs an atomic operation")
-    assert [label.message for label in labels] == ["launched in the step here",
-                                                   "inlined into the kernel here"]
+    assert [label.message for label in labels][0] == "launched in the step here"
+    assert labels[1].message.startswith("`atom.global.add") and labels[1].message.endswith("itself, in `kernels.cu`")
 
 
 def test_an_unused_waiver_says_why_it_is_unused():

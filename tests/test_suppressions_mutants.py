@@ -56,17 +56,17 @@ def test_a_comment_after_closed_strings_is_a_suppression():
 
 
 def test_codes_names_and_reason_are_read():
-    _, (found,), sink = _find("x # pipec: ignore[PC302, copy-mismatch] the reason \n")
-    assert found.codes == {"PC302", "PC303"}
+    _, (found,), sink = _find("x # pipec: ignore[PC401, unused-buffer] the reason \n")
+    assert found.codes == {"PC401", "PC402"}
     assert found.reason == "the reason"
     assert sink.diagnostics == []
 
 
 def test_the_span_covers_the_comment_to_the_end_of_the_line():
-    _, _, sink = _find("x = 1  # pipec: ignore[PC302]\ny\n")
+    _, _, sink = _find("x = 1  # pipec: ignore[PC401]\ny\n")
     (missing_reason,) = sink.diagnostics
     assert missing_reason.code == "PC002"
-    assert missing_reason.span.text == "# pipec: ignore[PC302]"
+    assert missing_reason.span.text == "# pipec: ignore[PC401]"
     assert (missing_reason.span.line, missing_reason.span.column) == (1, 8)
 
 
@@ -77,21 +77,21 @@ def test_an_unknown_code_is_reported_at_the_comment():
 
 
 def test_only_a_matching_code_on_the_matching_line_is_silenced():
-    source, suppressions, _ = _find("a # pipec: ignore[PC302] why\nb\n")
+    source, suppressions, _ = _find("a # pipec: ignore[PC401] why\nb\n")
     other = SourceFile(Path("u.pipe"), source.text)
 
     def at(src, line, code):
         return Diagnostic(code, "m", Span(src, src.offset(line), src.offset(line) + 1), "h")
-    silenced = at(source, 1, "PC302")
-    kept = [at(source, 2, "PC302"), at(source, 1, "PC303"), at(other, 1, "PC302")]
+    silenced = at(source, 1, "PC401")
+    kept = [at(source, 2, "PC401"), at(source, 1, "PC402"), at(other, 1, "PC401")]
     sink = DiagnosticSink()
     assert apply_suppressions([silenced, *kept], suppressions, sink) == kept
     assert sink.diagnostics == []
 
 
 def test_a_suppression_that_silences_nothing_is_reported():
-    source, suppressions, _ = _find("a # pipec: ignore[PC302] why\n")
+    source, suppressions, _ = _find("a # pipec: ignore[PC401] why\n")
     sink = DiagnosticSink()
     assert apply_suppressions([], suppressions, sink) == []
     (unused,) = sink.diagnostics
-    assert unused.code == "PC001" and "PC302" in unused.message
+    assert unused.code == "PC001" and "PC401" in unused.message

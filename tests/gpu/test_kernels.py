@@ -332,7 +332,7 @@ def test_cartpole_step_matches_gymnasium(rng):
                 ep_steps,
                 ep_return,
                 dev(act),
-                dev([step], np.int32),
+                dev([step - 1], np.int32),  # the counter before this step's tick
                 nobs,
                 rew,
                 info,
@@ -415,10 +415,10 @@ def test_mlp_act(rng, H, n, epb, threads):
     rand_a = (r[:, 1] >> 31).astype(np.int32)
     greedy = (q[:, 1] > q[:, 0]).astype(np.int32)
     sure = np.abs(q[:, 1] - q[:, 0]) > 1e-4
-    smem = 4 * (H * (H + 4) + 2 * H + 2 + epb * (2 * H + 6))
+    smem = 4 * (H * (H + 4) + 8 * H + 2 + epb * (2 * H + 6))
     fn = K("mlp", "mlp_act")
 
-    def run(p, eps):
+    def run(p, start, end, decay):
         obs, act = nanf(n, 4), poisoni(n)
         fn(
             (cdiv(n, epb),),
@@ -426,22 +426,26 @@ def test_mlp_act(rng, H, n, epb, threads):
             (
                 dev(p),
                 dev(state),
-                dev([step], np.int32),
-                dev([eps, 0.5, 1e-3], np.float32),
+                dev([step - 1], np.int32),  # the counter before this step's tick
                 obs,
                 act,
                 I32(n),
                 I32(H),
                 I32(epb),
                 U32(seed),
+                F64(start),
+                F64(end),
+                I32(decay),
             ),
             shared_mem=smem,
         )
         np.testing.assert_array_equal(obs.get(), obs32)
         return act.get()
 
-    for eps in (0.0, 1.0, 0.35):
-        a = run(params, eps)
+    # (start, end, decay steps): constant 0, 1, 0.35, and halfway down 1 -> 0.02 (eps 0.51)
+    for start, end, decay in ((0.0, 0.0, 7), (1.0, 1.0, 7), (0.35, 0.35, 7), (1.0, 0.02, 2 * step)):
+        eps = max(end, start - (start - end) * step / decay)
+        a = run(params, start, end, decay)
         explore = u01f(r[:, 0]) < np.float32(eps)
         np.testing.assert_array_equal(a[explore], rand_a[explore])
         np.testing.assert_array_equal(a[~explore & sure], greedy[~explore & sure])
@@ -450,12 +454,14 @@ def test_mlp_act(rng, H, n, epb, threads):
             assert not explore.any() and sure.mean() > 0.9
         if eps == 1.0:
             assert explore.all()
+        if decay == 2 * step:
+            assert 0.4 < explore.mean() < 0.6
     # ties go to action 0: make both output rows identical
     tied = params.copy()
     d = unpack(tied, H)
     d["W3"][1] = d["W3"][0]
     d["b3"][1] = d["b3"][0]
-    assert np.all(run(tied, 0.0) == 0)
+    assert np.all(run(tied, 0.0, 0.0, 7) == 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -537,7 +543,11 @@ def _run_td_backward(B, H, spb, threads, inputs, learn_on=1):
         "td": nanf(B),
         "lossi": nanf(B),
     }
-    K("mlp", "mlp_td_backward")(
+    smem = 4 * (2 * H * (H + 4) + 16 * H + 8 + spb * (6 * H + 16))
+    fn = K("mlp", "mlp_td_backward")
+    # above 48 KiB the launch must opt in, as pipec's runtime does (runtime/modules.py)
+    fn.max_dynamic_shared_size_bytes = max(fn.max_dynamic_shared_size_bytes, smem)
+    fn(
         (cdiv(B, spb),),
         (threads,),
         (
@@ -561,7 +571,7 @@ def _run_td_backward(B, H, spb, threads, inputs, learn_on=1):
             I32(H),
             I32(spb),
         ),
-        shared_mem=4 * (2 * H * (H + 4) + 4 * H + 8 + spb * (6 * H + 16)),
+        shared_mem=smem,
     )
     return out
 
@@ -676,8 +686,44 @@ class ReplayModel:
         return offsets, base, g
 
 
+# eps_start, eps_end, eps_decay_steps, beta0, beta_steps, learning_starts, updates: the tick's
+# constants, as replay_push_scan takes them
+_TICK_CONSTS = (F64(1.0), F64(0.05), I32(10), F64(0.4), I32(15), I32(500), I32(3))
+
+
+def _tick_args(step=0, lr=1e-3, adam_t=0):
+    """Device buffers of the tick run by replay_push_scan: step, sched, learn_on, lr, adam_t."""
+    return dev([step], np.int32), nanf(3), poisoni(1), dev([lr], np.float32), dev([adam_t], np.int32)
+
+
+def test_replay_push_scan_ticks(rng):
+    eps_start, eps_end, decay, beta0, beta_steps, starts, updates = (float(c) for c in _TICK_CONSTS)
+    E, N, C = 40, 3, 4096
+    step, sched, on, lr, adam_t = _tick_args(lr=rng.uniform(1e-4, 1e-2), adam_t=int(rng.integers(0, 99)))
+    t_ref = int(adam_t.get()[0])
+    head = dev([int(rng.integers(0, C))], np.int32)
+    info = np.zeros((E, 2), np.int32)  # episode step 0, running: nothing is flushed
+    for s in range(1, 26):
+        size = int(rng.integers(starts - 2, starts + 2)) if s % 2 else int(rng.integers(0, 10))
+        sz, off = dev([size], np.int32), poisoni(E + 2)
+        sched[:] = np.nan
+        K("replay", "replay_push_scan")(
+            (1,),
+            (64,),
+            (dev(info), head, sz, off, step, sched, on, lr, adam_t, I32(E), I32(N), I32(C), *_TICK_CONSTS),
+        )
+        eps = max(eps_end, eps_start - (eps_start - eps_end) * s / decay)
+        beta = min(1.0, beta0 + (1 - beta0) * s / beta_steps)
+        assert step.get()[0] == s and sz.get()[0] == size and off.get()[E + 1] == 0
+        np.testing.assert_array_equal(sched.get(), np.array([eps, beta, lr.get()[0]], np.float32))
+        learning = size >= starts
+        assert on.get()[0] == int(learning)
+        t_ref += int(updates) if learning else 0
+        assert adam_t.get()[0] == t_ref
+
+
 def rebuild_stages(levels, stage):
-    """(lo, hi) of each rebuild launch, leaves to root, as rl_step.pipe's graph sumtree."""
+    """(lo, hi) of rebuild launches of `stage` levels each, leaves to root."""
     return [(max(0, levels - (s + 1) * stage), levels - s * stage) for s in range(cdiv(levels, stage))]
 
 
@@ -719,7 +765,11 @@ def test_flush_and_rebuild_match_model(rng, E, N, C, scan_threads):
         wrapped |= base + total > C
         overfull |= total > C
         off = poisoni(E + 2)
-        scan((1,), (scan_threads,), (dev(info), head, size, off, I32(E), I32(N), I32(C)))
+        scan(
+            (1,),
+            (scan_threads,),
+            (dev(info), head, size, off, *_tick_args(), I32(E), I32(N), I32(C), *_TICK_CONSTS),
+        )
         o = off.get()
         np.testing.assert_array_equal(o[:E], offsets)
         assert (o[E], o[E + 1]) == (base, total)
@@ -804,10 +854,16 @@ def _sample_ref(tree, C, B, size, step, seed, update):
 
 
 @pytest.mark.parametrize(
-    "C,B,threads,fill",
-    [(1024, 256, 256, 1.0), (16384, 100, 96, 0.3), (64, 256, 256, 0.5), (65536, 256, 1024, 0.9)],
+    "C,B,threads,fill,top",
+    [
+        (1024, 256, 256, 1.0, 8),
+        (16384, 100, 96, 0.3, 10),
+        (64, 256, 256, 0.5, 6),
+        (65536, 256, 1024, 0.9, 0),
+        (131072, 256, 256, 0.7, 8),
+    ],
 )
-def test_per_sample(rng, C, B, threads, fill):
+def test_per_sample(rng, C, B, threads, fill, top):
     size = max(1, int(C * fill))
     leaves = np.zeros(C, np.float32)
     leaves[:size] = (rng.uniform(0.01, 2.0, size) ** 0.6).astype(np.float32)
@@ -825,6 +881,9 @@ def test_per_sample(rng, C, B, threads, fill):
     beta = np.float32(rng.uniform(0.4, 1.0))
 
     def run(learn_on, sz):
+        # depths below `top` are stale on entry: per_sample builds them
+        tree_dev = dev(tree)
+        tree_dev[1 : 1 << top] = np.nan
         out = {
             "idx": poisoni(B),
             "w": nanf(B),
@@ -839,7 +898,7 @@ def test_per_sample(rng, C, B, threads, fill):
             (threads,),
             (
                 dev([learn_on], np.int32),
-                dev(tree),
+                tree_dev,
                 dev([sz], np.int32),
                 dev([step], np.int32),
                 dev([0.1, beta, 1e-3], np.float32),
@@ -857,13 +916,15 @@ def test_per_sample(rng, C, B, threads, fill):
                 out["disc"],
                 I32(B),
                 I32(C),
+                I32(top),
                 U32(seed),
                 I32(update),
             ),
         )
-        return {k: v.get() for k, v in out.items()}
+        return {k: v.get() for k, v in out.items()}, tree_dev.get()
 
-    got = run(1, size)
+    got, tree_after = run(1, size)
+    np.testing.assert_array_equal(tree_after[1:], tree[1:])  # the top, bit for bit as a rebuild
     leaf, u = _sample_ref(tree, C, B, size, step, seed, update)
     np.testing.assert_array_equal(got["idx"], leaf)
     assert np.all(np.diff(got["idx"]) >= 0)  # stratified: non-decreasing
@@ -884,7 +945,7 @@ def test_per_sample(rng, C, B, threads, fill):
         np.testing.assert_array_equal(got[k], rb[k][leaf])
     # learning off, or an empty replay: nothing is written
     for lo, sz in ((0, size), (1, 0)):
-        off = run(lo, sz)
+        off, _ = run(lo, sz)
         assert np.all(off["idx"] == POISON_I) and np.all(np.isnan(off["w"]))
 
 
@@ -912,9 +973,23 @@ def test_per_update_priorities(rng, B, threads, layout):
 
     def launch(learn_on, leaves, maxp, last, ema):
         K("sumtree", "per_update_priorities")(
-            (1,), (threads,),
-            (dev([learn_on], np.int32), dev(idx), dev(td), dev(lossi), leaves, maxp, last, ema,
-             I32(B), I32(C), F32(alpha), F32(eps), F32(decay)),
+            (1,),
+            (threads,),
+            (
+                dev([learn_on], np.int32),
+                dev(idx),
+                dev(td),
+                dev(lossi),
+                leaves,
+                maxp,
+                last,
+                ema,
+                I32(B),
+                I32(C),
+                F32(alpha),
+                F32(eps),
+                F32(decay),
+            ),
         )
 
     for mp0 in (np.float32(0.5), np.float32(100.0)):
@@ -942,26 +1017,105 @@ def test_per_update_priorities(rng, B, threads, layout):
 
 
 # --------------------------------------------------------------------------------------------
-# optim.cu: clip and AdamW (with the target soft update)
+# optim.cu: the global-norm clip fused into AdamW (with the target soft update)
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("max_norm", [0.5, 1e6])
-def test_clip_and_adamw(rng, max_norm):
+def _run_adamw(
+    P,
+    learn_on,
+    g,
+    parts,
+    adam_t,
+    sched,
+    params,
+    m,
+    v,
+    tgt,
+    opt,
+    max_norm,
+    b1,
+    b2,
+    eps,
+    wd,
+    tau,
+    updates,
+    update,
+):
+    K("optim", "adamw_step")(
+        (cdiv(P, 256),),
+        (256,),
+        (
+            dev([learn_on], np.int32),
+            dev(g),
+            dev(parts),
+            adam_t,
+            dev(sched, np.float32),
+            params,
+            m,
+            v,
+            tgt,
+            opt,
+            I32(P),
+            I32(len(parts)),
+            F32(max_norm),
+            F64(b1),
+            F64(b2),
+            F32(eps),
+            F32(wd),
+            F32(tau),
+            I32(updates),
+            I32(update),
+        ),
+    )
+
+
+@pytest.mark.parametrize("max_norm,updates,update", [(0.5, 1, 0), (1e6, 1, 0), (0.5, 3, 1)])
+def test_clip_and_adamw(rng, max_norm, updates, update):
     torch = pytest.importorskip("torch")
     P, gx = 4610, 64
-    nparts = cdiv(P, gx)
     b1, b2, eps, wd, tau, lr = 0.9, 0.999, 1e-8, 0.01, 0.01, 3e-3
     g = rng.normal(0, 1, P).astype(np.float32)
     parts = np.array([np.sum(g[i : i + gx].astype(np.float64) ** 2) for i in range(0, P, gx)], np.float32)
     t0 = int(rng.integers(0, 50))
-    adam_t, opt = dev([t0], np.int32), nanf(4)
-    K("optim", "grad_clip_finalize")(
-        (1,),
-        (32,),
-        (dev([1], np.int32), dev(parts), adam_t, opt, I32(nparts), F32(max_norm), F64(b1), F64(b2)),
+    t = t0 + update + 1  # the tick advanced the count by `updates` from t0
+    adam_t, opt = dev([t0 + updates], np.int32), nanf(4)
+    p0 = rng.normal(0, 1, P).astype(np.float32)
+    m0 = rng.normal(0, 0.1, P).astype(np.float32)
+    v0 = (rng.normal(0, 0.1, P) ** 2).astype(np.float32)
+    tgt0 = rng.normal(0, 1, P).astype(np.float32)
+    params, m, v, tgt = dev(p0), dev(m0), dev(v0), dev(tgt0)
+    _run_adamw(
+        P,
+        1,
+        g,
+        parts,
+        adam_t,
+        [0.1, 0.5, lr],
+        params,
+        m,
+        v,
+        tgt,
+        opt,
+        max_norm,
+        b1,
+        b2,
+        eps,
+        wd,
+        tau,
+        updates,
+        update,
     )
     o = opt.get()
-    t = t0 + 1
-    assert adam_t.get()[0] == t
+    assert adam_t.get()[0] == t0 + updates  # read only
+    # the norm in the finalize order: lane l sums parts[l::32] in turn, then the pairs
+    # (l, l + h) for h = 16 .. 1, all in float32 (bit-identical to the former one-warp node)
+    lanes = [np.float32(0)] * 32
+    for i, x in enumerate(parts):
+        lanes[i % 32] = np.float32(lanes[i % 32] + x)
+    h = 16
+    while h:
+        lanes = [np.float32(lanes[i] + lanes[i + h]) if i < h else lanes[i] for i in range(32)]
+        h //= 2
+    assert o[3] == np.sqrt(lanes[0])
     norm = math.sqrt(float(parts.astype(np.float64).sum()))
     np.testing.assert_allclose(o[3], norm, rtol=1e-6)
     np.testing.assert_allclose(o[0], min(1.0, max_norm / (norm + 1e-6)), rtol=1e-6)
@@ -971,31 +1125,6 @@ def test_clip_and_adamw(rng, max_norm):
     torch.nn.utils.clip_grad_norm_([tg], max_norm)
     assert rel_err(g * o[0], tg.grad.numpy()) <= 1e-5
 
-    p0 = rng.normal(0, 1, P).astype(np.float32)
-    m0 = rng.normal(0, 0.1, P).astype(np.float32)
-    v0 = (rng.normal(0, 0.1, P) ** 2).astype(np.float32)
-    tgt0 = rng.normal(0, 1, P).astype(np.float32)
-    params, m, v, tgt = dev(p0), dev(m0), dev(v0), dev(tgt0)
-    K("optim", "adamw_step")(
-        (cdiv(P, 256),),
-        (256,),
-        (
-            dev([1], np.int32),
-            dev(g),
-            opt,
-            dev([0.1, 0.5, lr], np.float32),
-            params,
-            m,
-            v,
-            tgt,
-            I32(P),
-            F32(b1),
-            F32(b2),
-            F32(eps),
-            F32(wd),
-            F32(tau),
-        ),
-    )
     gs = g.astype(np.float64) * float(o[0])
     b1f, b2f = float(F32(b1)), float(F32(b2))  # the moment updates take float betas
     m_ref = b1f * m0 + (1 - b1f) * gs
@@ -1010,7 +1139,7 @@ def test_clip_and_adamw(rng, max_norm):
     tp = torch.tensor(p0.copy(), requires_grad=True)
     topt = torch.optim.AdamW([tp], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)
     topt.state[tp] = {
-        "step": torch.tensor(float(t0)),
+        "step": torch.tensor(float(t - 1)),
         "exp_avg": torch.tensor(m0.copy()),
         "exp_avg_sq": torch.tensor(v0.copy()),
     }
@@ -1023,31 +1152,29 @@ def test_optim_learning_off(rng):
     P = 1000
     g, p0 = rng.normal(0, 1, P).astype(np.float32), rng.normal(0, 1, P).astype(np.float32)
     adam_t, opt = dev([7], np.int32), nanf(4)
-    K("optim", "grad_clip_finalize")(
-        (1,), (32,), (dev([0], np.int32), dev(g[:16]), adam_t, opt, I32(16), F32(1.0), F64(0.9), F64(0.999))
+    params, m, v, tgt = dev(p0), dev(p0 * 0.1), dev(p0**2), dev(p0 * 2)
+    _run_adamw(
+        P,
+        0,
+        g,
+        g[:16],
+        adam_t,
+        [0.1, 0.5, 1e-3],
+        params,
+        m,
+        v,
+        tgt,
+        opt,
+        1.0,
+        0.9,
+        0.999,
+        1e-8,
+        0.0,
+        0.005,
+        1,
+        0,
     )
     assert adam_t.get()[0] == 7 and np.all(np.isnan(opt.get()))
-    params, m, v, tgt = dev(p0), dev(p0 * 0.1), dev(p0**2), dev(p0 * 2)
-    K("optim", "adamw_step")(
-        (cdiv(P, 256),),
-        (256,),
-        (
-            dev([0], np.int32),
-            dev(g),
-            dev([1, 1, 1, 1], np.float32),
-            dev([0.1, 0.5, 1e-3], np.float32),
-            params,
-            m,
-            v,
-            tgt,
-            I32(P),
-            F32(0.9),
-            F32(0.999),
-            F32(1e-8),
-            F32(0.0),
-            F32(0.005),
-        ),
-    )
     for got, want in ((params, p0), (m, p0 * 0.1), (v, p0**2), (tgt, p0 * 2)):
         np.testing.assert_array_equal(got.get(), want)
 
@@ -1073,37 +1200,6 @@ def test_learner_kernels_learning_off(rng):
 # --------------------------------------------------------------------------------------------
 # controllers.cu
 # --------------------------------------------------------------------------------------------
-def test_schedule_tick(rng):
-    eps_start, eps_end, decay, beta0, beta_steps, starts = 1.0, 0.05, 10, 0.4, 15, 500
-    step, lr = dev([0], np.int32), dev([rng.uniform(1e-4, 1e-2)], np.float32)
-    fn = K("controllers", "schedule_tick")
-    for s in range(1, 26):
-        size = int(rng.integers(starts - 2, starts + 2)) if s % 2 else int(rng.integers(0, 10))
-        sched, on = nanf(3), poisoni(1)
-        fn(
-            (1,),
-            (1,),
-            (
-                step,
-                sched,
-                on,
-                dev([size], np.int32),
-                lr,
-                F64(eps_start),
-                F64(eps_end),
-                I32(decay),
-                F64(beta0),
-                I32(beta_steps),
-                I32(starts),
-            ),
-        )
-        eps = max(eps_end, eps_start - (eps_start - eps_end) * s / decay)
-        beta = min(1.0, beta0 + (1 - beta0) * s / beta_steps)
-        assert step.get()[0] == s
-        np.testing.assert_array_equal(sched.get(), np.array([eps, beta, lr.get()[0]], np.float32))
-        assert on.get()[0] == int(size >= starts)
-
-
 def test_lr_plateau(rng):
     check, patience, factor, thr, lr_min = 5, 3, 0.5, 0.01, 1e-4
     lr, best, bad = nanf(1), nanf(1), poisoni(1)
