@@ -11,6 +11,7 @@ from pathlib import Path
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
+from ..errors import Error
 from . import ast
 from .source import SourceFile, Span
 
@@ -34,7 +35,7 @@ _PRECEDENCE = {
 }
 
 
-class PipeSyntaxError(Exception):
+class PipeSyntaxError(Error):
     """The text is not a `.pipe` program; `code` is the rule that reports it."""
 
     code = "PC101"

@@ -40,7 +40,8 @@ class BuiltGraph:
         self.arguments: dict[str, KernelArgs] = {}  # every kernel node's arguments, by node name
         self.root_nodes: dict[str, object] = {}  # top-level node handles, by node name
         # Every kernel, memset and memcpy node's handle at any depth, by node name: what a
-        # profiler maps graph node ids back to.
+        # profiler maps graph node ids back to, and what kernel node updates name (inside a
+        # child graph node: the node's clone in it).
         self.leaf_nodes: dict[str, object] = {}
         self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
@@ -84,7 +85,15 @@ class BuiltGraph:
             if self.flatten:
                 return self._add_body(graph, self.plan.graphs[node.graph], deps)
             child = self._build(node.graph)
-            return [self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)]
+            handle = self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
+            # The node embeds a clone of `child`: its leaves are named by their clones from now on,
+            # which is what updating the executable graph needs.
+            embedded = self.call("cuGraphChildGraphNodeGetGraph", handle)
+            for leaf in self.plan.leaves(node.graph):
+                if leaf.name in self.leaf_nodes:
+                    self.leaf_nodes[leaf.name] = self.call("cuGraphNodeFindInClone", self.leaf_nodes[leaf.name],
+                                                           embedded)
+            return [handle]
         if isinstance(node, ConditionalNodeSpec):
             return [self._add_conditional(graph, node, deps)]
         self.node_count += 1
@@ -149,6 +158,13 @@ class BuiltGraph:
         for body, index in zip(params.conditional.phGraph_out, node.bodies):
             self._add_body(cu.CUgraph(int(body)), self.plan.graphs[index], [])
         return handle
+
+    def update_kernel(self, node: KernelNodeSpec, scope: str) -> None:
+        """New arguments and launch shape for a kernel node of the executable graph, for its
+        next launches (those enqueued already run as they were)."""
+        if node.name not in self.drop:
+            self.call("cuGraphExecKernelNodeSetParams", self.exec, self.leaf_nodes[node.name],
+                      self._kernel_params(node, scope))
 
     def close(self) -> None:
         if self.exec is not None:
