@@ -207,7 +207,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
                file=sys.stderr, dynamic_ncols=True)
     done, interrupted = 0, False
-    schedule = sorted(args.updates)  # (step, name, value), applied between launches
+    schedule = sorted(args.updates, key=lambda update: update[0])  # (step, name, value), in order given
     wall_start = time.perf_counter()
     call("cuEventRecord", events[0], pipeline.stream)
     try:

@@ -119,7 +119,7 @@ def test_piperun_set_applies_updates_between_launches(monkeypatch, capsys):
     assert [(e["event"], e["step"]) for e in events if e["event"] != "summary"] == [
         ("set", 2), ("set", 2), ("log", 4), ("set", 4), ("log", 6)]
     assert [(e["name"], e["value"], e["nodes"]) for e in events if e["event"] == "set"] == [
-        ("BLOCK", "256", ["step/scaled", "step/bump/add_one"]), ("FACTOR", "4.0", ["step/scaled"]),
+        ("FACTOR", "4.0", ["step/scaled"]), ("BLOCK", "256", ["step/scaled", "step/bump/add_one"]),
         ("FACTOR", "0.5", ["step/scaled"])]
 
 
