@@ -29,7 +29,10 @@ ERRORS = {
     "UsageError": "compiler.cli",
 }
 
-__all__ = ["Error", *ERRORS, "__version__", "check", "load"]
+__all__ = ["BindError", "ClosedError", "CompileFailed", "ConfigError", "CudaError", "Error",
+           "LaunchLimitsExceeded", "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError",
+           "ProfilerUnavailable", "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError",
+           "__version__", "check", "load"]
 
 
 def __getattr__(name: str):

@@ -184,7 +184,7 @@ def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> D
     if spec.memory == "mapped":
         raise BindError(f"`{spec.name}` is mapped host memory; only device buffers can be bound")
     try:
-        interface = array.__cuda_array_interface__
+        interface = getattr(array, "__cuda_array_interface__")
     except (AttributeError, TypeError, ValueError, BufferError):  # PyTorch's bf16 has none
         interface = None
     if interface is not None:
