@@ -40,9 +40,10 @@ class BuiltGraph:
         self.arguments: dict[str, KernelArgs] = {}  # every kernel node's arguments, by node name
         self.root_nodes: dict[str, object] = {}  # top-level node handles, by node name
         # Every kernel, memset and memcpy node's handle at any depth, by node name: what a
-        # profiler maps graph node ids back to, and what kernel node updates name (inside a
-        # child graph node: the node's clone in it).
+        # profiler maps graph node ids back to.
         self.leaf_nodes: dict[str, object] = {}
+        # The child graph nodes that embed a leaf (a clone of the graph it was added to), by name.
+        self.embedded_in: dict[str, list] = {}
         self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
         self.exec = None
@@ -86,13 +87,8 @@ class BuiltGraph:
                 return self._add_body(graph, self.plan.graphs[node.graph], deps)
             child = self._build(node.graph)
             handle = self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
-            # The node embeds a clone of `child`: its leaves are named by their clones from now on,
-            # which is what updating the executable graph needs.
-            embedded = self.call("cuGraphChildGraphNodeGetGraph", handle)
-            for leaf in self.plan.leaves(node.graph):
-                if leaf.name in self.leaf_nodes:
-                    self.leaf_nodes[leaf.name] = self.call("cuGraphNodeFindInClone", self.leaf_nodes[leaf.name],
-                                                           embedded)
+            for leaf in self.plan.leaves(node.graph):  # innermost child graph node first
+                self.embedded_in.setdefault(leaf.name, []).append(handle)
             return [handle]
         if isinstance(node, ConditionalNodeSpec):
             return [self._add_conditional(graph, node, deps)]
@@ -162,9 +158,13 @@ class BuiltGraph:
     def update_kernel(self, node: KernelNodeSpec, scope: str) -> None:
         """New arguments and launch shape for a kernel node of the executable graph, for its
         next launches (those enqueued already run as they were)."""
-        if node.name not in self.drop:
-            self.call("cuGraphExecKernelNodeSetParams", self.exec, self.leaf_nodes[node.name],
-                      self._kernel_params(node, scope))
+        if node.name in self.drop:
+            return
+        handle = self.leaf_nodes[node.name]
+        for child_node in self.embedded_in.get(node.name, ()):  # the node's clone in each embedding
+            handle = self.call("cuGraphNodeFindInClone", handle,
+                               self.call("cuGraphChildGraphNodeGetGraph", child_node))
+        self.call("cuGraphExecKernelNodeSetParams", self.exec, handle, self._kernel_params(node, scope))
 
     def close(self) -> None:
         if self.exec is not None:

@@ -8,7 +8,10 @@ function and its argument values, decoded from the `kernelParams` array at the m
 is made (as the driver copies them), using `param_sizes` (bytes of each parameter, by kernel
 name). A graph keeps its nodes, their dependencies and child graphs; launching an
 instantiated graph performs its memset and memcpy nodes in the order they were added (a
-topological order), like eager execution does, so the two sides of `verify` agree.
+topological order), like eager execution does, so the two sides of `verify` agree. An
+executable graph is its source graph (no copy), and a child graph node embeds its graph itself,
+so `cuGraphExecKernelNodeSetParams` rewrites the node that later launches run; streams only
+record the events they wait for (nothing runs asynchronously).
 
 The kernels pipec generates to decide conditional nodes (compiler/templates/conditions.cu.j2)
 do run, on host memory, eagerly and in graphs: they store their decision and, in a graph, set

@@ -51,7 +51,9 @@ def test_an_update_changes_scalars_and_launch_shapes_in_the_executable_graph(liv
     changed = pipeline.update(FACTOR=3.5, BLOCK=256)
     assert changed == ["step/scaled", "step/bump/add_one"]
     graph_calls = [c.name for c in fake.calls if "Graph" in c.name]
-    assert graph_calls == ["cuGraphExecKernelNodeSetParams"] * 2, "no new graph"
+    assert graph_calls == ["cuGraphExecKernelNodeSetParams",  # step/scaled, then the child graph's node:
+                           "cuGraphChildGraphNodeGetGraph", "cuGraphNodeFindInClone",  # its clone there
+                           "cuGraphExecKernelNodeSetParams"], "no new graph"
     assert pipeline.graph.exec == exec_handle
     after = _kernels(fake.executables[pipeline.graph.exec])
     assert after[0][1:3] == ((4, 1, 1), (256, 1, 1)), "the child graph's kernel has the new launch shape"
