@@ -15,8 +15,32 @@ from pathlib import Path
 # Absolute, not relative: pytest imports this file as a module of no package when the
 # checkout's folder name is no identifier (e.g. `pipec-main`).
 from pipec._version import __version__
+from pipec.errors import Error
 
-__all__ = ["__version__", "check", "load"]
+# Every exception pipec raises derives from `Error`; the concrete classes, importable from
+# here without loading the compiler or the runtime until one is asked for.
+ERRORS = {
+    "PipelineError": "runtime.load", "CudaError": "runtime.driver", "NoDevice": "runtime.driver",
+    "OutOfMemory": "runtime.memory", "BindError": "runtime.memory", "ClosedError": "runtime.views",
+    "UpdateRefused": "runtime.update", "StateError": "runtime.state", "NodeFailed": "runtime.eager",
+    "LaunchLimitsExceeded": "runtime.resources", "ProfileError": "runtime.profile",
+    "ProfilerUnavailable": "runtime.profile_cupti", "ConfigError": "compiler.config",
+    "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
+    "UsageError": "compiler.cli",
+}
+
+__all__ = ["BindError", "ClosedError", "CompileFailed", "ConfigError", "CudaError", "Error",
+           "LaunchLimitsExceeded", "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError",
+           "ProfilerUnavailable", "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError",
+           "__version__", "check", "load"]
+
+
+def __getattr__(name: str):
+    if name in ERRORS:
+        from importlib import import_module
+
+        return getattr(import_module(f"{__name__}.{ERRORS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check(path: str | Path):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .._version import __version__
+from ..errors import Error
 from . import codes
 from .config import CompileOptions, ConfigError, load_settings, override
 from .driver import compile_file
@@ -27,7 +28,7 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 STDIN = Path("-")
 
 
-class UsageError(Exception):
+class UsageError(Error):
     """A mistake on the command line or in what it names; exit 2 with this one line."""
 
 

@@ -6,6 +6,8 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..errors import Error
+
 KEYS = {"select", "ignore", "include-dirs", "allow-paths", "compiler", "arch", "lanes"}
 
 # The kernels pipec ships (`common.cuh`, the examples' sources), in the repository or the wheel:
@@ -13,7 +15,7 @@ KEYS = {"select", "ignore", "include-dirs", "allow-paths", "compiler", "arch", "
 SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
 
-class ConfigError(Exception):
+class ConfigError(Error):
     pass
 
 

@@ -15,17 +15,18 @@ from collections.abc import Callable
 from ..dsl import ast
 from ..dsl.errors import MAX_INT_BITS
 from ..dsl.source import Span
+from ..errors import Error
 
 Value = int | float | bool | str
 
 
-class ConstError(Exception):
+class ConstError(Error):
     def __init__(self, message: str, span: Span, hint: str, code: str = "PC105") -> None:
         super().__init__(message)
         self.message, self.span, self.hint, self.code = message, span, hint, code
 
 
-class RuntimeValue(Exception):
+class RuntimeValue(Error):
     """The expression reads device data or the step index."""
 
     def __init__(self, description: str, span: Span, buffer_name: str | None = None) -> None:

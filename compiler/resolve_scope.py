@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..dsl import SourceFile, Span, ast
+from ..errors import Error
 from .config import CompileOptions
 from .consteval import ConstError, RuntimeValue, Value, evaluate, literal
 from .diagnostics import DiagnosticSink, Label
@@ -33,7 +34,7 @@ class LoadedModule:
     scope: dict[str, Symbol] = field(default_factory=dict)
 
 
-class Abort(Exception):
+class Abort(Error):
     """A problem already reported that makes the current statement meaningless."""
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dsl import ast
+from ..errors import Error
 from .consteval import ConstError, RuntimeValue, evaluate
 from .resolve_scope import Abort, LoadedModule, Scope
 
@@ -39,11 +40,11 @@ class Size:
         return self.nodes > MAX_NODES or self.iterations > MAX_ITERATIONS
 
 
-class _DependsOnLoop(Exception):
+class _DependsOnLoop(Error):
     """The statement's size depends on a loop variable whose value is not fixed yet."""
 
 
-class _TooLarge(Exception):
+class _TooLarge(Error):
     """The program is over a limit; `size` is its size so far (a lower bound)."""
 
     def __init__(self, size: Size) -> None:

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
 
+from ..errors import Error
 from . import cuda_headers
 
 
-class ToolchainUnavailable(Exception):
+class ToolchainUnavailable(Error):
     pass
 
 
-class CompileFailed(Exception):
+class CompileFailed(Error):
     def __init__(self, log: str, command: str, advice: str | None = None) -> None:
         super().__init__(log)
         self.log = log

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import Error
 from .source import Span
 
 # The longest text parsed at once. Parsing costs about 15 microseconds and a kilobyte per token
@@ -17,7 +18,7 @@ MAX_INT_BITS = 1000
 MAX_NESTING = 200
 
 
-class PipeSyntaxError(Exception):
+class PipeSyntaxError(Error):
     """The text is not a `.pipe` program; `code` is the rule that reports it."""
 
     code = "PC101"

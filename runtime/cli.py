@@ -54,6 +54,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, metavar="PNG", help="plot the diagnostics against steps")
     p.add_argument("-D", "--define", action="append", type=define, dest="defines", default=[],
                    metavar="NAME=EXPR", help="override a constant of the file (repeatable)")
+    p.add_argument("--set", action="append", type=scheduled_update, dest="updates", default=[],
+                   metavar="NAME=VALUE@STEP",
+                   help="from step STEP on, the constant NAME is VALUE, updated in the built graph (repeatable)")
     p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     p.add_argument("--lanes", type=int, help="bound the plan's parallel width")
     p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=[],
@@ -62,6 +65,19 @@ def parser() -> argparse.ArgumentParser:
     add_color_options(p)
     p.add_argument("--version", action=ShowVersion)
     return p
+
+
+def scheduled_update(text: str) -> tuple[int, str, str]:
+    """`NAME=VALUE@STEP` as (step, name, value)."""
+    assignment, at, step = text.rpartition("@")
+    try:
+        name, value = define(assignment)
+        when = int(step)
+    except (argparse.ArgumentTypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"`{text}` is not NAME=VALUE@STEP") from None
+    if not at or when < 0:
+        raise argparse.ArgumentTypeError(f"`{text}` is not NAME=VALUE@STEP")
+    return when, name, value
 
 
 @dataclass
@@ -101,6 +117,10 @@ def _main(args) -> int:
         parser().error("--steps-per-launch must be >= 1 and divide --steps and --log-every")
     if args.sync_each and not args.eager:
         parser().error("--sync-each goes with --eager")
+    if args.updates and (args.verify is not None or args.profile or args.trace):
+        parser().error("--set goes with a run, not with --verify, --profile or --trace")
+    if any(step % per_launch for step, _, _ in args.updates):
+        parser().error("--set steps must be multiples of --steps-per-launch (updates land between launches)")
     try:
         _preflight(args)
     except (UsageError, ConfigError) as error:
@@ -119,6 +139,7 @@ def _main(args) -> int:
         from .memory import BindError, OutOfMemory
         from .profile import ProfileError
         from .state import StateError
+        from .update import UpdateRefused
     except ImportError as error:  # pragma: no cover - an incomplete installation
         _error(args, str(error))
         return EXIT_USAGE
@@ -140,7 +161,10 @@ def _main(args) -> int:
         except ProfilerUnavailable as error:
             _error(args, str(error))
             return EXIT_USAGE
-        except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError) as error:
+        except PipelineError as error:  # an update's values that do not check
+            sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
+            return EXIT_FAILED
+        except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused) as error:
             _error(args, str(error))
             if isinstance(error, CudaError) and not args.eager:
                 _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")
@@ -183,19 +207,25 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
                file=sys.stderr, dynamic_ncols=True)
     done, interrupted = 0, False
+    schedule = sorted(args.updates, key=lambda update: update[0])  # (step, name, value), in order given
     wall_start = time.perf_counter()
     call("cuEventRecord", events[0], pipeline.stream)
     try:
         while done < args.steps:
-            chunk = min(args.log_every, args.steps - done)
+            schedule = _apply_updates(pipeline, schedule, start_step + done, args.json, out, info)
+            until = min((done // args.log_every + 1) * args.log_every, args.steps,
+                        *(step - start_step for step, _, _ in schedule[:1]))
+            chunk = until - done
             run(chunk // args.steps_per_launch)
             done += chunk
+            bar.update(chunk)
+            if done % args.log_every and done < args.steps:
+                continue  # an update is due before the next log point
             call("cuEventRecord", events[1], pipeline.stream)
             call("cuEventSynchronize", events[1])  # between replays, never inside one
             point = {"step": start_step + done, "wall_s": round(time.perf_counter() - wall_start, 4),
                      "readback": pipeline.readback()}
             log.points.append(point)
-            bar.update(chunk)
             bar.set_postfix_str(_short(point["readback"]), refresh=False)
             if args.json:
                 print(json.dumps({"event": "log", **point}), file=out, flush=True)
@@ -224,6 +254,20 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
         if summary["readback"]:
             print("piperun: " + _short(summary["readback"]), file=info)
     return log, done
+
+
+def _apply_updates(pipeline, schedule: list, step: int, as_json: bool, out, info) -> list:
+    """Apply the updates due at `step` (and, on a resumed run, those due before it), in order;
+    returns the rest of the schedule."""
+    due = [(when, name, value) for when, name, value in schedule if when <= step]
+    for when, name, value in due:
+        nodes = pipeline.update(**{name: value})
+        if as_json:
+            print(json.dumps({"event": "set", "step": step, "name": name, "value": value, "nodes": nodes}),
+                  file=out, flush=True)
+        else:
+            print(f"piperun: step {step}: {name} = {value} ({len(nodes)} kernel node(s) updated)", file=info)
+    return schedule[len(due):]
 
 
 def _short(values: dict) -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import Error
 
-class NoDevice(Exception):
+
+class NoDevice(Error):
     """No usable GPU: no cuda-bindings, no driver, no device, or a driver that is too old."""
 
 
-class CudaError(Exception):
+class CudaError(Error):
     def __init__(self, call: str, name: str, detail: str = "") -> None:
         self.call, self.name = call, name
         super().__init__(f"{call} failed: {name}" + (f" ({detail})" if detail else ""))
@@ -109,6 +111,23 @@ def open_device(ordinal: int = 0, driver: Driver | None = None) -> Device:
         attribute("MAX_REGISTERS_PER_BLOCK"), attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
         version,
     )
+
+
+def as_stream(cu, stream):
+    """A `CUstream` from a raw handle (an int), or the stream itself."""
+    return cu.CUstream(stream) if isinstance(stream, int) else stream
+
+
+def wait_for(driver: Driver, waiter, producer) -> None:
+    """`waiter` waits, on the device, for the work enqueued on `producer` so far (both streams,
+    or raw handles): an event recorded on one, waited for by the other. The host never waits."""
+    cu = driver.cu
+    event = driver.call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+    try:
+        driver.call("cuEventRecord", event, as_stream(cu, producer))
+        driver.call("cuStreamWaitEvent", as_stream(cu, waiter), event, 0)
+    finally:
+        driver.call("cuEventDestroy", event)
 
 
 def release_device(device: Device) -> None:

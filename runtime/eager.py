@@ -18,6 +18,7 @@ from ..compiler.plan_schema import (
     ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
     Plan,
 )
+from ..errors import Error
 from .driver import CudaError, Driver
 from .launch import KernelArgs
 from .memory import BufferSet
@@ -26,7 +27,7 @@ from .modules import Modules
 EAGER_SCOPE = "eager"
 
 
-class NodeFailed(Exception):
+class NodeFailed(Error):
     def __init__(self, node: NodeSpec, error: CudaError) -> None:
         self.node, self.error = node, error
         super().__init__(f"node `{node.name}` ({node.location}): {error}")
@@ -88,6 +89,12 @@ class EagerProgram:
         return _Op(cu.cuMemcpyDtoDAsync, (buffers.pointer(node.dst, node.dst_offset),
                                           buffers.pointer(node.src, node.src_offset), node.nbytes, stream),
                    node, "cuMemcpyDtoDAsync")
+
+    def update_kernel(self, node: KernelNodeSpec, buffers: BufferSet, modules: Modules, stream) -> None:
+        """Launch `node` with its new arguments and launch shape from now on."""
+        op = next(op for op in self.ops if op.node.name == node.name)
+        new = self._prepare(node, buffers, modules, stream)
+        op.function, op.args, op.node = new.function, new.args, new.node
 
     def run(self, stream, *, synchronize_each: bool = False) -> None:
         """Launch every node once. `synchronize_each` waits after each node so that a fault is

@@ -42,6 +42,8 @@ class BuiltGraph:
         # Every kernel, memset and memcpy node's handle at any depth, by node name: what a
         # profiler maps graph node ids back to.
         self.leaf_nodes: dict[str, object] = {}
+        # The child graph nodes that embed a leaf (a clone of the graph it was added to), by name.
+        self.embedded_in: dict[str, list] = {}
         self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
         self.exec = None
@@ -84,7 +86,10 @@ class BuiltGraph:
             if self.flatten:
                 return self._add_body(graph, self.plan.graphs[node.graph], deps)
             child = self._build(node.graph)
-            return [self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)]
+            handle = self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
+            for leaf in self.plan.leaves(node.graph):  # innermost child graph node first
+                self.embedded_in.setdefault(leaf.name, []).append(handle)
+            return [handle]
         if isinstance(node, ConditionalNodeSpec):
             return [self._add_conditional(graph, node, deps)]
         self.node_count += 1
@@ -149,6 +154,17 @@ class BuiltGraph:
         for body, index in zip(params.conditional.phGraph_out, node.bodies):
             self._add_body(cu.CUgraph(int(body)), self.plan.graphs[index], [])
         return handle
+
+    def update_kernel(self, node: KernelNodeSpec, scope: str) -> None:
+        """New arguments and launch shape for a kernel node of the executable graph, for its
+        next launches (those enqueued already run as they were)."""
+        if node.name in self.drop:
+            return
+        handle = self.leaf_nodes[node.name]
+        for child_node in self.embedded_in.get(node.name, ()):  # the node's clone in each embedding
+            handle = self.call("cuGraphNodeFindInClone", handle,
+                               self.call("cuGraphChildGraphNodeGetGraph", child_node))
+        self.call("cuGraphExecKernelNodeSetParams", self.exec, handle, self._kernel_params(node, scope))
 
     def close(self) -> None:
         if self.exec is not None:

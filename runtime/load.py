@@ -16,15 +16,17 @@ from ..compiler.artifacts import module_binaries
 from ..compiler.config import override
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.launch_loop import repeat_step
+from ..compiler.plan_schema import Plan
 from ..compiler.render import RENDERERS
 from ..compiler.toolchain import CompileFailed
 from ..dsl.source import SourceFile, Span
+from ..errors import Error
 from .driver import Driver, open_device, release_device
 from .pipeline import Pipeline
 from .resources import LaunchLimitsExceeded, LimitFinding
 
 
-class PipelineError(Exception):
+class PipelineError(Error):
     """The pipeline cannot be loaded: `diagnostics` says why, or `message` where no rule does."""
 
     def __init__(self, diagnostics: list[Diagnostic], message: str = "") -> None:
@@ -46,15 +48,19 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
     `steps_per_launch` K > 1 the step runs K times inside a device-side loop: `step(n)` and
     `run_eager(n)` then run n * K steps."""
     path = Path(path)
-    settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None,
-                        defines=tuple((k, str(v)) for k, v in (defines or {}).items()) or None)
-    compilation = compile_file(path, settings)
-    plan = compilation.plan
-    if plan is None:
-        raise PipelineError(compilation.diagnostics)
-    if plan.step is None:
-        raise PipelineError([], f"{path}: there is no `step` block to run")
-    plan = repeat_step(plan, steps_per_launch)
+    settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None)
+
+    def compile_plan(values: dict[str, object]) -> tuple[Plan, list[SourceFile]]:
+        """The plan for the file with these constant values (the load's, then an update's)."""
+        chosen = override(settings, defines=tuple((k, str(v)) for k, v in values.items()) or None)
+        compilation = compile_file(path, chosen)
+        if compilation.plan is None:
+            raise PipelineError(compilation.diagnostics)
+        if compilation.plan.step is None:
+            raise PipelineError([], f"{path}: there is no `step` block to run")
+        return repeat_step(compilation.plan, steps_per_launch), compilation.sources
+
+    plan, sources = compile_plan(dict(defines or {}))
     opened = open_device(device, driver)
     try:
         binaries = module_binaries(plan, opened.arch)
@@ -66,10 +72,11 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
         release_device(opened)
         raise
     try:
-        return Pipeline(plan, binaries, opened, bind=bind, drop_nodes=drop_nodes)
+        return Pipeline(plan, binaries, opened, bind=bind, drop_nodes=drop_nodes,
+                        recompile=lambda values: compile_plan({**(defines or {}), **values})[0])
     except LaunchLimitsExceeded as error:
-        sources = {s.display_path(): s for s in compilation.sources}
-        raise PipelineError([_diagnostic(f, sources) for f in error.findings]) from None
+        by_path = {s.display_path(): s for s in sources}
+        raise PipelineError([_diagnostic(f, by_path) for f in error.findings]) from None
 
 
 def _diagnostic(finding: LimitFinding, sources: dict[str, SourceFile]) -> Diagnostic:

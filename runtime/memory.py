@@ -11,19 +11,30 @@ import numpy as np
 
 from ..compiler.dtypes import DTYPES, fill_pattern, host_array
 from ..compiler.plan_schema import BufferSpec, Plan
-from .driver import CudaError, Driver
+from ..errors import Error
+from .dlpack import DL_TYPES, KDL_CUDA, read_capsule
+from .driver import CudaError, Driver, wait_for
 
 # Bit patterns that make an unwritten element obvious: NaNs for floats, 0xA5 bytes for integers.
 POISON = {"f32": (4, 0x7FC0DEAD), "f64": (4, 0x7FF8DEAD), "f16": (2, 0x7E5A), "bf16": (2, 0x7FDA)}
 INTEGER_POISON = (1, 0xA5)
 
 
-class OutOfMemory(Exception):
+class OutOfMemory(Error):
     pass
 
 
-class BindError(Exception):
+class BindError(Error):
     pass
+
+
+def host_dtype(name: str) -> np.dtype:
+    """The NumPy type of a buffer's elements on the host: bf16 is `ml_dtypes.bfloat16`."""
+    if name == "bf16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(DTYPES[name].numpy)
 
 
 @dataclass
@@ -36,7 +47,7 @@ class DeviceBuffer:
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        return np.dtype(DTYPES[self.spec.dtype].numpy)
+        return host_dtype(self.spec.dtype)
 
     def host_view(self) -> np.ndarray:
         """The mapped buffer's memory as a NumPy array (no copy)."""
@@ -53,6 +64,10 @@ class DeviceBuffer:
         return out
 
     def write(self, array: np.ndarray) -> None:
+        """Values of the buffer's type; a bf16 buffer also takes uint16 arrays as bit patterns
+        (what the compiler's initial values and older state files hold)."""
+        if self.spec.dtype == "bf16" and np.asarray(array).dtype == np.uint16:
+            array = np.asarray(array).view(self.numpy_dtype)
         array = np.ascontiguousarray(array, dtype=self.numpy_dtype).reshape(self.spec.shape)
         if self.host_ptr is not None:
             self.host_view()[...] = array
@@ -75,7 +90,7 @@ class DeviceBuffer:
 class BufferSet:
     """Every buffer of a plan, by name."""
 
-    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None) -> None:
+    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None, stream=0) -> None:
         self.plan = plan
         self.driver = driver
         self.buffers: dict[str, DeviceBuffer] = {}
@@ -86,7 +101,7 @@ class BufferSet:
         try:
             for spec in plan.buffers:
                 if spec.name in bind:
-                    self.buffers[spec.name] = _bind_external(spec, driver, bind[spec.name])
+                    self.buffers[spec.name] = _bind_external(spec, driver, bind[spec.name], stream)
                 else:
                     self.buffers[spec.name] = _allocate(spec, driver)
                     _initialise(self.buffers[spec.name])
@@ -161,25 +176,52 @@ def random_values(spec: BufferSpec, dtype) -> np.ndarray:
     return host_array(dtype, values)
 
 
-def _bind_external(spec: BufferSpec, driver: Driver, array: object) -> DeviceBuffer:
-    """Use an existing device array (CuPy, PyTorch, anything with __cuda_array_interface__)
-    as the buffer's memory; it must match the buffer's type and size and be contiguous."""
+def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> DeviceBuffer:
+    """Use an existing device array as the buffer's memory: anything with
+    `__cuda_array_interface__` (CuPy, Numba, PyTorch) or `__dlpack__` (PyTorch, JAX, CuPy). It
+    must match the buffer's type (a bf16 buffer also takes uint16 bit patterns) and size, be
+    C-contiguous, and live on the device; `stream` waits for the producer's pending work."""
     if spec.memory == "mapped":
         raise BindError(f"`{spec.name}` is mapped host memory; only device buffers can be bound")
-    interface = getattr(array, "__cuda_array_interface__", None)
-    if interface is None:
+    try:
+        interface = getattr(array, "__cuda_array_interface__")
+    except (AttributeError, TypeError, ValueError, BufferError):  # PyTorch's bf16 has none
+        interface = None
+    if interface is not None:
+        if interface.get("stream"):
+            wait_for(driver, stream, interface["stream"])
+        dtype = np.dtype(interface["typestr"])
+        kind = f"{dtype.kind}{dtype.itemsize * 8}"
+        shape, strides = tuple(interface["shape"]), interface.get("strides")
+        strides = None if strides is None else tuple(s // dtype.itemsize for s in strides)
+        pointer, owner = int(interface["data"][0]), array
+    elif hasattr(array, "__dlpack__"):
+        imported = read_capsule(array.__dlpack__(stream=int(stream)))
+        if imported.device_type != KDL_CUDA:
+            raise BindError(f"cannot bind `{spec.name}`: the array is not in CUDA device memory")
+        code, bits, lanes = imported.dl_type
+        kind = "bf16" if (code, bits) == DL_TYPES["bf16"] else f"{'iuf'[code]}{bits}" if code < 3 else "?"
+        shape, strides, pointer, owner = imported.shape, imported.strides, imported.pointer, (array, imported)
+    else:
         raise BindError(f"cannot bind `{spec.name}`: {type(array).__name__} is not a CUDA array "
-                        "(it has no __cuda_array_interface__)")
-    shape = tuple(interface["shape"])
-    dtype = np.dtype(interface["typestr"])
-    expected = np.dtype(DTYPES[spec.dtype].numpy)
-    if dtype != expected:
-        raise BindError(f"cannot bind `{spec.name}`: the array holds {dtype}, the buffer {spec.dtype}")
+                        "(it has neither __cuda_array_interface__ nor __dlpack__)")
+    dtype = DTYPES[spec.dtype]
+    accepted = {f"{dtype.kind}{dtype.bits}"} if spec.dtype != "bf16" else {"bf16", "u16"}
+    if kind not in accepted:
+        raise BindError(f"cannot bind `{spec.name}`: the array holds {_describe(kind)}, the buffer {spec.dtype}")
     count = int(np.prod(shape, dtype=np.int64))
-    if count * dtype.itemsize != spec.nbytes:
+    if count * dtype.size != spec.nbytes:
         raise BindError(f"cannot bind `{spec.name}`: the array has {count} elements, the buffer "
-                        f"{spec.nbytes // dtype.itemsize}")
-    strides = interface.get("strides")
-    if strides is not None and tuple(strides) != tuple(np.empty(shape, dtype).strides):
+                        f"{spec.nbytes // dtype.size}")
+    if strides is not None and count > 1 and strides != _contiguous(shape):
         raise BindError(f"cannot bind `{spec.name}`: the array is not C-contiguous")
-    return DeviceBuffer(spec, driver, int(interface["data"][0]), None, owner=array)
+    return DeviceBuffer(spec, driver, pointer, None, owner=owner)
+
+
+def _describe(kind: str) -> str:
+    return {"f": "float", "i": "int", "u": "uint"}.get(kind[0], "") + kind[1:] if kind != "bf16" else "bfloat16"
+
+
+def _contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """C-order strides in elements."""
+    return tuple(int(np.prod(shape[i + 1:], dtype=np.int64)) for i in range(len(shape)))

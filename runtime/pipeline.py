@@ -8,13 +8,13 @@ graph. After that a step is one `cuGraphLaunch`: no Python work per node. `pipec
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..compiler.plan_schema import Plan
-from .driver import CudaError, Device, release_device
+from .driver import CudaError, Device, release_device, wait_for
 from .eager import EagerProgram
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
@@ -23,45 +23,26 @@ from .profile import ReplayProfile
 from .profile_cupti import profile
 from .resources import LaunchLimitsExceeded, check_launch_resources
 from .state import load_state, save_state
+from .update import UpdateRefused, changed_kernels
 from .verify import VerifyReport, Writer, verify
-
-
-class CupyBuffers(Mapping):
-    """`pipeline.buffers[name]`: CuPy arrays over the pipeline's own memory (no copy). bf16
-    buffers appear as uint16 (CuPy has no bfloat16); `torch.from_dlpack` takes any of them."""
-
-    def __init__(self, pipeline: Pipeline) -> None:
-        self._pipeline = pipeline
-        self._arrays: dict[str, object] = {}
-
-    def __getitem__(self, name: str):
-        if name not in self._arrays:
-            import cupy
-
-            buffer = self._pipeline.buffer(name)
-            memory = cupy.cuda.UnownedMemory(buffer.device_ptr, buffer.spec.nbytes, owner=self._pipeline,
-                                             device_id=self._pipeline.device.ordinal)
-            self._arrays[name] = cupy.ndarray(buffer.spec.shape, dtype=buffer.numpy_dtype,
-                                              memptr=cupy.cuda.MemoryPointer(memory, 0))
-        return self._arrays[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(b.name for b in self._pipeline.plan.buffers)
-
-    def __len__(self) -> int:
-        return len(self._pipeline.plan.buffers)
+from .views import BufferViews, ClosedError, stream_handle
 
 
 class Pipeline:
     """The plan made real on `device`, which it takes over (and releases on close).
     `binaries` holds one compiled module per plan module, built for `device.arch`. Raises
-    `LaunchLimitsExceeded` when a kernel node asks for more than the device has."""
+    `LaunchLimitsExceeded` when a kernel node asks for more than the device has. `recompile`
+    gives the plan for new constant values (`pipec.load` passes it): what `update` needs."""
 
     def __init__(self, plan: Plan, binaries: Sequence[bytes], device: Device, *,
-                 bind: dict[str, object] | None = None, drop_nodes: frozenset[str] = frozenset()) -> None:
+                 bind: dict[str, object] | None = None, drop_nodes: frozenset[str] = frozenset(),
+                 recompile: Callable[[dict[str, object]], Plan] | None = None) -> None:
         self.plan = plan
         self.device = device
         self.driver = device.driver
+        self.closed = False
+        self._recompile = recompile
+        self._defines: dict[str, object] = {}
         call = self.driver.call
         self._closers: list = [lambda: release_device(self.device)]
         try:
@@ -71,7 +52,7 @@ class Pipeline:
             self._closers.append(self.modules.close)
             if findings := check_launch_resources(plan, self.modules):
                 raise LaunchLimitsExceeded(findings)
-            self._buffers = BufferSet(plan, self.driver, bind)
+            self._buffers = BufferSet(plan, self.driver, bind, self.stream)
             self._closers.append(self._buffers.close)
             if plan.init is not None:
                 EagerProgram(plan, plan.init, self._buffers, self.modules, self.stream).run(self.stream)
@@ -83,26 +64,70 @@ class Pipeline:
         except BaseException:
             self.close()
             raise
-        self.buffers = CupyBuffers(self)
+        self.buffers = BufferViews(self)
         self._writers = _writer_index(plan)
 
     # --- running ----------------------------------------------------------------------------
 
-    def step(self, n: int = 1) -> None:
-        """Enqueue `n` replays of the step graph (asynchronous; see `synchronize`)."""
-        launch, graph_exec, stream = self.driver.cu.cuGraphLaunch, self.graph.exec, self.stream
+    def step(self, n: int = 1, *, stream=None) -> None:
+        """Enqueue `n` replays of the step graph (asynchronous; see `synchronize`). With
+        `stream` (an object with `__cuda_stream__`, such as PyTorch's or CuPy's streams, or a
+        raw handle), the replays come after the work enqueued on that stream so far, and work
+        enqueued on it later comes after them: ordered on the device, the host never waits."""
+        self._check_open()
+        if stream is not None:
+            handle = stream_handle(stream)
+            wait_for(self.driver, self.stream, handle)
+        launch, graph_exec, own = self.driver.cu.cuGraphLaunch, self.graph.exec, self.stream
         success = self.driver.success
         for _ in range(n):
-            (err,) = launch(graph_exec, stream)
+            (err,) = launch(graph_exec, own)
             if err != success:
                 raise CudaError("cuGraphLaunch", self.driver.error_name(err))
+        if stream is not None:
+            wait_for(self.driver, handle, self.stream)
 
-    def run_eager(self, n: int = 1, *, synchronize_each: bool = False) -> None:
-        """Run the same nodes `n` times, launched one by one in program order."""
+    def run_eager(self, n: int = 1, *, synchronize_each: bool = False, stream=None) -> None:
+        """Run the same nodes `n` times, launched one by one in program order; `stream` as for
+        `step`."""
+        self._check_open()
+        if stream is not None:
+            handle = stream_handle(stream)
+            wait_for(self.driver, self.stream, handle)
         for _ in range(n):
             self.eager.run(self.stream, synchronize_each=synchronize_each)
+        if stream is not None:
+            wait_for(self.driver, handle, self.stream)
+
+    def order_before(self, stream) -> None:
+        """Make `stream` (a raw handle or stream object) wait for everything enqueued here so far."""
+        wait_for(self.driver, stream_handle(stream), self.stream)
+
+    def update(self, **values) -> list[str]:
+        """New values for constants of the file (`update(GAMMA=0.95)`) that only reach kernel
+        scalar arguments and launch shapes: the executable graph's kernel nodes and the eager
+        launches change in place for the launches enqueued from now on, with no new graph.
+        Returns the kernel nodes changed. Raises `UpdateRefused` (naming the first difference)
+        when the values change anything else, and `PipelineError` when the file no longer
+        checks with them."""
+        self._check_open()
+        if self._recompile is None:
+            raise UpdateRefused("this pipeline was not loaded from a .pipe file; nothing to compile again")
+        defines = {**self._defines, **values}
+        plan = self._recompile(defines)
+        changed = changed_kernels(self.plan, plan, ", ".join(values))
+        if findings := check_launch_resources(plan, self.modules):
+            raise UpdateRefused("; ".join(f"{f.location}: {f.message}" for f in findings))
+        scopes = {node.name: graph.scope for graph in plan.graph_tree(plan.step) for node in graph.nodes}
+        for node in changed:
+            self.graph.update_kernel(node, scopes[node.name])
+            self.eager.update_kernel(node, self._buffers, self.modules, self.stream)
+        self.plan = self.graph.plan = plan
+        self._defines = defines
+        return [node.name for node in changed]
 
     def synchronize(self) -> None:
+        self._check_open()
         self.driver.call("cuStreamSynchronize", self.stream)
 
     def verify(self, steps: int) -> VerifyReport:
@@ -119,6 +144,7 @@ class Pipeline:
     # --- buffers ----------------------------------------------------------------------------
 
     def buffer(self, name: str) -> DeviceBuffer:
+        self._check_open()
         return self._buffers[name]
 
     def read(self, name: str) -> np.ndarray:
@@ -162,7 +188,12 @@ class Pipeline:
 
     # --- lifetime ---------------------------------------------------------------------------
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedError(f"{self.plan.pipe}: the pipeline is closed")
+
     def close(self) -> None:
+        self.closed = True
         try:
             self.driver.call("cuStreamSynchronize", self.stream)
         except (CudaError, AttributeError):

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import networkx as nx
 
 from ..compiler.plan_schema import ChildGraphNodeSpec, Location, Plan
+from ..errors import Error
 
 
-class ProfileError(Exception):
+class ProfileError(Error):
     """The profile cannot be made: records that do not describe the plan's step (a node
     without one record per replay, an id of no node), or a failed CUPTI callback."""
 

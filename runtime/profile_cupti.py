@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..errors import Error
 from .profile import Collection, NodeRecord, ProfileError, ReplayProfile, analyze, name_graph_nodes
 
 PACKAGE = "cupti-python"
@@ -21,7 +22,7 @@ BUFFER_BYTES = 8 << 20
 ACTIVITY_KINDS = {"CONCURRENT_KERNEL": "kernel", "MEMSET": "memset", "MEMCPY": "memcpy"}
 
 
-class ProfilerUnavailable(Exception):
+class ProfilerUnavailable(Error):
     """No CUPTI to profile with: cupti-python missing or not loadable, or CUPTI refusing to
     trace (another subscriber, a driver older than the CUPTI)."""
 

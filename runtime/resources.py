@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..compiler.plan_schema import KernelNodeSpec, Location, Plan
+from ..errors import Error
 from .driver import Device
 from .eager import EAGER_SCOPE
 from .modules import Modules
@@ -23,7 +24,7 @@ class LimitFinding:
     hint: str
 
 
-class LaunchLimitsExceeded(Exception):
+class LaunchLimitsExceeded(Error):
     def __init__(self, findings: list[LimitFinding]) -> None:
         self.findings = findings
         super().__init__("; ".join(f"{f.location}: {f.message}" for f in findings))

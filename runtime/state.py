@@ -1,22 +1,27 @@
 """Saving and restoring every buffer, so a run can stop and resume where it was.
 
 The format is safetensors (one file, `state.safetensors`, no pickles): what ML users already
-read. bf16 buffers are stored as their raw 16-bit patterns; the metadata records the types,
-the pipeline's hash and the steps run."""
+read. bf16 buffers are stored as BF16 tensors (files written before held their bit patterns as
+U16, which loading still takes); the metadata records the types, the pipeline's hash and the
+steps run. safetensors' NumPy reader knows no BF16, so reading parses the file itself: an
+8-byte header length, a JSON header, the tensors' bytes."""
 
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
-from safetensors import safe_open
 from safetensors.numpy import save_file
+
+from ..errors import Error
+from .memory import host_dtype
 
 STATE_FILE = "state.safetensors"
 
 
-class StateError(Exception):
+class StateError(Error):
     pass
 
 
@@ -42,22 +47,42 @@ def load_state(pipeline, folder: Path) -> dict[str, str]:
         raise StateError(f"no saved state at {path}")
     plan = pipeline.plan
     expected = {b.name: b for b in plan.buffers}
-    with safe_open(str(path), framework="np") as f:
-        metadata = f.metadata() or {}
-        names = set(f.keys())
-        missing, extra = set(expected) - names, names - set(expected)
-        if missing or extra:
-            raise StateError(f"{path} does not match {plan.pipe}: "
-                             + "; ".join(p for p in (
-                                 f"missing {', '.join(sorted(missing))}" if missing else "",
-                                 f"unknown {', '.join(sorted(extra))}" if extra else "") if p))
-        dtypes = json.loads(metadata.get("dtypes", "{}"))
-        arrays = {}
-        for name, spec in expected.items():
-            array = f.get_tensor(name)
-            if tuple(array.shape) != spec.shape or dtypes.get(name, spec.dtype) != spec.dtype:
-                raise StateError(f"{path}: `{name}` is {dtypes.get(name)}{list(array.shape)}, the pipeline "
-                                 f"declares {spec.dtype}{list(spec.shape)}")
-            arrays[name] = array
+    metadata, tensors = _read(path)
+    missing, extra = set(expected) - set(tensors), set(tensors) - set(expected)
+    if missing or extra:
+        raise StateError(f"{path} does not match {plan.pipe}: "
+                         + "; ".join(p for p in (
+                             f"missing {', '.join(sorted(missing))}" if missing else "",
+                             f"unknown {', '.join(sorted(extra))}" if extra else "") if p))
+    dtypes = json.loads(metadata.get("dtypes", "{}"))
+    arrays = {}
+    for name, spec in expected.items():
+        array = tensors[name]
+        if tuple(array.shape) != spec.shape or dtypes.get(name, spec.dtype) != spec.dtype:
+            raise StateError(f"{path}: `{name}` is {dtypes.get(name)}{list(array.shape)}, the pipeline "
+                             f"declares {spec.dtype}{list(spec.shape)}")
+        arrays[name] = array
     pipeline.restore(arrays)
     return metadata
+
+
+SAFETENSORS_TYPES = {"F64": "f64", "F32": "f32", "F16": "f16", "BF16": "bf16", "I64": "i64", "U64": "u64",
+                     "I32": "i32", "U32": "u32", "I16": "i16", "U16": "u16", "I8": "i8", "U8": "u8"}
+
+
+def _read(path: Path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """The metadata and tensors of a safetensors file."""
+    data = path.read_bytes()
+    try:
+        (length,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + length])
+        tensors = {}
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            start, stop = entry["data_offsets"]
+            raw = data[8 + length + start: 8 + length + stop]
+            tensors[name] = np.frombuffer(raw, host_dtype(SAFETENSORS_TYPES[entry["dtype"]])).reshape(entry["shape"])
+    except (struct.error, ValueError, KeyError, TypeError) as error:
+        raise StateError(f"{path} is not a safetensors file pipec can read ({error})") from None
+    return header.get("__metadata__") or {}, tensors

@@ -8,7 +8,10 @@ function and its argument values, decoded from the `kernelParams` array at the m
 is made (as the driver copies them), using `param_sizes` (bytes of each parameter, by kernel
 name). A graph keeps its nodes, their dependencies and child graphs; launching an
 instantiated graph performs its memset and memcpy nodes in the order they were added (a
-topological order), like eager execution does, so the two sides of `verify` agree.
+topological order), like eager execution does, so the two sides of `verify` agree. An
+executable graph is its source graph (no copy), and a child graph node embeds its graph itself,
+so `cuGraphExecKernelNodeSetParams` rewrites the node that later launches run; streams only
+record the events they wait for (nothing runs asynchronously).
 
 The kernels pipec generates to decide conditional nodes (compiler/templates/conditions.cu.j2)
 do run, on host memory, eagerly and in graphs: they store their decision and, in a graph, set
@@ -56,6 +59,10 @@ class CUmemorytype(enum.IntEnum):
 
 class CUstream_flags(enum.IntEnum):
     CU_STREAM_NON_BLOCKING = 1
+
+
+class CUevent_flags(enum.IntEnum):
+    CU_EVENT_DISABLE_TIMING = 2
 
 
 class CUstreamWaitValue_flags(enum.IntEnum):
@@ -188,6 +195,7 @@ class FakeCuda:
     CUmemorytype = CUmemorytype
     CUstream_flags = CUstream_flags
     CUstreamWaitValue_flags = CUstreamWaitValue_flags
+    CUevent_flags = CUevent_flags
     CUDA_KERNEL_NODE_PARAMS = CUDA_KERNEL_NODE_PARAMS
     CUDA_MEMSET_NODE_PARAMS = CUDA_MEMSET_NODE_PARAMS
     CUDA_MEMCPY3D = CUDA_MEMCPY3D
@@ -200,7 +208,7 @@ class FakeCuda:
     CU_MEMHOSTALLOC_DEVICEMAP = 2
     # Calls that only succeed here: synchronisation (nothing runs asynchronously), contexts.
     ACCEPTED = ("cuInit", "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease", "cuStreamSynchronize",
-                "cuStreamWaitValue32", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy",
+                "cuStreamWaitValue32", "cuStreamWaitEvent", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy",
                 "cuFuncSetAttribute", "cuGraphUpload")
 
     def __init__(self, *, param_sizes: dict[str, tuple[int, ...]], memory_bytes: int = 1 << 30,
@@ -279,6 +287,21 @@ class FakeCuda:
 
     def _graph(self, handle: Handle) -> FakeGraph:
         return self.graphs[handle] if handle in self.graphs else self.bodies[handle]
+
+    def CUstream(self, number: int) -> Handle:
+        """A stream handle from its value, as `cuda.bindings.driver.CUstream(int)` makes one."""
+        return Handle("stream", int(number))
+
+    def _find(self, graph: FakeGraph, handle: Handle) -> GraphNode | None:
+        """The node `handle` in `graph`, its child graphs or its conditional nodes' bodies."""
+        for node in graph.nodes:
+            if node.handle == handle:
+                return node
+            inner = [node.child] if node.child else node.work.bodies if node.kind == "conditional" else []
+            found = next((n for g in inner if (n := self._find(g, handle)) is not None), None)
+            if found is not None:
+                return found
+        return None
 
     def CUgraph(self, number: int) -> Handle:
         """A graph handle from its value, as `cuda.bindings.driver.CUgraph(int)` makes one."""
@@ -517,6 +540,22 @@ class FakeCuda:
                                  if flags & self.CU_GRAPH_COND_ASSIGN_DEFAULT}
         self._run(self.executables[executable])
         return (CUresult.CUDA_SUCCESS,)
+
+    def cuGraphExecKernelNodeSetParams(self, executable, handle, p):
+        node = self._find(self.executables[executable], handle)
+        assert node is not None and node.kind == "kernel", "not a kernel node of this executable graph"
+        node.work = self._kernel(p.func, (p.gridDimX, p.gridDimY, p.gridDimZ),
+                                 (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes, p.kernelParams)
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuGraphChildGraphNodeGetGraph(self, handle):
+        node = next(n for g in self.graphs.values() if (n := self._find(g, handle)) is not None)
+        return (CUresult.CUDA_SUCCESS, node.child.handle)
+
+    def cuGraphNodeFindInClone(self, original, clone):
+        """A child graph node here embeds its graph itself (no clone): the node is its own."""
+        assert self._find(self._graph(clone), original) is not None
+        return (CUresult.CUDA_SUCCESS, original)
 
     def cuGraphExecDestroy(self, executable):
         del self.executables[executable]

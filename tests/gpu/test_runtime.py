@@ -147,7 +147,7 @@ def test_buffers_are_cupy_arrays_over_the_same_memory(nodes):
     cupy = pytest.importorskip("cupy")
     nodes.step(1)
     nodes.synchronize()
-    x = nodes.buffers["x"]
+    x = nodes.buffers["x"].cupy()
     assert x.data.ptr == nodes.buffer("x").device_ptr
     assert np.array_equal(cupy.asnumpy(x), nodes.read("x"))
     x += 1  # on CuPy's stream; the pipeline sees it after a device synchronize
