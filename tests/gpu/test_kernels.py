@@ -454,7 +454,7 @@ def test_mlp_act(rng, H, n, epb, threads):
             assert not explore.any() and sure.mean() > 0.9
         if eps == 1.0:
             assert explore.all()
-        if decay == 2 * step:
+        if decay == 2 * step and explore.size >= 256:  # eps 0.51: a band of over 3 sigma at 256 envs
             assert 0.4 < explore.mean() < 0.6
     # ties go to action 0: make both output rows identical
     tied = params.copy()

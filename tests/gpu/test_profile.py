@@ -49,7 +49,11 @@ def test_in_graph_records_map_to_every_node_and_the_floor_holds(path):
     assert sorted(n.name for n in report.nodes) == sorted(n.name for n in leaves)
     assert all(len(replay) == len(leaves) for replay in report.timeline) and len(report.timeline) == 50
     assert all(n.microseconds > 0 and n.slack_us >= 0 for n in report.nodes)
-    assert 0 < report.kernel_us <= report.critical_path_us <= report.replay_us, report
+    assert 0 < report.critical_path_us <= report.replay_us, report
+    # Node time on the path is at most the floor, but CUPTI stamps memset records with a clock
+    # that can run some hundred nanoseconds apart from the kernels' (seen on the H200: 8.32 us of
+    # node time in an 8.11 us floor, a memset "ending" after its successor started).
+    assert 0 < report.kernel_us <= report.critical_path_us + 0.5, report
     assert report.event_us > 0
     assert all(after[k].tobytes() == v.tobytes() for k, v in before.items()), "the profile restores the state"
 
