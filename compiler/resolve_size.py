@@ -79,6 +79,7 @@ class Sizing(Scope):
     def _measure(self, module: LoadedModule, roots: list[ast.Block]) -> None:
         """Size the root blocks together, reporting the statement that crosses a limit; after
         it, `size_so_far.too_large` tells the unrolling to build nothing."""
+        self.values = {}  # the scopes are complete: values of expressions can be kept
         for stmt in (stmt for block in roots for stmt in block.stmts):
             try:
                 self.size_so_far += self._size(module, {}, frozenset(), stmt, (), self.size_so_far)
