@@ -33,15 +33,14 @@ PATTERN = 256  # distinct random statements, repeated by a loop
 GRAPH_NODES = 1000  # nodes of one child graph in the `graphs` shape
 
 
-def _repeated(nodes: int, statements: list[str], indent: str = "    ") -> list[str]:
-    """`statements` repeated by a loop over `k` until `nodes` statements, the rest written out."""
+def _repeated(nodes: int, statements: list[str]) -> list[str]:
+    """`statements`, which read `k`, repeated by a loop over `k` until `nodes` statements: the
+    last pass, with only the statements still missing, is a loop of its own."""
     loops, rest = divmod(nodes, len(statements))
     lines = []
-    if loops:
-        lines.append(f"{indent}for k in 0 .. {loops} {{")
-        lines += [indent + "    " + s for s in statements]
-        lines.append(f"{indent}}}")
-    lines += [indent + s.replace("k", "0") for s in statements[:rest]]
+    for first, stop, count in ((0, loops, len(statements)), (loops, loops + 1, rest)):
+        if stop > first and count:
+            lines += [f"    for k in {first} .. {stop} {{"] + ["        " + s for s in statements[:count]] + ["    }"]
     return lines
 
 
@@ -54,7 +53,7 @@ def random_pipe(nodes: int, seed: int = 0) -> str:
         src, dst = rng.sample(range(BUFFERS), 2)
         lo = rng.randrange(0, 63)
         statements.append(f"launch leaf<<<1, 32>>>(in b{src}, out b{dst}[({lo} + k) % 63:({lo} + k) % 63 + 1])")
-    lines = [f'from "tiny.cu" import tiny, leaf']
+    lines = ['from "tiny.cu" import tiny, leaf']
     lines += [f"buffer b{i}: u32[64]" for i in range(BUFFERS)]
     return "\n".join(lines + ["step {"] + _repeated(nodes, statements) + ["}"]) + "\n"
 
