@@ -1,47 +1,94 @@
 """How long `pipec --check` takes, and how much memory, on a generated pipeline of N nodes, once
 the kernels are cached (the figure CI cares about). Needs no GPU.
 
-    python bench/check_speed.py [--nodes 5000 100000] [--shape random|chain|fan] [--repeats 5]
+    python bench/check_speed.py [--nodes 5000 100000] [--shape random|chain|fan|graphs] [--repeats 5]
     python bench/check_speed.py --stages --nodes 100000   # seconds per compiler stage, in process
+    python bench/check_speed.py --rl-step 4096             # pipelines/rl_step.pipe, -D UPDATES=4096
+    python bench/check_speed.py --emit --nodes 100000      # `--emit plan` instead of `--check`
 
-`--stages` runs every stage up to the plan once in this process and prints where the time
-goes: resolve, the hazard DAG (check), and the plan with its lanes."""
+The parser reads at most 262,144 characters a file (PC112), so the programs are written the way
+a large pipeline is: a few statements repeated by compile-time `for` loops and child-graph
+uses, not one line per node. `--stages` runs every stage up to the plan once in this process
+and prints where the time goes: parse, resolve, the hazard DAG (check), and the plan with its
+lanes."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import TINY, chain_pipe, fan_pipe, median, table
+from common import TINY, median, table
 
+ROOT = Path(__file__).resolve().parent.parent
+RL_STEP = ROOT / "pipelines" / "rl_step.pipe"
 BUFFERS = 64
+PATTERN = 256  # distinct random statements, repeated by a loop
+GRAPH_NODES = 1000  # nodes of one child graph in the `graphs` shape
 
 
-def generated(nodes: int, seed: int = 0) -> str:
-    """Random reads and writes over a few dozen buffers: a DAG with real hazards everywhere."""
+def _repeated(nodes: int, statements: list[str]) -> list[str]:
+    """`statements`, which read `k`, repeated by a loop over `k` until `nodes` statements: the
+    last pass, with only the statements still missing, is a loop of its own."""
+    loops, rest = divmod(nodes, len(statements))
+    lines = []
+    for first, stop, count in ((0, loops, len(statements)), (loops, loops + 1, rest)):
+        if stop > first and count:
+            lines += [f"    for k in {first} .. {stop} {{"] + ["        " + s for s in statements[:count]] + ["    }"]
+    return lines
+
+
+def random_pipe(nodes: int, seed: int = 0) -> str:
+    """Random reads and writes over a few dozen buffers: a DAG with real hazards everywhere.
+    Each repetition of the pattern moves every written slot by the loop variable `k`."""
     rng = random.Random(seed)
-    lines = [f'from "{TINY}" import tiny, leaf']
-    lines += [f"buffer b{i}: u32[64]" for i in range(BUFFERS)]
-    lines.append("step {")
-    for _ in range(nodes):
+    statements = []
+    for _ in range(min(nodes, PATTERN)):
         src, dst = rng.sample(range(BUFFERS), 2)
         lo = rng.randrange(0, 63)
-        lines.append(f"    launch leaf<<<1, 32>>>(in b{src}, out b{dst}[{lo}:{lo + 1}])")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        statements.append(f"launch leaf<<<1, 32>>>(in b{src}, out b{dst}[({lo} + k) % 63:({lo} + k) % 63 + 1])")
+    lines = ['from "tiny.cu" import tiny, leaf']
+    lines += [f"buffer b{i}: u32[64]" for i in range(BUFFERS)]
+    return "\n".join(lines + ["step {"] + _repeated(nodes, statements) + ["}"]) + "\n"
 
 
-SHAPES = {"random": generated, "chain": chain_pipe, "fan": fan_pipe}
+def chain_pipe(nodes: int) -> str:
+    """n dependent tiny kernels: every node updates one slot."""
+    return (f'from "tiny.cu" import tiny\nbuffer counter: u32[1]\n'
+            f"step {{\n    for i in 0 .. {nodes} {{\n        launch tiny<<<1, 32>>>(counter)\n    }}\n}}\n")
 
 
-def timed_check(command: list[str]) -> tuple[float, float]:
-    """Seconds and peak resident MiB of one `pipec --check` run."""
+def fan_pipe(nodes: int) -> str:
+    """One root node, then n independent nodes that each read the root and write their own slot."""
+    return (f'from "tiny.cu" import tiny, leaf\nbuffer root: u32[1]\nbuffer slots: u32[{nodes}]\n'
+            f"step {{\n    launch tiny<<<1, 32>>>(root)\n    for i in 0 .. {nodes} {{\n"
+            f"        launch leaf<<<1, 32>>>(in root, out slots[i:i + 1])\n    }}\n}}\n")
+
+
+def graphs_pipe(nodes: int) -> str:
+    """Child graphs of GRAPH_NODES nodes each, used once per part of a sliced buffer: the shape
+    of a pipeline that repeats a learner `UPDATES` times."""
+    parts = max(1, nodes // GRAPH_NODES)
+    return (f'from "tiny.cu" import tiny, leaf\nbuffer root: u32[{parts}]\n'
+            f"buffer slots: u32[{parts}, {GRAPH_NODES}]\n"
+            f"graph part(p) {{\n    launch tiny<<<1, 32>>>(root[p:p + 1])\n"
+            f"    for i in 0 .. {GRAPH_NODES - 1} {{\n"
+            f"        launch leaf<<<1, 32>>>(in root[p:p + 1], out slots[p * {GRAPH_NODES} + i:p * {GRAPH_NODES} + i + 1])\n"
+            f"    }}\n}}\nstep {{\n    for p in 0 .. {parts} {{\n        part(p)\n    }}\n}}\n")
+
+
+SHAPES = {"random": random_pipe, "chain": chain_pipe, "fan": fan_pipe, "graphs": graphs_pipe}
+
+
+def timed(command: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak resident MiB of one pipec run. The CPU time is the
+    fairer figure on a machine shared with other work."""
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
@@ -49,52 +96,67 @@ def timed_check(command: list[str]) -> tuple[float, float]:
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode:
         raise SystemExit(f"{' '.join(command)} failed: {process.stderr.read().decode()[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def stage_seconds(path: Path) -> list[list]:
-    """Each stage of one in-process compile, with the DAG's share of check and plan."""
+STAGES = ["parse_source", "resolve_program", "check_program", "build_dag", "run_checks",
+          "plan_program", "add_lanes"]
+
+
+def stage_seconds(path: Path, defines: list[str]) -> list[list]:
+    """Each stage of one in-process compile (profiled, so slower than a plain run), with the
+    DAG's share of check and the lanes' share of plan."""
     import cProfile
     import pstats
 
     from pipec.compiler import Settings, compile_file
+    from pipec.compiler.config import CompileOptions
 
+    settings = Settings(compile=CompileOptions(defines=tuple(tuple(d.split("=", 1)) for d in defines)))
     profile = cProfile.Profile()
-    profile.runcall(compile_file, path, Settings())
+    profile.runcall(compile_file, path, settings)
     stats = pstats.Stats(profile).stats
-    wanted = ["resolve_program", "check_program", "build_dag", "transitive_reduction",
-              "plan_program", "add_lanes"]
-    rows = []
-    for name in wanted:
-        # cumulative time of the outermost call: the largest of the entries with that name
-        seconds = max((v[3] for (_, _, fn), v in stats.items() if fn == name), default=0.0)
-        rows.append([name, seconds])
-    return rows
+    # cumulative time of the outermost call: the largest of the entries with that name
+    return [[name, max((v[3] for (_, _, fn), v in stats.items() if fn == name), default=0.0)]
+            for name in STAGES]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--nodes", type=int, nargs="*", default=[100, 1000, 5000])
     parser.add_argument("--shape", choices=sorted(SHAPES), default="random")
+    parser.add_argument("--rl-step", type=int, metavar="UPDATES", nargs="*", default=[],
+                        help="also pipelines/rl_step.pipe with -D UPDATES=...")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--stages", action="store_true", help="seconds per stage, in process")
+    parser.add_argument("--emit", action="store_true", help="time `--emit plan`, not `--check`")
+    parser.add_argument("--cold", action="store_true",
+                        help="skip the run that fills the kernel cache (when it is filled already)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="pipec-check-"))
-    rows = []
+    shutil.copy(TINY, folder)  # imports stay inside the program's folder
+    cases: list[tuple[str, Path, list[str]]] = []
     for n in args.nodes:
         path = folder / f"{args.shape}{n}.pipe"
         path.write_text(SHAPES[args.shape](n))
-        command = [sys.executable, "-m", "pipec", "--check", str(path)]
-        timed_check(command)  # fills the kernel cache
+        cases.append((f"{args.shape} {n}", path, []))
+    cases += [(f"rl_step UPDATES={u}", RL_STEP, [f"UPDATES={u}"]) for u in args.rl_step]
+    mode = ["--emit", "plan", "-o", os.devnull] if args.emit else ["--check"]
+    rows = []
+    for label, path, defines in cases:
+        command = [sys.executable, "-m", "pipec", *mode, str(path)]
+        command += [f"-D{d}" for d in defines]
+        if not args.cold:
+            timed(command)  # fills the kernel cache
         if args.stages:
-            print(f"{args.shape}, {n} nodes")
-            print(table(["stage", "seconds (cumulative, profiled)"], stage_seconds(path)))
+            print(label)
+            print(table(["stage", "seconds (cumulative, profiled)"], stage_seconds(path, defines)))
             continue
-        runs = [timed_check(command) for _ in range(args.repeats)]
-        times = [seconds for seconds, _ in runs]
-        rows.append([n, median(times), min(times), max(mib for _, mib in runs)])
+        runs = [timed(command) for _ in range(args.repeats)]
+        rows.append([label, median([r[0] for r in runs]), median([r[1] for r in runs]),
+                     max(r[2] for r in runs)])
     if rows:
-        print(table(["nodes", "pipec --check, median s", "min s", "peak MiB"], rows))
+        print(table(["program", f"pipec {' '.join(mode[:2])}, median s", "median CPU s", "peak MiB"], rows))
 
 
 if __name__ == "__main__":

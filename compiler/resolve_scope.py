@@ -8,7 +8,7 @@ statement (or declaration) being resolved, which is dropped.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
 from ..dsl import SourceFile, Span, ast
@@ -46,6 +46,11 @@ class Scope:
         self.sink = sink
         self.toolchain = toolchain
         self.modules: dict[Path, LoadedModule] = {}
+        # Values of expressions by (expression, module, the loop variables and parameters it
+        # reads): unrolling evaluates one statement's expressions once per iteration and per
+        # graph use. None until the scopes are complete (they grow while declarations resolve).
+        self.values: dict[tuple, Value] | None = None
+        self.free_names: dict[int, tuple[str, ...]] = {}
 
     @staticmethod
     def _mark_invalid(module: LoadedModule, names) -> None:
@@ -112,8 +117,24 @@ class Scope:
     def _eval(self, module: LoadedModule, env: dict[str, Value], expr: ast.Expr, *, context: str) -> Value:
         """Evaluate a constant; report and abort on failure. `context` names the place for the
         rule a run-time value breaks: `branch` (PC301), `value` (PC302) or `const` (PC105)."""
+        # the commonest expressions, a literal (a launch's `32`) and a loop variable, directly
+        if type(expr) is ast.IntLit:
+            return expr.value
+        if type(expr) is ast.Name and expr.ident.text in env:
+            return env[expr.ident.text]
+        key = None
+        if self.values is not None:
+            names = self.free_names.get(id(expr))
+            if names is None:
+                names = self.free_names[id(expr)] = _names_read(expr)
+            key = (id(expr), id(module), tuple((type(v), v) for v in (env.get(n, _UNBOUND) for n in names)))
+            if key in self.values:
+                return self.values[key]
         try:
-            return evaluate(expr, self._lookup(module, env))
+            value = evaluate(expr, self._lookup(module, env))
+            if key is not None:  # only values: a failure is reported at each place
+                self.values[key] = value
+            return value
         except ConstError as error:
             self.sink.add(error.code, error.message, error.span, error.hint)
         except RuntimeValue as rv:
@@ -148,3 +169,26 @@ class Scope:
             raise Abort
         return value
 
+
+
+_UNBOUND = object()  # a name that is no loop variable or parameter here
+
+
+def _names_read(expr: ast.Expr) -> tuple[str, ...]:
+    """The names an expression reads, each once (iteratively: chains may be long)."""
+    names: dict[str, None] = {}
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Name):
+            names[node.ident.text] = None
+        else:
+            for f in fields(node):
+                value = getattr(node, f.name)
+                pending.extend(v for v in (value if isinstance(value, tuple) else (value,))
+                               if _is_expression(v))
+    return tuple(names)
+
+
+def _is_expression(value) -> bool:
+    return is_dataclass(value) and not isinstance(value, (Span, ast.Ident))

@@ -9,6 +9,10 @@ variable) is counted iteration by iteration; before that, a lower bound (every p
 depends on the variable counted as nothing) times the trip count may already be over a
 limit, and the enumeration stops as soon as the program is. Statements the unrolling would
 reject count as nothing: it reports them itself.
+
+The pass also measures how deep statements nest once graph uses are expanded: every graph use
+and every block adds a level, and past the parser's MAX_NESTING the unrolling and the stages
+after it, which recurse per level, would exhaust Python's stack (PC112).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..dsl import ast
+from ..dsl.errors import MAX_NESTING
 from ..errors import Error
 from .consteval import ConstError, RuntimeValue, evaluate
 from .resolve_scope import Abort, LoadedModule, Scope
@@ -52,22 +57,41 @@ class _TooLarge(Error):
         self.size = size
 
 
+class _TooDeep(Error):
+    """Expanding `stmt` nests statements more than MAX_NESTING levels deep."""
+
+    def __init__(self, stmt) -> None:
+        super().__init__()
+        self.stmt = stmt
+
+
 class Sizing(Scope):
-    """Owns the size counted so far and the per-argument sizes of graph bodies."""
+    """Owns the size counted so far, the per-argument sizes of graph bodies with the nesting
+    depth inside each, and the nesting depth of the statement being sized."""
 
     def __init__(self, *args) -> None:
         super().__init__(*args)
         self.size_so_far = Size()
-        self.graph_sizes: dict[tuple, Size] = {}
+        self.too_deep = False
+        self.graph_sizes: dict[tuple, tuple[Size, int]] = {}
+        self.nesting = 0  # blocks and graph uses around the statement being sized
+        self.deepest = 0  # the most seen so far, for the depth inside a graph body
 
     def _measure(self, module: LoadedModule, roots: list[ast.Block]) -> None:
         """Size the root blocks together, reporting the statement that crosses a limit; after
         it, `size_so_far.too_large` tells the unrolling to build nothing."""
+        self.values = {}  # the scopes are complete: values of expressions can be kept
         for stmt in (stmt for block in roots for stmt in block.stmts):
             try:
                 self.size_so_far += self._size(module, {}, frozenset(), stmt, (), self.size_so_far)
             except _TooLarge as over:
                 self.size_so_far = over.size
+            except _TooDeep as deep:
+                self.too_deep = True
+                self.sink.add("PC112", f"graph uses and blocks nest more than {MAX_NESTING} levels "
+                              "deep here", deep.stmt.span, "use fewer levels of graphs within "
+                              "graphs: let one graph use several others in turn")
+                return
             if self.size_so_far.too_large:
                 self._report_too_large(stmt, self.size_so_far)
                 return
@@ -88,9 +112,19 @@ class Sizing(Scope):
         is the size counted ahead of it (so an enumeration can stop at a limit). With `lower`,
         a lower bound in which whatever reads an unknown variable counts as nothing;
         without, reading one raises _DependsOnLoop."""
+        if isinstance(stmt, (ast.Launch, ast.Fill, ast.Copy)):
+            return Size(1)
+        self.nesting += 1
+        try:
+            if self.nesting > MAX_NESTING:
+                raise _TooDeep(stmt)
+            self.deepest = max(self.deepest, self.nesting)
+            return self._size_of_block_statement(module, env, unknown, stmt, stack, before, lower)
+        finally:
+            self.nesting -= 1
+
+    def _size_of_block_statement(self, module, env, unknown, stmt, stack, before: Size, lower: bool) -> Size:
         match stmt:
-            case ast.Launch() | ast.Fill() | ast.Copy():
-                return Size(1)
             case ast.Parallel(body=body):
                 return self._size_of(module, env, unknown, _statements(body), stack, before, lower)
             case ast.If() if self._names_buffer_element(module, env, stmt.cond):
@@ -167,9 +201,16 @@ class Sizing(Scope):
         key = (id(decl), tuple((type(v), v) for v in values))
         if key not in self.graph_sizes:
             inner = {p.text: v for p, v in zip(decl.params, values)}
-            self.graph_sizes[key] = self._size_of(symbol.module, inner, frozenset(), decl.body.stmts,
-                                                  stack + (decl.name.text,), before)
-        return self.graph_sizes[key] + Size(1)
+            outside, self.deepest = self.deepest, self.nesting
+            size = self._size_of(symbol.module, inner, frozenset(), decl.body.stmts,
+                                 stack + (decl.name.text,), before)
+            self.graph_sizes[key] = size, self.deepest - self.nesting
+            self.deepest = max(outside, self.deepest)
+        size, depth = self.graph_sizes[key]
+        if self.nesting + depth > MAX_NESTING:  # sized before at a shallower use
+            raise _TooDeep(stmt)
+        self.deepest = max(self.deepest, self.nesting + depth)
+        return size + Size(1)
 
     def _value(self, module, env, unknown, expr: ast.Expr, lower: bool):
         """The expression's value, None when the unrolling would reject it; when it reads a

@@ -30,7 +30,7 @@ class Unrolling(ControlFlow, Sizing):
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
-        if self.size_so_far.too_large:  # reported by the size pass; build nothing
+        if self.size_so_far.too_large or self.too_deep:  # reported by the size pass; build nothing
             self.dropped_statements += 1
             return body
         self._block(module, {}, block, body, None, [])

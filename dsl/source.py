@@ -7,6 +7,7 @@ computed when a diagnostic is rendered (1-based, columns counted in code points)
 from __future__ import annotations
 
 import bisect
+import os
 import re
 from array import array
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ class SourceFile:
     text: str
     problem: ReadProblem | None = None
     _line_starts: array = field(init=False, repr=False)
+    # (working directory, display path) of the last call: the plan asks once per node
+    _display: tuple[str, str] = field(init=False, repr=False, default=("", ""))
 
     def __post_init__(self) -> None:
         # An array, not a list of ints: a file of empty lines costs 8 bytes a line.
@@ -86,10 +89,15 @@ class SourceFile:
         return len(self._line_starts)
 
     def display_path(self) -> str:
-        try:
-            return str(self.path.resolve().relative_to(Path.cwd().resolve()))
-        except ValueError:
-            return str(self.path)
+        """The path relative to the working directory when it lies inside it."""
+        cwd = os.getcwd()
+        if self._display[0] != cwd:
+            try:
+                shown = str(self.path.resolve().relative_to(Path(cwd).resolve()))
+            except ValueError:
+                shown = str(self.path)
+            self._display = (cwd, shown)
+        return self._display[1]
 
 
 def _text(decoded: str) -> str:

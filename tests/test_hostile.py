@@ -230,3 +230,24 @@ def test_integers_beyond_the_limit_are_an_input_limit(capsys, tmp_path, text, wh
 def test_integers_within_the_limit_convert_to_floats(capsys, tmp_path):
     code, out = check(capsys, write(tmp_path, "const A = pow(2, 999)\nconst B = A * 1.5 + 0x" + "0" * 5000 + "1\n"))
     assert code == 0, out
+
+
+def _graph_chain(depth: int) -> str:
+    """`depth` graphs, each using the next; the last fills a buffer."""
+    graphs = [f"graph g{i} {{\n    g{i + 1}\n}}\n" for i in range(depth - 1)]
+    return ("buffer c: u32[1]\n" + "".join(graphs) + f"graph g{depth - 1} {{\n    fill c = 1\n}}\n"
+            "step {\n    g0\n}\n")
+
+
+def test_a_deep_chain_of_graph_uses_is_an_input_limit_at_the_use_that_crosses_it(capsys, tmp_path):
+    code, out = check(capsys, write(tmp_path, _graph_chain(400)))
+    assert code == 2 and out.count("error[") == 1
+    # g199 (lines 3 * 199 + 2 to + 4) uses g200: the 201st level under `step`
+    assert f":{3 * 199 + 3}:5: error[PC112]: graph uses and blocks nest more than {MAX_NESTING}" in out
+
+
+def test_a_chain_of_graph_uses_at_the_limit_is_planned(capsys, tmp_path):
+    path = write(tmp_path, _graph_chain(MAX_NESTING))
+    assert check(capsys, path) == (0, "checked 1 file, 0 findings\n")
+    assert main(["--emit", "plan", "-o", str(tmp_path / "plan.json"), str(path)]) == 0
+    assert len(json.loads((tmp_path / "plan.json").read_text())["graphs"]) == MAX_NESTING + 1

@@ -10,6 +10,9 @@ from .context import CheckContext
 
 
 def buffer_smaller_than_extent(ctx: CheckContext) -> None:
+    # An extent's value by its parameter and what it may read: an unrolled loop launches one
+    # kernel with the same configuration and scalars many times.
+    extents: dict[tuple, int | None] = {}
     for node in ctx.launches():
         if len(node.args) != len(node.kernel.params):
             continue  # argument_count reports it; the extent's inputs are not all bound
@@ -17,10 +20,14 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                and representable(a.value, p.dtype) for p, a in zip(node.kernel.params, node.args)):
             continue  # scalar_out_of_range reports the value; the kernel would never see it
         scalars = scalar_bindings(node)
+        inputs = (node.grid, node.block, tuple((name, type(v), v) for name, v in scalars.items()))
         for param, arg in zip(node.kernel.params, node.args):
             if param.extent is None or not isinstance(arg, PointerArg):
                 continue
-            needed = extent_value(param, node, scalars)
+            key = (id(param), inputs)
+            if key not in extents:
+                extents[key] = extent_value(param, node, scalars)
+            needed = extents[key]
             extent = Label(param.extent.span, "extent declared here")
             if needed is None:
                 scalars_bound = all(isinstance(a, ValueArg) for p, a in zip(node.kernel.params, node.args)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..dag import Dag
 from ..diagnostics import DiagnosticSink
-from ..model import GraphBody, LaunchNode, Program
+from ..model import GraphBody, LaunchNode, Node, Param, Program
 
 
 @dataclass
@@ -16,16 +17,27 @@ class CheckContext:
     sink: DiagnosticSink
     arch: str
 
+    @cached_property
+    def nodes(self) -> list[Node]:
+        """Every node of the init block and the step, containers before their contents, in
+        program order: walked once, for all the checks."""
+        return [node for body in self.program.bodies() for node in body.walk()]
+
+    @cached_property
+    def _launches(self) -> list[LaunchNode]:
+        return [node for node in self.nodes if isinstance(node, LaunchNode)]
+
+    @cached_property
+    def _bindings(self) -> list[tuple[LaunchNode, Param, object]]:
+        return [(node, param, arg) for node in self._launches
+                for param, arg in zip(node.kernel.params, node.args)]
+
     def launches(self, body: GraphBody | None = None):
         """Every launch of the init block and the step (or of one body), in program order."""
-        bodies = [body] if body is not None else list(self.program.bodies())
-        for b in bodies:
-            for node in b.walk():
-                if isinstance(node, LaunchNode):
-                    yield node
+        if body is None:
+            return self._launches
+        return [node for node in body.walk() if isinstance(node, LaunchNode)]
 
     def bindings(self):
         """(launch, parameter, argument) for every argument that has a parameter."""
-        for node in self.launches():
-            for param, arg in zip(node.kernel.params, node.args):
-                yield node, param, arg
+        return self._bindings

@@ -13,10 +13,7 @@ from .context import CheckContext
 
 
 def _conditionals(ctx: CheckContext):
-    for body in ctx.program.bodies():
-        for node in body.walk():
-            if isinstance(node, ConditionalNode):
-                yield node
+    return [node for node in ctx.nodes if isinstance(node, ConditionalNode)]
 
 
 def _writes(node: ConditionalNode, flag: Access):

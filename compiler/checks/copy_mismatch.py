@@ -9,10 +9,9 @@ from .context import CheckContext
 
 
 def copy_mismatch(ctx: CheckContext) -> None:
-    for body in ctx.program.bodies():
-        for node in body.walk():
-            if isinstance(node, CopyNode):
-                _check(ctx, node)
+    for node in ctx.nodes:
+        if isinstance(node, CopyNode):
+            _check(ctx, node)
 
 
 def _check(ctx: CheckContext, node: CopyNode) -> None:

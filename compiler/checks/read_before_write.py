@@ -3,39 +3,53 @@ step) writes the elements read."""
 
 from __future__ import annotations
 
+import bisect
+
 from ..model import CONTAINERS, Mode
 from .context import CheckContext
 
 
-def _covered(intervals: list[tuple[int, int]], start: int, stop: int) -> bool:
-    position = start
-    for a, b in sorted(intervals):
-        if a > position:
-            break
-        position = max(position, b)
-        if position >= stop:
-            return True
-    return position >= stop
+class _Written:
+    """The elements of one buffer written so far, as sorted, disjoint, non-touching
+    half-open intervals: a check or an addition costs a search, not a sort of every write."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.stops: list[int] = []
+
+    def covers(self, start: int, stop: int) -> bool:
+        i = bisect.bisect_right(self.starts, start) - 1
+        return start >= stop or (i >= 0 and self.stops[i] >= stop)
+
+    def add(self, start: int, stop: int) -> None:
+        if start >= stop:
+            return
+        # the intervals this one overlaps or touches: [first, last)
+        first = bisect.bisect_left(self.stops, start)
+        last = bisect.bisect_right(self.starts, stop)
+        if first < last:
+            start, stop = min(start, self.starts[first]), max(stop, self.stops[last - 1])
+        self.starts[first:last] = [start]
+        self.stops[first:last] = [stop]
 
 
 def read_before_write(ctx: CheckContext) -> None:
     if ctx.program.dropped_statements:
         return  # a statement with an error may have written the buffer first
-    written: dict[str, list[tuple[int, int]]] = {}
+    written: dict[str, _Written] = {}
     reported: set[str] = set()
-    for body in ctx.program.bodies():
-        for node in body.walk():
-            if isinstance(node, CONTAINERS):
-                continue  # its nodes follow in the walk
-            for access in node.accesses:
-                buffer = access.buffer
-                if buffer.init.kind != "uninit" or buffer.name in reported:
-                    continue
-                if access.mode & Mode.READ and not _covered(written.get(buffer.name, []), access.start, access.stop):
-                    reported.add(buffer.name)
-                    ctx.sink.add("PC401", f"`{buffer.name}` is read here before anything writes it",
-                                 access.span, "write it first (a fill, a kernel, or the init block), "
-                                 "or give it an initial value instead of `uninit`", label="read")
-            for access in node.accesses:
-                if access.mode & Mode.WRITE:
-                    written.setdefault(access.buffer.name, []).append((access.start, access.stop))
+    for node in ctx.nodes:
+        if isinstance(node, CONTAINERS):
+            continue  # its nodes follow in the walk
+        for access in node.accesses:
+            buffer = access.buffer
+            if buffer.init.kind != "uninit" or buffer.name in reported:
+                continue
+            if access.mode & Mode.READ and not written.get(buffer.name, _Written()).covers(access.start, access.stop):
+                reported.add(buffer.name)
+                ctx.sink.add("PC401", f"`{buffer.name}` is read here before anything writes it",
+                             access.span, "write it first (a fill, a kernel, or the init block), "
+                             "or give it an initial value instead of `uninit`", label="read")
+        for access in node.accesses:
+            if access.mode & Mode.WRITE:
+                written.setdefault(access.buffer.name, _Written()).add(access.start, access.stop)

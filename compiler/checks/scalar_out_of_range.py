@@ -21,8 +21,7 @@ def scalar_out_of_range(ctx: CheckContext) -> None:
         if problem:
             ctx.sink.add("PC204", f"{param.describe()} of `{node.kernel.name}`: {problem}", arg.span,
                          f"pass a value a `{param.ctype}` can hold")
-    for body in ctx.program.bodies():
-        for node in body.walk():
-            if isinstance(node, FillNode) and (problem := representable(node.value, node.buffer.dtype)):
-                ctx.sink.add("PC204", f"fill of `{node.buffer.name}`: {problem}", node.span,
-                             f"fill with a value a `{node.buffer.dtype.name}` can hold")
+    for node in ctx.nodes:
+        if isinstance(node, FillNode) and (problem := representable(node.value, node.buffer.dtype)):
+            ctx.sink.add("PC204", f"fill of `{node.buffer.name}`: {problem}", node.span,
+                         f"fill with a value a `{node.buffer.dtype.name}` can hold")

@@ -11,7 +11,7 @@ def unused_buffer(ctx: CheckContext) -> None:
         return  # a file of shared declarations
     if program.dropped_statements:
         return  # a statement with an error may have used the buffer
-    used = {a.buffer.name for body in program.bodies() for node in body.walk() for a in node.accesses}
+    used = {a.buffer.name for node in ctx.nodes for a in node.accesses}
     used |= {arg.buffer.name for _, _, arg in ctx.bindings() if getattr(arg, "buffer", None) is not None}
     for name, buffer in program.buffers.items():
         if name not in used and buffer.span.source.path == program.path:
