@@ -158,7 +158,7 @@ def test_rl_step_updates_gamma_in_place_and_stays_verified():
         pipeline.step(200)
         executable = pipeline.graph.exec
         assert pipeline.update(GAMMA=0.95, TAU=0.02) == ["step/replay_push/replay_flush_write",
-                                                         "step/if#2/then/optimize[0]/adamw_step"]
+                                                         "step/optimize[0]/adamw_step"]
         assert pipeline.graph.exec is executable
         pipeline.step(200)
         assert pipeline.verify(2).ok
