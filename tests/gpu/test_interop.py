@@ -88,11 +88,12 @@ def test_torch_and_jax_arrays_can_be_bound():
     import pipec
 
     x = torch.linspace(-1, 1, 1000, device="cuda")
+    before = x.cpu().numpy()  # torch's linspace, not numpy's; the step then changes x
     with pipec.load(LIVE, bind={"x": x}) as pipeline:
         assert pipeline.buffer("x").device_ptr == x.data_ptr()
         pipeline.step(1)
         pipeline.synchronize()
-        expected = (x.cpu().numpy() + np.float32(1)) * np.float32(2)  # torch's linspace, not numpy's
+        expected = (before + np.float32(1)) * np.float32(2)
         np.testing.assert_allclose(pipeline.read("scaled_x"), expected, rtol=1e-6)
     h = torch.zeros((2, 8), dtype=torch.bfloat16, device="cuda")  # DLPack: no bf16 array interface
     with pipec.load(BF16, bind={"h": h}) as pipeline:
