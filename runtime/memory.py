@@ -185,8 +185,10 @@ def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> D
         raise BindError(f"`{spec.name}` is mapped host memory; only device buffers can be bound")
     try:
         interface = getattr(array, "__cuda_array_interface__")
-    except (AttributeError, TypeError, ValueError, BufferError):  # PyTorch's bf16 has none
+    except (AttributeError, TypeError, ValueError, BufferError):  # older PyTorch's bf16 has none
         interface = None
+    if interface is not None and np.dtype(interface["typestr"]).kind not in "iuf" and hasattr(array, "__dlpack__"):
+        interface = None  # PyTorch 2.11 describes bf16 as raw bytes ("<V2"); DLPack says bfloat16
     if interface is not None:
         if interface.get("stream"):
             wait_for(driver, stream, interface["stream"])
