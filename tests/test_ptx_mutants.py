@@ -383,8 +383,8 @@ $L_wait:
 
 
 def helper_poll(load: str) -> ptx.PtxModule:
-    """`while (poll(flag) == 0)` with `poll` not inlined; poll calls itself (never, at run time)
-    and `read`, which makes the load."""
+    """`while (poll(flag) == 0)` with `poll` not inlined; poll calls itself (never, at run time),
+    `vprintf` (not in the module) and `read`, which makes the load."""
     return module("""
   ld.param.u64 %rd1, [k_param_0];
 $L_wait:
@@ -408,6 +408,7 @@ $L_wait:
 {{
   ld.param.u64 %rd1, [poll_param_0];
   @%p1 call.uni (retval0), poll, (param0);
+  call.uni vprintf, ();
   call.uni (retval0), read, (param0);
   ld.param.b32 %r1, [retval0];
   st.param.b32 [poll_retval0], %r1;
@@ -534,3 +535,45 @@ def test_address_arithmetic_keeps_the_base_and_anything_else_keeps_the_unknown()
     assert writes(loaded + "  add.s64 %rd3, %rd2, %rd9;\n  st.global.u32 [%rd3], 1;") == [Written.YES, Written.NO]
     assert writes(loaded + "  selp.b64 %rd3, %rd2, %rd9, %p1;\n  st.global.u32 [%rd3], 1;") == [
         Written.YES, Written.UNKNOWN]
+
+
+def test_a_callee_writing_where_it_cannot_tell_makes_the_caller_unsure_too():
+    double = """
+.func scatter(.param .b64 scatter_param_0)
+{
+  ld.param.u64 %rd1, [scatter_param_0];
+  ld.global.u64 %rd2, [%rd1];
+  st.global.u32 [%rd2], 1;
+  ret;
+}
+"""
+    call = "{ .param .b64 param0; st.param.b64 [param0+0], %rd4; call.uni scatter, (param0); }"
+    assert writes(call, extra=double) == [Written.UNKNOWN, Written.UNKNOWN]
+
+
+def test_summaries_settle_even_when_every_function_changed_in_one_round():
+    call = "st.global.u32 [%rd1], 1;\n  { .param .b64 param0; st.param.b64 [param0+0], %rd4; call.uni store, (param0); }"
+    store = IDENTITY[IDENTITY.index(".func (.param .b64 store_retval0)"):]
+    assert writes(call, extra=store) == [Written.YES, Written.YES]
+
+
+@pytest.mark.parametrize("stay, leave, polled", [
+    ("%p1", "%p5", False),  # only what jumps past the way out decides it: here a counter
+    ("%p5", "%p1", True),
+])
+def test_an_unconditional_way_out_is_decided_by_the_branches_that_jump_past_it(stay, leave, polled):
+    found = spins(f"""
+$L_top:
+  ld.volatile.global.u32 %r5, [%rd1];
+  setp.ne.s32 %p5, %r5, 0;
+  add.s32 %r3, %r3, 1;
+  setp.lt.s32 %p1, %r3, 8;
+  @{leave} bra $L_leave;
+  @{stay} bra $L_stay;
+$L_leave:
+  bra.uni $L_out;
+$L_stay:
+  bra.uni $L_top;
+$L_out:
+""")
+    assert found == (["ld.volatile.global.u32 %r5, [%rd1]"] if polled else [])
