@@ -1,0 +1,79 @@
+"""The lowering (compiler/lower.py) on small programs: what each node becomes in the plan, with
+its module, arguments, accesses and edges, for what scripts/mutate.py found unchecked. The
+equivalent survivors are listed in CONTRIBUTING.md ("Mutation testing")."""
+
+from __future__ import annotations
+
+from pipec.compiler.plan_schema import (
+    AccessSpec, ArgSpec, ChildGraphNodeSpec, HazardEdge, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
+)
+
+from stage_helpers import check_text
+
+PROGRAM = """
+{options}
+buffer a: f32[64]
+buffer b: f32[64]
+buffer d: f64[8]
+buffer unused: u8[4]
+graph produce {{ launch writer<<<1, 64>>>(out a, 64) }}
+init {{
+    fill d = 1.5
+}}
+step {{
+    produce
+    launch copier<<<1, 64>>>(in a, out b, 64)
+    fill a[0:32] = 0
+    copy b[4:20] -> a[8:24]
+    launch reader<<<1, 64>>>(in b, 64)
+    launch writer<<<2, 32>>>(inout a, 64)
+}}
+"""
+
+
+def plan(options: str = "", program: str = PROGRAM):
+    result = check_text(program.format(options=options))
+    assert [d.code for d in result.diagnostics] == ["PC402"]  # `unused`: a warning
+    return result.plan
+
+
+def test_each_node_kind_lowers_with_its_module_arguments_and_accesses():
+    p = plan('option copy = "kernel"')
+    glue, kernels = p.modules
+    assert (glue.index, glue.name, glue.path) == (0, "pipec_glue.cu", None) and "pipec_fill_8" in glue.source
+    assert (kernels.index, kernels.name, kernels.source) == (1, "stage_kernels.cu", None)
+    assert kernels.path.endswith("tests/fixtures/stage_kernels.cu")
+    init, step, child = p.graphs
+    assert (p.init, p.step) == (0, 1) and (init.scope, step.scope, child.scope) == ("eager", "step", "step/produce")
+    (fill_d,) = init.nodes
+    assert isinstance(fill_d, KernelNodeSpec) and (fill_d.module, fill_d.function) == (0, "pipec_fill_8")
+    assert fill_d.args == (ArgSpec("pointer", "ptr", "d", 0), ArgSpec("scalar", "u64", value=0x3FF8000000000000),
+                           ArgSpec("scalar", "u64", value=8))
+    produce, copier, fill_a, copy, reader, inout = step.nodes
+    assert isinstance(produce, ChildGraphNodeSpec) and produce.graph == 2
+    assert (copier.module, copier.function, copier.grid, copier.block) == (1, "copier", (1, 1, 1), (64, 1, 1))
+    assert copier.args == (ArgSpec("pointer", "ptr", "a", 0), ArgSpec("pointer", "ptr", "b", 0),
+                           ArgSpec("scalar", "i32", value=64))
+    assert copier.accesses == (AccessSpec("a", 0, 64, "r"), AccessSpec("b", 0, 64, "w"))
+    assert inout.accesses == (AccessSpec("a", 0, 64, "rw"),) and (inout.grid, inout.block) == ((2, 1, 1), (32, 1, 1))
+    assert fill_a == MemsetNodeSpec(2, "step/fill:a", fill_a.location, (AccessSpec("a", 0, 32, "w"),), "a", 0, 4, 0, 32)
+    assert (copy.module, copy.function) == (0, "pipec_copy_16")
+    assert copy.args == (ArgSpec("pointer", "ptr", "b", 16), ArgSpec("pointer", "ptr", "a", 32),
+                         ArgSpec("scalar", "u64", value=4))
+    assert (copy.location.line, copy.location.column) == (16, 5)
+    assert step.hazards == (HazardEdge(0, 1, "RAW", "a"), HazardEdge(1, 2, "WAR", "a"), HazardEdge(1, 4, "RAW", "b"),
+                            HazardEdge(1, 5, "WAR", "a"), HazardEdge(2, 3, "WAW", "a"), HazardEdge(3, 5, "WAW", "a"))
+    assert step.edges == tuple((h.src, h.dst) for h in step.hazards)
+    assert {b.name: b.step_first_access for b in p.buffers} == {"a": "write", "b": "write", "d": None, "unused": None}
+
+
+def test_copies_lower_to_memcpy_nodes_by_default_and_lanes_order_a_wide_graph():
+    p = plan("option lanes = 1")
+    copy = p.graphs[1].nodes[3]
+    assert copy == MemcpyNodeSpec(3, "step/copy:b->a", copy.location, copy.accesses, "b", 16, "a", 32, 64)
+    assert p.lanes == 1 and p.graphs[1].edges == ((0, 1), (1, 2), (2, 3), (3, 4), (4, 5))
+
+
+def test_shared_modules_keep_one_scope_for_every_child_graph():
+    p = plan("option share_modules = true", PROGRAM.replace("launch writer<<<2, 32>>>(inout a, 64)", ""))
+    assert [g.scope for g in p.graphs] == ["eager", "shared", "shared"]
