@@ -23,9 +23,9 @@ init {{
 step {{
     produce
     launch copier<<<1, 64>>>(in a, out b, 64)
-    fill a[0:32] = 0
+    fill a[8:32] = 0
     copy b[4:20] -> a[8:24]
-    launch reader<<<1, 64>>>(in b, 64)
+    launch reader<<<1, 64>>>(in b[16:64], 48)
     launch writer<<<2, 32>>>(inout a, 64)
 }}
 """
@@ -55,14 +55,15 @@ def test_each_node_kind_lowers_with_its_module_arguments_and_accesses():
     assert copier.args == (ArgSpec("pointer", "ptr", "a", 0), ArgSpec("pointer", "ptr", "b", 0),
                            ArgSpec("scalar", "i32", value=64))
     assert copier.accesses == (AccessSpec("a", 0, 64, "r"), AccessSpec("b", 0, 64, "w"))
+    assert reader.args == (ArgSpec("pointer", "ptr", "b", 64), ArgSpec("scalar", "i32", value=48))
     assert inout.accesses == (AccessSpec("a", 0, 64, "rw"),) and (inout.grid, inout.block) == ((2, 1, 1), (32, 1, 1))
-    assert fill_a == MemsetNodeSpec(2, "step/fill:a", fill_a.location, (AccessSpec("a", 0, 32, "w"),), "a", 0, 4, 0, 32)
+    assert fill_a == MemsetNodeSpec(2, "step/fill:a", fill_a.location, (AccessSpec("a", 8, 32, "w"),), "a", 32, 4, 0, 24)
     assert (copy.module, copy.function) == (0, "pipec_copy_16")
     assert copy.args == (ArgSpec("pointer", "ptr", "b", 16), ArgSpec("pointer", "ptr", "a", 32),
                          ArgSpec("scalar", "u64", value=4))
     assert (copy.location.line, copy.location.column) == (16, 5)
     assert step.hazards == (HazardEdge(0, 1, "RAW", "a"), HazardEdge(1, 2, "WAR", "a"), HazardEdge(1, 4, "RAW", "b"),
-                            HazardEdge(1, 5, "WAR", "a"), HazardEdge(2, 3, "WAW", "a"), HazardEdge(3, 5, "WAW", "a"))
+                            HazardEdge(2, 3, "WAW", "a"), HazardEdge(3, 5, "RAW", "a"))
     assert step.edges == tuple((h.src, h.dst) for h in step.hazards)
     assert {b.name: b.step_first_access for b in p.buffers} == {"a": "write", "b": "write", "d": None, "unused": None}
 
@@ -77,3 +78,14 @@ def test_copies_lower_to_memcpy_nodes_by_default_and_lanes_order_a_wide_graph():
 def test_shared_modules_keep_one_scope_for_every_child_graph():
     p = plan("option share_modules = true", PROGRAM.replace("launch writer<<<2, 32>>>(inout a, 64)", ""))
     assert [g.scope for g in p.graphs] == ["eager", "shared", "shared"]
+
+
+def test_scalars_take_the_type_of_their_parameter(tmp_path):
+    kernels = tmp_path / "scale.cu"
+    kernels.write_text('extern "C" __global__ void scale(float* x, float s, int n) { x[threadIdx.x] *= s; }\n')
+    result = check_text("buffer x: f32[32]\nstep {\n    launch scale<<<1, 32>>>(inout x, 2, 3)\n}\n",
+                        header=f'from "{kernels}" import scale\n')
+    (launch,) = result.plan.graphs[0].nodes
+    _, factor, count = launch.args
+    assert (factor.ctype, type(factor.value), factor.value) == ("f32", float, 2.0)
+    assert (count.ctype, type(count.value), count.value) == ("i32", int, 3)
