@@ -47,6 +47,7 @@ def test_each_node_kind_lowers_with_its_module_arguments_and_accesses():
     assert (p.init, p.step) == (0, 1) and (init.scope, step.scope, child.scope) == ("eager", "step", "step/produce")
     (fill_d,) = init.nodes
     assert isinstance(fill_d, KernelNodeSpec) and (fill_d.module, fill_d.function) == (0, "pipec_fill_8")
+    assert (fill_d.grid, fill_d.block, fill_d.shared_bytes) == ((1, 1, 1), (256, 1, 1), 0)
     assert fill_d.args == (ArgSpec("pointer", "ptr", "d", 0), ArgSpec("scalar", "u64", value=0x3FF8000000000000),
                            ArgSpec("scalar", "u64", value=8))
     produce, copier, fill_a, copy, reader, inout = step.nodes
@@ -58,7 +59,8 @@ def test_each_node_kind_lowers_with_its_module_arguments_and_accesses():
     assert reader.args == (ArgSpec("pointer", "ptr", "b", 64), ArgSpec("scalar", "i32", value=48))
     assert inout.accesses == (AccessSpec("a", 0, 64, "rw"),) and (inout.grid, inout.block) == ((2, 1, 1), (32, 1, 1))
     assert fill_a == MemsetNodeSpec(2, "step/fill:a", fill_a.location, (AccessSpec("a", 8, 32, "w"),), "a", 32, 4, 0, 24)
-    assert (copy.module, copy.function) == (0, "pipec_copy_16")
+    assert (copy.module, copy.function, copy.grid, copy.block, copy.shared_bytes) == (
+        0, "pipec_copy_16", (1, 1, 1), (256, 1, 1), 0)
     assert copy.args == (ArgSpec("pointer", "ptr", "b", 16), ArgSpec("pointer", "ptr", "a", 32),
                          ArgSpec("scalar", "u64", value=4))
     assert (copy.location.line, copy.location.column) == (16, 5)

@@ -16,7 +16,7 @@ from test_ptx_analysis import module, rules
 def test_u32_and_byte_arrays_read_as_little_endian_words_padded_with_zeros():
     m = ptx.parse("""
 .global .align 4 .u32 pipec_sig_a[4] = {7, 0x10};
-.global .align 1 .b8 pipec_sig_b[9] = {1, 2, 3, 4, 5};
+.global .align 1 .b8 pipec_sig_b[8] = {1, 2, 3, 4, 5};
 .visible .global .align 4 .b32 pipec_sig_c[2];
 """)
     assert m.globals == {"pipec_sig_a": [7, 16, 0, 0], "pipec_sig_b": [0x04030201, 5],
@@ -577,3 +577,12 @@ $L_stay:
 $L_out:
 """)
     assert found == (["ld.volatile.global.u32 %r5, [%rd1]"] if polled else [])
+
+
+def test_a_finding_in_a_callee_without_line_info_is_located_at_the_call():
+    m = module("""
+  .loc 1 3 1
+  call.uni bare, ();
+""", extra=".func bare()\n{\n  membar.gl;\n  ret;\n}\n")
+    (finding,) = m.findings("k")
+    assert (finding.rule, finding.location) == ("fence-barrier", Location("k.cu", 3, 1))
