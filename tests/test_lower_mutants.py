@@ -4,11 +4,16 @@ equivalent survivors are listed in CONTRIBUTING.md ("Mutation testing")."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pipec
 from pipec.compiler.plan_schema import (
     AccessSpec, ArgSpec, ChildGraphNodeSpec, HazardEdge, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
 )
 
 from stage_helpers import check_text
+
+CONDITIONALS = Path(__file__).parent / "fixtures" / "runtime" / "conditionals.pipe"
 
 PROGRAM = """
 {options}
@@ -91,3 +96,14 @@ def test_scalars_take_the_type_of_their_parameter(tmp_path):
     _, factor, count = launch.args
     assert (factor.ctype, type(factor.value), factor.value) == ("f32", float, 2.0)
     assert (count.ctype, type(count.value), count.value) == ("i32", int, 3)
+
+
+def test_deciding_kernels_are_one_thread_and_a_repeat_knows_where_it_starts():
+    p = pipec.check(CONDITIONALS).plan
+    decides = [n for g in p.graphs for n in g.nodes
+               if isinstance(n, KernelNodeSpec) and n.function.startswith("pipec_condition_")]
+    assert {(n.grid, n.block, n.shared_bytes) for n in decides} == {((1, 1, 1), (1, 1, 1), 0)}
+    assert [(a.kind, a.ctype) for a in decides[0].args] == [
+        ("handle", "u64"), ("in_graph", "u32"), ("pointer", "ptr"), ("pointer", "ptr"), ("scalar", "u32")]
+    repeats = [n.args[-1].value for n in decides if n.function == "pipec_condition_repeat"]
+    assert repeats == [1, 0]  # before the loop, then again at the end of its body
