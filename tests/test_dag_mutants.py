@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipec.compiler.dag import add_lanes
+from pipec.compiler.dag import add_lanes, build_dag
+from pipec.compiler.model import GraphBody
+
+from test_dag import SPAN, _items
 
 
 @pytest.mark.parametrize("n, edges, lanes, expected", [
@@ -30,3 +33,10 @@ def test_lanes_add_the_documented_edges(n, edges, lanes, expected):
 
 def test_a_dag_within_the_bound_comes_back_reduced():
     assert add_lanes(3, [(0, 1), (1, 2), (0, 2)], 2) == [(0, 1), (1, 2)]
+
+
+def test_a_dag_lists_each_nodes_predecessors():
+    items = _items([([(0, 0, 8, 2)], None), ([(0, 0, 8, 1)], None), ([(1, 0, 8, 2)], None),
+                    ([(0, 0, 4, 1), (1, 0, 4, 1)], None)])
+    dag = build_dag(GraphBody("step", "step", SPAN, items))
+    assert dag.predecessors() == [[], [0], [], [0, 2]]
