@@ -107,3 +107,10 @@ def test_deciding_kernels_are_one_thread_and_a_repeat_knows_where_it_starts():
         ("handle", "u64"), ("in_graph", "u32"), ("pointer", "ptr"), ("pointer", "ptr"), ("scalar", "u32")]
     repeats = [n.args[-1].value for n in decides if n.function == "pipec_condition_repeat"]
     assert repeats == [1, 0]  # before the loop, then again at the end of its body
+
+
+def test_a_flag_is_read_at_its_elements_byte_offset():
+    result = check_text("buffer f: i32[4] = fill(1)\nbuffer a: f32[8]\nstep {\n"
+                        "    if f[2] { fill a = 0 }\n    launch reader<<<1, 8>>>(in a, 8)\n}\n")
+    decide = result.plan.graphs[result.plan.step].nodes[0]
+    assert decide.args[2] == ArgSpec("pointer", "ptr", "f", 8)
