@@ -4,6 +4,7 @@ equivalent survivors are listed in CONTRIBUTING.md ("Mutation testing")."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pipec
@@ -114,3 +115,10 @@ def test_a_flag_is_read_at_its_elements_byte_offset():
                         "    if f[2] { fill a = 0 }\n    launch reader<<<1, 8>>>(in a, 8)\n}\n")
     decide = result.plan.graphs[result.plan.step].nodes[0]
     assert decide.args[2] == ArgSpec("pointer", "ptr", "f", 8)
+
+
+def test_the_plan_names_the_pipe_and_its_digest():
+    result = check_text("buffer x: f32[8]\ngraph g {\n    launch writer<<<1, 8>>>(out x, 8)\n"
+                        "    launch reader<<<1, 8>>>(in x, 8)\n}\nstep {\n    g\n}\n")
+    p = result.plan
+    assert p.pipe == str(result.path) and p.pipe_sha256 == hashlib.sha256(result.path.read_bytes()).hexdigest()
