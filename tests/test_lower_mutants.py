@@ -114,7 +114,8 @@ def test_a_flag_is_read_at_its_elements_byte_offset():
     result = check_text("buffer f: i32[4] = fill(1)\nbuffer a: f32[8]\nstep {\n"
                         "    if f[2] { fill a = 0 }\n    launch reader<<<1, 8>>>(in a, 8)\n}\n")
     decide = result.plan.graphs[result.plan.step].nodes[0]
-    assert decide.args[2] == ArgSpec("pointer", "ptr", "f", 8)
+    assert decide.args[2:] == (ArgSpec("pointer", "ptr", "f", 8), ArgSpec("pointer", "ptr", "pipec.control.0", 0),
+                               ArgSpec("scalar", "u32", value=0))
 
 
 def test_the_plan_names_the_pipe_and_its_digest():
