@@ -127,11 +127,14 @@ def test_line_info_names_files_through_the_file_table_and_the_inlining_chain():
   membar.gl;
   .loc 9 11 1
   membar.sys;
+  .loc 2 31 5, function_name $L__info_string1, inlined_at 8 12 4
+  fence.sc.gpu;
 }
 """)
-    first, second = (f.location for f in m.findings("k"))
+    first, second, third = (f.location for f in m.findings("k"))
     assert first.chain() == [Location("helpers.h", 30, 5, first.caller), Location("k.cu", 7, 3)]
     assert (second.file, second.line, second.caller) == ("9", 11, None)  # a file the table lacks
+    assert third.caller == Location("8", 12, 4)
 
 
 def test_a_statement_split_over_unindented_lines_is_one_instruction_and_empty_ones_are_none():
