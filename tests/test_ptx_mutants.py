@@ -385,10 +385,7 @@ $L_wait:
 """) == ["ld.volatile.global.u32 %r7, [%rd1]"]
 
 
-def helper_poll(load: str) -> ptx.PtxModule:
-    """`while (poll(flag) == 0)` with `poll` not inlined; poll calls itself (never, at run time),
-    `vprintf` (not in the module) and `read`, which makes the load."""
-    return module("""
+POLLED = """
   ld.param.u64 %rd1, [k_param_0];
 $L_wait:
   { .param .b64 param0;
@@ -399,7 +396,13 @@ $L_wait:
   }
   setp.eq.s32 %p1, %r1, 0;
   @%p1 bra $L_wait;
-""", extra=f"""
+"""
+
+
+def helper_poll(load: str, body: str = POLLED) -> ptx.PtxModule:
+    """`while (poll(flag) == 0)` with `poll` not inlined; poll calls itself (never, at run time),
+    `vprintf` (not in the module) and `read`, which makes the load."""
+    return module(body, extra=f"""
 .func (.param .b32 read_retval0) read(.param .b64 read_param_0)
 {{
   ld.param.u64 %rd1, [read_param_0];
@@ -424,6 +427,12 @@ def test_a_call_whose_result_ends_a_loop_is_the_poll_when_it_reads_ordered_memor
     (finding,) = helper_poll("ld.volatile.global.u32 %r1, [%rd1]").findings("k")
     assert (finding.rule, finding.instruction) == ("spin-wait", "call.uni (retval0), poll, (param0)")
     assert helper_poll("cvt.u32.u64 %r1, %rd1").findings("k") == []  # reads no memory
+
+
+def test_a_polling_call_whose_result_decides_nothing_is_no_wait():
+    counted = POLLED.replace("setp.eq.s32 %p1, %r1, 0;", "ld.param.u32 %r4, [k_param_1];\n"
+                             "  add.s32 %r3, %r3, 1;\n  setp.lt.s32 %p1, %r3, %r4;")
+    assert helper_poll("ld.volatile.global.u32 %r1, [%rd1]", counted).findings("k") == []
 
 
 def test_a_plain_load_beside_a_counter_is_bounded():
