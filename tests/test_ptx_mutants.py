@@ -598,3 +598,13 @@ def test_a_finding_in_a_callee_without_line_info_is_located_at_the_call():
 """, extra=".func bare()\n{\n  membar.gl;\n  ret;\n}\n")
     (finding,) = m.findings("k")
     assert (finding.rule, finding.location) == ("fence-barrier", Location("k.cu", 3, 1))
+
+
+def test_stores_to_block_local_memory_write_no_parameter_whatever_their_address():
+    assert writes("""
+  cvt.u32.u64 %r1, %rd1;
+  st.shared.u32 [%r1], 1;
+  st.local.u32 [%r1], 1;
+  red.shared.add.u32 [%r1], 1;
+  atom.shared::cta.add.u32 %r2, [%r1], 1;
+""") == [Written.NO, Written.NO]
