@@ -187,7 +187,11 @@ def module_writes(module: PtxModule) -> dict[str, Summary]:
     taken = address_taken(module)
     provenances = {name: _Provenance(f) for name, f in module.functions.items() if f.has_body}
     summaries = {name: Summary() for name in provenances}
-    for _ in range(len(summaries) + 1):
+    # A key grows by at least one parameter (or the unknown flag) per round until it settles,
+    # so every function's parameters plus one bound the rounds; a recursion that rotates its
+    # arguments learns one parameter per round, which a bound by the function count cut short.
+    rounds = sum(module.functions[name].params + 1 for name in summaries) + 1
+    for _ in range(rounds):
         updated = {name: _summarise(provenances[name], summaries, taken) for name in summaries}
         stable = all(updated[n].key() == summaries[n].key() for n in summaries)
         summaries = updated
