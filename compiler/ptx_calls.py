@@ -103,4 +103,5 @@ def _rules(module: PtxModule, name: str) -> set[str]:
     external call inside it counts as `unfollowed-call` (following it again could cycle)."""
     reached, indirect, external = _walk(module, name)
     rules = {f.rule for function, _ in reached for f in function.findings}
-    return rules | ({"unfollowed-call"} if indirect or external else set())
+    bodiless = not module.functions[name].has_body and name not in KNOWN_EXTERNALS  # `.extern .func`
+    return rules | ({"unfollowed-call"} if indirect or external or bodiless else set())

@@ -147,6 +147,12 @@ def test_an_indirect_call_whose_targets_are_clean_is_silent():
     assert m.findings("k") == []
 
 
+def test_an_indirect_call_that_may_reach_a_body_outside_the_module_is_reported():
+    extern = ".extern .func _Z9elsewherePi(.param .b64 _Z9elsewherePi_param_0);\n"
+    (finding,) = module(INDIRECT, extra=extern + ".global .align 8 .u64 table[1] = {_Z9elsewherePi};").findings("k")
+    assert finding.rule == "unfollowed-call" and "`_Z9elsewherePi`" in finding.instruction
+
+
 def test_an_indirect_call_with_no_address_taken_cannot_be_followed():
     (finding,) = module(INDIRECT).findings("k")
     assert "takes no function's address" in finding.instruction
