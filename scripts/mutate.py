@@ -320,10 +320,11 @@ class _Coverage:
 
 
 def _package(root: Path) -> str:
+    """The import name of a repository whose root is the package: pyproject's `[project] name`
+    (pipec maps its root in setup.py), else the folder's name."""
     pyproject = root / "pyproject.toml"
     config = tomllib.loads(pyproject.read_text()) if pyproject.exists() else {}
-    dirs = config.get("tool", {}).get("setuptools", {}).get("package-dir", {})
-    return next((name for name, where in dirs.items() if where in (".", "")), root.name)
+    return config.get("project", {}).get("name", root.name).replace("-", "_")
 
 
 def _targets(paths: list[str], root: Path) -> list[Path]:
@@ -377,7 +378,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--tests", default="tests",
                         help="pytest arguments for the baseline run, in one string (default: tests)")
     parser.add_argument("--root", type=Path, default=ROOT, help="the package's root folder")
-    parser.add_argument("--package", help="its import name (default: from pyproject's package-dir)")
+    parser.add_argument("--package", help="its import name (default: pyproject's project name)")
     parser.add_argument("--timeout-factor", type=float, default=3.0)
     parser.add_argument("--timeout-floor", type=float, default=30.0,
                         help="seconds added for a child's start")
