@@ -211,7 +211,8 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
         if preds[w]:
             bound = min(preds[w][-1], lowest[w])
             for p in preds[w]:
-                lowest[p] = min(lowest[p], bound)
+                if bound < lowest[p]:
+                    lowest[p] = bound
                 uses[p] += 1
     ancestors: dict[int, int] = {}  # v -> bitset of its ancestors, bit i for node lowest[v] + i
     kept: list[tuple[int, int]] = []
@@ -221,9 +222,10 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
         base = min(preds[w][-1], lowest[w])
         covered = 0
         for p in preds[w]:  # latest first: an earlier one may be an ancestor of a later one
+            # a covered p's ancestors are covered already: most of a dense DAG's predecessors
             if not (covered >> (p - base)) & 1:
                 kept.append((p, w))
-            covered |= ancestors.get(p, 0) >> (base - lowest[p]) | 1 << (p - base)
+                covered |= ancestors.get(p, 0) >> (base - lowest[p]) | 1 << (p - base)
             uses[p] -= 1
             if not uses[p]:
                 ancestors.pop(p, None)
