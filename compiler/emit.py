@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 from .plan_schema import (
@@ -11,7 +12,12 @@ from .plan_schema import (
 
 
 def plan_json(plan: Plan) -> str:
-    return json.dumps(to_json(plan), indent=1) + "\n"
+    # json.dump writes the encoder's pieces as they come; json.dumps with an indent keeps a
+    # list of all of them (millions of small strings, ten times the text) before joining
+    text = io.StringIO()
+    json.dump(to_json(plan), text, indent=1)
+    text.write("\n")
+    return text.getvalue()
 
 
 def _quote(text: str) -> str:
