@@ -193,8 +193,16 @@ def _arithmetic(expr: ast.Expr, lookup: Lookup, depth: int) -> Value:
     if kind is ast.Binary and depth and expr.op not in ("and", "or"):
         a = _arithmetic(expr.left, lookup, depth - 1)
         b = _arithmetic(expr.right, lookup, depth - 1)
-        return _bounded(_binary(expr.op, a, b, expr.span), expr.span)
+        op = expr.op
+        if type(a) is int and type(b) is int and op in _INTEGER_OPS and (op != "%" or (a >= 0 and b > 0)):
+            return _bounded(_INTEGER_OPS[op](a, b), expr.span)
+        return _bounded(_binary(op, a, b, expr.span), expr.span)
     raise _Unhandled
+
+
+# What `_arith` computes for two integers, directly; `%` only where C's remainder and Python's
+# agree (a >= 0, b > 0).
+_INTEGER_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "%": operator.mod}
 
 
 class _Evaluation:
