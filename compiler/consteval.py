@@ -164,7 +164,45 @@ FUNCTIONS: dict[str, tuple[int | None, Callable]] = {
 
 def evaluate(expr: ast.Expr, lookup: Lookup) -> Value:
     """The value of a constant expression; raises ConstError or RuntimeValue."""
-    return _Evaluation(lookup).run(expr)
+    try:
+        return _arithmetic(expr, lookup, _RECURSION_DEPTH)
+    except _Unhandled:
+        return _Evaluation(lookup).run(expr)
+
+
+_LITERALS = (ast.IntLit, ast.FloatLit, ast.BoolLit, ast.StrLit)
+# Nesting up to this depth is evaluated recursively; deeper expressions, and every other kind
+# of expression, by the explicit stack, which is safe at any depth but several times slower.
+_RECURSION_DEPTH = 32
+
+
+class _Unhandled(Error):
+    """An expression the recursive evaluation leaves to `_Evaluation`."""
+
+
+def _arithmetic(expr: ast.Expr, lookup: Lookup, depth: int) -> Value:
+    """The commonest expressions (literals, names, operators other than `and`/`or`, as in a
+    slice `(lo + k) % 63`), evaluated recursively: the same operations in the same order as
+    `_Evaluation`, so the same value or the same first error. Names are only looked up, so
+    starting over with `_Evaluation` after `_Unhandled` changes nothing."""
+    kind = type(expr)
+    if kind in _LITERALS:
+        return expr.value
+    if kind is ast.Name:
+        return lookup(expr.ident)
+    if kind is ast.Binary and depth and expr.op not in ("and", "or"):
+        a = _arithmetic(expr.left, lookup, depth - 1)
+        b = _arithmetic(expr.right, lookup, depth - 1)
+        op = expr.op
+        if type(a) is int and type(b) is int and op in _INTEGER_OPS and (op != "%" or (a >= 0 and b > 0)):
+            return _bounded(_INTEGER_OPS[op](a, b), expr.span)
+        return _bounded(_binary(op, a, b, expr.span), expr.span)
+    raise _Unhandled
+
+
+# What `_arith` computes for two integers, directly; `%` only where C's remainder and Python's
+# agree (a >= 0, b > 0).
+_INTEGER_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "%": operator.mod}
 
 
 class _Evaluation:

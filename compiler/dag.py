@@ -169,7 +169,12 @@ def _without_cycle_collection():
 def build_dag(body: GraphBody) -> Dag:
     preds, conflicts = hazard_predecessors(body.items)
     reduced = _reduce(preds)
-    return Dag(body, reduced, {(a, b): Hazard(*preds[b][a]) for a, b in reduced}, conflicts)
+    labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
+    hazards = {}
+    for a, b in reduced:
+        label = preds[b][a]
+        hazards[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
+    return Dag(body, reduced, hazards, conflicts)
 
 
 def _sibling_conflicts(items: list[Node], start: int, end: int) -> list[Conflict]:
@@ -205,14 +210,21 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
     preds = [sorted(p, reverse=True) for p in unique_preds]
     # lowest[v]: the lowest ancestor of v that is ever looked up, n when none is. w looks up
     # its predecessors in what they reach, and passes on what its own successors look up.
+    # last_use[v]: the last node that looks v up (-1: none), seen first as w counts down.
     lowest = [n] * n
-    uses = [0] * n
+    last_use = [-1] * n
     for w in range(n - 1, -1, -1):
         if preds[w]:
             bound = min(preds[w][-1], lowest[w])
             for p in preds[w]:
-                lowest[p] = min(lowest[p], bound)
-                uses[p] += 1
+                if bound < lowest[p]:  # always on p's first sighting: bound <= p < n
+                    lowest[p] = bound
+                    if last_use[p] < 0:
+                        last_use[p] = w
+    last_users: list[list[int]] = [[] for _ in range(n)]
+    for v, w in enumerate(last_use):
+        if w >= 0:
+            last_users[w].append(v)
     ancestors: dict[int, int] = {}  # v -> bitset of its ancestors, bit i for node lowest[v] + i
     kept: list[tuple[int, int]] = []
     for w in range(n):
@@ -221,13 +233,13 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
         base = min(preds[w][-1], lowest[w])
         covered = 0
         for p in preds[w]:  # latest first: an earlier one may be an ancestor of a later one
+            # a covered p's ancestors are covered already: most of a dense DAG's predecessors
             if not (covered >> (p - base)) & 1:
                 kept.append((p, w))
-            covered |= ancestors.get(p, 0) >> (base - lowest[p]) | 1 << (p - base)
-            uses[p] -= 1
-            if not uses[p]:
-                ancestors.pop(p, None)
-        if uses[w]:
+                covered |= ancestors.get(p, 0) >> (base - lowest[p]) | 1 << (p - base)
+        for p in last_users[w]:
+            ancestors.pop(p, None)
+        if last_use[w] >= 0:
             ancestors[w] = covered >> (lowest[w] - base)
     return sorted(kept)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii
 
 from .plan_schema import (
     ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, Plan,
@@ -11,7 +12,33 @@ from .plan_schema import (
 
 
 def plan_json(plan: Plan) -> str:
-    return json.dumps(to_json(plan), indent=1) + "\n"
+    return _indented(to_json(plan), "") + "\n"
+
+
+def _indented(value, indent: str) -> str:
+    """What `json.dumps(value, indent=1)` writes, for the plan's JSON data (string keys; no
+    tuples), twice as fast and without its list of every piece of the text (millions of
+    small strings, ten times the text: 1.9 GiB for a plan of 40,000 nodes). The stdlib's C
+    encoder does not indent."""
+    kind = type(value)
+    if kind is str:
+        return encode_basestring_ascii(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is dict or kind is list:
+        if not value:
+            return "{}" if kind is dict else "[]"
+        inner = indent + " "
+        if kind is dict:
+            items = [encode_basestring_ascii(k) + ": " + _indented(v, inner) for k, v in value.items()]
+        else:
+            items = [_indented(v, inner) for v in value]
+        opening, closing = ("{", "}") if kind is dict else ("[", "]")
+        # brackets joined onto the first and last items: the text is copied once, not thrice
+        items[0] = f"{opening}\n{inner}{items[0]}"
+        items[-1] = f"{items[-1]}\n{indent}{closing}"
+        return f",\n{inner}".join(items)
+    return json.dumps(value)  # floats, booleans, null
 
 
 def _quote(text: str) -> str:

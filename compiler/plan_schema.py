@@ -214,16 +214,24 @@ def child_graphs(node: NodeSpec) -> tuple[int, ...]:
 
 def to_json(value):
     """The plan (or any part of it) as JSON-ready data; nodes carry their kind."""
-    if is_dataclass(value):
+    names = _field_names(type(value))
+    if names is not None:
         data = {}
         if type(value) in NODE_KINDS:
             data["kind"] = NODE_KINDS[type(value)]
-        for f in fields(value):
-            data[f.name] = to_json(getattr(value, f.name))
+        for name in names:
+            data[name] = to_json(getattr(value, name))
         return data
     if isinstance(value, (list, tuple)):
         return [to_json(v) for v in value]
     return value
+
+
+@cache
+def _field_names(kind: type) -> tuple[str, ...] | None:
+    """A dataclass's field names, None for any other type: asked once per type, not per value
+    (a plan has millions of values)."""
+    return tuple(f.name for f in fields(kind)) if is_dataclass(kind) else None
 
 
 def from_json(data: dict) -> Plan:

@@ -13,6 +13,7 @@ writes that are kept longer are still real conflicts, reduced away."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import networkx as nx
@@ -154,6 +155,15 @@ def dags(draw, max_nodes=40):
 @given(dags())
 def test_transitive_reduction_matches_networkx(dag):
     n, edges = dag
+    assert set(transitive_reduction(n, edges)) == set(nx.transitive_reduction(_graph(n, edges)).edges)
+
+
+def test_transitive_reduction_of_a_dense_dag_with_long_edges():
+    """Like the benchmark's `random` shape: each node follows dozens of nodes, some far back,
+    so most predecessors are covered by a later one (and the reduction skips them)."""
+    rng = random.Random(7)
+    n = 400
+    edges = sorted({(a, b) for b in range(1, n) for a in rng.sample(range(b), min(b, 30))})
     assert set(transitive_reduction(n, edges)) == set(nx.transitive_reduction(_graph(n, edges)).edges)
 
 
