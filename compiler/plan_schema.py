@@ -112,9 +112,57 @@ class ConditionalNodeSpec:
     control: str  # the u32[2] buffer holding the decision (and the counter)
 
 
-NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec, ConditionalNodeSpec]
+@dataclass(frozen=True)
+class MatrixSpec:
+    """One operand of a library node: a row-major matrix (or a strided batch of them) inside
+    a buffer, as the program wrote it, before any transpose."""
+
+    buffer: str
+    byte_offset: int
+    dtype: str  # f32 | f16 | bf16 (a ReLU mask: u8, one bit per element)
+    rows: int
+    cols: int
+    ld: int  # elements between the starts of consecutive rows
+    batch_stride: int  # elements between consecutive matrices of a batch; 0: one shared matrix
+
+
+@dataclass(frozen=True)
+class GemmNodeSpec:
+    """`c = alpha * op(a) @ op(b) + beta * c` and its epilogue, per matrix of a batch, in the
+    program's row-major terms: op(a) is m x k, op(b) k x n, c m x n. The runtime records the
+    one cuBLASLt call into a graph of its own and adds it as a child graph node."""
+
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    m: int
+    n: int
+    k: int
+    batch: int
+    a: MatrixSpec
+    b: MatrixSpec
+    c: MatrixSpec
+    trans_a: bool
+    trans_b: bool
+    alpha: float
+    beta: float
+    compute: str  # f32 | tf32 (f32 operands only) : the multiply's precision; f32 accumulates
+    # none | relu | gelu | bias | relu_bias | gelu_bias (forward, optionally with aux);
+    # drelu | dgelu (backward, reading aux) with or without bias_grad; bgrad_a (bias_grad = the
+    # row sums of op(a))
+    epilogue: str
+    bias: MatrixSpec | None  # a 1 x n row added to every row of c
+    aux: MatrixSpec | None  # forward: written (ReLU mask or GELU input); backward: read
+    bias_grad: MatrixSpec | None  # written: 1 x n (drelu/dgelu) or 1 x m (bgrad_a)
+    workspace: str  # the node's own workspace buffer
+    workspace_bytes: int
+
+
+NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec, ConditionalNodeSpec,
+                 GemmNodeSpec]
 NODE_KINDS = {KernelNodeSpec: "kernel", MemsetNodeSpec: "memset", MemcpyNodeSpec: "memcpy",
-              ChildGraphNodeSpec: "graph", ConditionalNodeSpec: "conditional"}
+              ChildGraphNodeSpec: "graph", ConditionalNodeSpec: "conditional", GemmNodeSpec: "gemm"}
 
 
 @dataclass(frozen=True)

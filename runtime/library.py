@@ -1,0 +1,107 @@
+"""Library nodes: one vendor-library call (a cuBLASLt matmul, an NCCL collective) recorded into a
+graph pipec owns, then added to the step as a child graph node.
+
+This is the only stream capture in pipec, and it is scoped to the one call: a private stream,
+capture mode `THREAD_LOCAL` (another thread's work is not affected), begun right before the
+call and ended right after it. pipec cannot build a library's nodes itself because it does not
+know which kernels the library launches; it can inspect what the library recorded. A recording
+holding anything but kernel and memset nodes (a host callback, a copy, an allocation, an event)
+is refused, naming what was found: such nodes are the capture pitfalls docs/rules.md forbids in
+a pipeline's own nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import Error
+from .driver import Device
+
+ALLOWED_NODE_TYPES = ("KERNEL", "MEMSET")
+
+
+class LibraryRecordingError(Error):
+    """A library call recorded something a graph replay cannot be trusted with, or failed."""
+
+
+@dataclass
+class Recording:
+    graph: object  # the CUgraph holding the call's nodes; destroyed by `close`
+    node_types: tuple[str, ...]  # CU_GRAPH_NODE_TYPE_ names without the prefix, in graph order
+    kernels: tuple[str, ...]  # the kernels' function names, where the driver reports them
+
+    def close(self, device: Device) -> None:
+        if self.graph is not None:
+            device.driver.call("cuGraphDestroy", self.graph)
+            self.graph = None
+
+
+def record_call(device: Device, what: str, call: Callable[[object], None]) -> Recording:
+    """Records `call(stream)` on a private stream into a new graph, and inspects it.
+
+    `what` names the call in errors ("gemm `fc1` (c51_step.pipe:80:5)"). The caller owns the
+    recording: `cuGraphAddChildGraphNode` clones it into each graph that embeds it."""
+    driver, cu = device.driver, device.driver.cu
+    stream = driver.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    graph = None
+    try:
+        driver.call("cuStreamBeginCapture", stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        try:
+            call(stream)
+        finally:
+            # End the capture even when the call failed, or the stream stays unusable.
+            graph = _end_capture(driver, stream)
+        recording = _inspect(device, graph)
+    except LibraryRecordingError:
+        if graph is not None:
+            driver.call("cuGraphDestroy", graph)
+        raise
+    except Error as error:
+        if graph is not None:
+            driver.call("cuGraphDestroy", graph)
+        raise LibraryRecordingError(f"{what}: recording the library call failed: {error}") from None
+    finally:
+        driver.call("cuStreamDestroy", stream)
+    refused = [t for t in recording.node_types if t not in ALLOWED_NODE_TYPES]
+    if refused:
+        recording.close(device)
+        raise LibraryRecordingError(
+            f"{what}: the library call recorded {', '.join(sorted(set(refused))).lower()} node(s); "
+            "a library node may hold kernel and memset nodes only")
+    return recording
+
+
+def _end_capture(driver, stream):
+    cu = driver.cu
+    result = cu.cuStreamEndCapture(stream)
+    if result[0] != driver.success:
+        # The capture was invalidated (the call did something capture forbids): no graph.
+        raise LibraryRecordingError(
+            f"the library call could not be recorded: cuStreamEndCapture failed with {driver.error_name(result[0])}")
+    return result[1]
+
+
+def _inspect(device: Device, graph) -> Recording:
+    driver, cu = device.driver, device.driver.cu
+    nodes, count = driver.call("cuGraphGetNodes", graph, 0)
+    if count:
+        nodes, count = driver.call("cuGraphGetNodes", graph, count)
+    types, kernels = [], []
+    for node in nodes[:count]:
+        kind = driver.call("cuGraphNodeGetType", node)
+        name = cu.CUgraphNodeType(kind).name.removeprefix("CU_GRAPH_NODE_TYPE_")
+        types.append(name)
+        if name == "KERNEL":
+            kernels.append(_kernel_name(driver, node))
+    return Recording(graph, tuple(types), tuple(k for k in kernels if k))
+
+
+def _kernel_name(driver, node) -> str:
+    """The kernel's mangled name (`cuFuncGetName`, CUDA 12.3+), or "" where it is unknown."""
+    try:
+        params = driver.call("cuGraphKernelNodeGetParams", node)
+        name = driver.call("cuFuncGetName", params.func)
+    except (Error, AttributeError):
+        return ""
+    return name.decode() if isinstance(name, bytes) else str(name)
