@@ -2,7 +2,7 @@
 changed kernel nodes' parameters on the executable graph) against the two ways round it,
 building and instantiating the step graph again and loading the pipeline again, on rl_step.
 
-    python bench/live_update.py [--repeats 20] [--constants GAMMA TAU MAX_GRAD_NORM] [--out FILE.json]
+    python bench/live_update.py [--repeats 20] [--constants GAMMA TAU MAX_GRAD_NORM] [--out DIR]
 
 Medians over repeats after one warm-up, with the GPU idle (each row synchronises first). Every
 update alternates between two values, so each one really changes the graph; the compile cache
@@ -36,7 +36,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--constants", nargs="+", default=["GAMMA", "TAU", "MAX_GRAD_NORM"], choices=list(VALUES))
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="write live_update.json to this folder")
     args = parser.parse_args()
 
     import pipec
@@ -90,7 +90,7 @@ def main() -> None:
     print(f"rl_step on {results['environment'].get('gpu', 'the GPU')}: medians over {args.repeats} repeats")
     print(table(["what", "changes", "median ms", "min ms", "max ms"], rows))
     if args.out:
-        save_json(args.out, results)
+        save_json(args.out / "live_update.json", results)
 
 
 if __name__ == "__main__":
