@@ -1019,27 +1019,8 @@ def test_per_update_priorities(rng, B, threads, layout):
 # --------------------------------------------------------------------------------------------
 # optim.cu: the global-norm clip fused into AdamW (with the target soft update)
 # --------------------------------------------------------------------------------------------
-def _run_adamw(
-    P,
-    learn_on,
-    g,
-    parts,
-    adam_t,
-    sched,
-    params,
-    m,
-    v,
-    tgt,
-    opt,
-    max_norm,
-    b1,
-    b2,
-    eps,
-    wd,
-    tau,
-    updates,
-    update,
-):
+def _run_adamw(P, learn_on, g, parts, adam_t, sched, params, m, v, tgt, opt, max_norm, b1, b2,
+               eps, wd, tau, updates, update):
     K("optim", "adamw_step")(
         (cdiv(P, 256),),
         (256,),
@@ -1083,27 +1064,8 @@ def test_clip_and_adamw(rng, max_norm, updates, update):
     v0 = (rng.normal(0, 0.1, P) ** 2).astype(np.float32)
     tgt0 = rng.normal(0, 1, P).astype(np.float32)
     params, m, v, tgt = dev(p0), dev(m0), dev(v0), dev(tgt0)
-    _run_adamw(
-        P,
-        1,
-        g,
-        parts,
-        adam_t,
-        [0.1, 0.5, lr],
-        params,
-        m,
-        v,
-        tgt,
-        opt,
-        max_norm,
-        b1,
-        b2,
-        eps,
-        wd,
-        tau,
-        updates,
-        update,
-    )
+    _run_adamw(P, 1, g, parts, adam_t, [0.1, 0.5, lr], params, m, v, tgt, opt, max_norm, b1, b2,
+               eps, wd, tau, updates, update)
     o = opt.get()
     assert adam_t.get()[0] == t0 + updates  # read only
     # the norm in the finalize order: lane l sums parts[l::32] in turn, then the pairs
@@ -1153,27 +1115,8 @@ def test_optim_learning_off(rng):
     g, p0 = rng.normal(0, 1, P).astype(np.float32), rng.normal(0, 1, P).astype(np.float32)
     adam_t, opt = dev([7], np.int32), nanf(4)
     params, m, v, tgt = dev(p0), dev(p0 * 0.1), dev(p0**2), dev(p0 * 2)
-    _run_adamw(
-        P,
-        0,
-        g,
-        g[:16],
-        adam_t,
-        [0.1, 0.5, 1e-3],
-        params,
-        m,
-        v,
-        tgt,
-        opt,
-        1.0,
-        0.9,
-        0.999,
-        1e-8,
-        0.0,
-        0.005,
-        1,
-        0,
-    )
+    _run_adamw(P, 0, g, g[:16], adam_t, [0.1, 0.5, 1e-3], params, m, v, tgt, opt, 1.0, 0.9, 0.999,
+               1e-8, 0.0, 0.005, 1, 0)
     assert adam_t.get()[0] == 7 and np.all(np.isnan(opt.get()))
     for got, want in ((params, p0), (m, p0 * 0.1), (v, p0**2), (tgt, p0 * 2)):
         np.testing.assert_array_equal(got.get(), want)
