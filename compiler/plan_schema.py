@@ -214,6 +214,34 @@ class BufferSpec:
 
 
 @dataclass(frozen=True)
+class GemmUseSpec:
+    node: str  # the gemm node's name
+    scope: str  # the scope it runs in: a child graph's instance path, "step", "shared" or "eager"
+
+
+@dataclass(frozen=True)
+class GemmGroupSpec:
+    """GEMM nodes with one descriptor, so one library kernel (the same CUfunction) in every
+    scope they run in: library kernels are loaded once per process, not once per child graph
+    the way pipec loads its own modules. `scopes` adds "eager": eager calls reach the same
+    kernels."""
+
+    key: str  # the descriptor below, in one line
+    m: int
+    n: int
+    k: int
+    batch: int
+    types: tuple[str, str, str]  # a, b, c
+    trans_a: bool
+    trans_b: bool
+    epilogue: str
+    compute: str
+    alignment: int  # bytes: the largest power of two (at most 256) dividing every operand's offset
+    nodes: tuple[GemmUseSpec, ...]
+    scopes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     pipe: str
     pipe_sha256: str
@@ -226,6 +254,7 @@ class Plan:
     graphs: tuple[GraphSpec, ...]
     step: int | None
     init: int | None
+    gemm_groups: tuple[GemmGroupSpec, ...] = ()  # computed from the graphs; for people and tools
 
     def buffer(self, name: str) -> BufferSpec:
         return next(b for b in self.buffers if b.name == name)
