@@ -303,11 +303,12 @@ class Gemms(Scope):
         if ta not in INPUT_TYPES or ta != tb:
             problem = f"operands of {ta} and {tb}: both must be f32, f16 or bf16, the same"
         elif tc != ta and not (tc == "f32" and ta != "f32"):
-            problem = f"{ta} operands into a {tc} target: the target holds {ta}, or f32"
+            problem = f"{ta} operands into {_a(tc)} target: the target holds {ta}, or f32"
         elif compute == "tf32" and ta != "f32":
             problem = f"`compute = tf32` with {ta} operands: TF32 rounds f32 inputs only"
         elif bias is not None and bias.buffer.dtype.name != tc:
-            problem = f"a {bias.buffer.dtype.name} bias for a {tc} target: the bias has the target's type"
+            problem = (f"{_a(bias.buffer.dtype.name)} bias for {_a(tc)} target: the bias has the "
+                       "target's type")
         if problem:
             self._gemm_error("PC504", f"unsupported type combination: {problem}", stmt.span,
                              "supported: f32, f16 or bf16 operands (f32 accumulation) into the same "
@@ -372,10 +373,10 @@ class Gemms(Scope):
     def _check_output(self, expr, view: MatrixView, dtype: str, needed: int, what: str) -> None:
         if view.buffer.dtype.name != dtype:
             self._gemm_error("PC506", f"`{expr.span.text}` holds {view.buffer.dtype.name}; {what} "
-                             f"is {dtype}", expr.span, f"use a {dtype} buffer")
+                             f"is {dtype}", expr.span, f"use {_a(dtype)} buffer")
         if view.count < needed:
-            self._gemm_error("PC506", f"`{expr.span.text}` holds {view.count} elements; {what} "
-                             f"needs {needed}", expr.span, f"give it at least {needed} {dtype} elements")
+            self._gemm_error("PC506", f"`{expr.span.text}` holds {view.count} elements, fewer than "
+                             f"the {needed} of {what}", expr.span, f"give it at least {needed} {dtype} elements")
 
     def _check_alignment(self, view: MatrixView) -> None:
         size = view.buffer.dtype.size
@@ -387,6 +388,10 @@ class Gemms(Scope):
             self._gemm_error("PC503", f"the rows of `{view.span.text}` are {view.cols * size} bytes "
                              f"apart, not a multiple of {ALIGNMENT}", view.span,
                              f"pad rows to a multiple of {ALIGNMENT // size} elements")
+
+
+def _a(type_name: str) -> str:
+    return ("an " if type_name.startswith("f") else "a ") + type_name
 
 
 def _product(dims) -> int:
