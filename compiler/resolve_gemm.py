@@ -80,6 +80,9 @@ class Gemms(Scope):
         form = _Form()
         hint = "write `gemm c = alpha * a @ b + bias + beta * c` (each part but `a @ b` optional)"
         for term in _chain(stmt.value, ("+",))[::2]:
+            if isinstance(term, ast.Binary) and term.op == "-":
+                self._gemm_error("PC501", "a gemm adds its terms; it subtracts none", term.span,
+                                 "negate the scale instead: `+ -1.0 * c`, or `-1.0 * a @ b`")
             items = _chain(term, ("*", "@"))
             factors, ops = items[::2], items[1::2]
             if "@" in ops:
@@ -105,24 +108,30 @@ class Gemms(Scope):
 
     # --- operand views ----------------------------------------------------------------------
 
-    def _view_or_none(self, module, env, expr: ast.Expr):
-        """(buffer, start, dims) of a view expression, with the span of what made it one; None
-        for an expression that names no buffer."""
+    def _view(self, module, env, expr: ast.Expr) -> tuple[Buffer, int, tuple[int, ...]] | None:
+        """(buffer, first element, dimensions) of a view expression; None for an expression
+        that names no buffer."""
         if isinstance(expr, ast.Name):
-            symbol = None if expr.ident.text in env else module.scope.get(expr.ident.text)
+            name = expr.ident.text
+            symbol = None if name in env else module.scope.get(name)
+            if symbol is not None and symbol.kind == "invalid":
+                raise Abort  # its declaration's error is reported
+            if symbol is None and name not in env:
+                self._gemm_error("PC103", f"undefined name `{name}`", expr.span,
+                                 self._suggest(name, list(module.scope), "declarations"))
             if symbol is None or symbol.kind != "buffer":
-                return None, None
+                return None
             buffer: Buffer = symbol.value
-            return (buffer, 0, buffer.shape), expr.span
+            return buffer, 0, buffer.shape
         if isinstance(expr, ast.Slice):
             pointer = self._pointer(module, env, expr, None, expr.span)
             if pointer is None:
-                return None, None
-            return (pointer.buffer, pointer.start, (pointer.stop - pointer.start,)), expr.span
+                return None
+            return pointer.buffer, pointer.start, (pointer.stop - pointer.start,)
         if isinstance(expr, ast.Index):
-            base, _ = self._view_or_none(module, env, expr.base)
+            base = self._view(module, env, expr.base)
             if base is None:
-                return None, None
+                return None
             buffer, start, dims = base
             items = expr.index.items if isinstance(expr.index, ast.TupleLit) else (expr.index,)
             if len(items) >= len(dims):
@@ -137,16 +146,16 @@ class Gemms(Scope):
                                      item.span, f"indices run from 0 to {dim - 1}")
                 dims = dims[1:]
                 start += index * _product(dims)
-            return (buffer, start, dims), expr.span
+            return buffer, start, dims
         if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.ident.text == "view":
-            return self._reshaped(module, env, expr), expr.span
-        return None, None
+            return self._reshaped(module, env, expr)
+        return None
 
     def _reshaped(self, module, env, call: ast.Call):
         if len(call.args) not in (3, 4) or call.keywords:
             self._gemm_error("PC501", "`view` takes a buffer and two or three dimensions",
                              call.span, "write `view(x, ROWS, COLS)` or `view(x, BATCH, ROWS, COLS)`")
-        inner, _ = self._view_or_none(module, env, call.args[0])
+        inner = self._view(module, env, call.args[0])
         if inner is None:
             self._gemm_error("PC501", f"`view` reinterprets a buffer, found `{call.args[0].span.text}`",
                              call.args[0].span, "name a buffer or a slice of one, e.g. `x[0:1024]`")
@@ -158,13 +167,21 @@ class Gemms(Scope):
                              "a view reinterprets the elements it names: the counts must agree")
         return buffer, start, shape
 
-    def _matrix(self, module, env, expr: ast.Expr, what: str, least: int = 2) -> MatrixView:
-        view, _ = self._view_or_none(module, env, expr)
+    def _required_view(self, module, env, expr: ast.Expr, what: str) -> tuple[Buffer, int, tuple[int, ...]]:
+        view = self._view(module, env, expr)
         if view is None:
             self._gemm_error("PC501", f"the {what} must be a buffer, an index of one or a `view`, "
                              f"found `{expr.span.text}`", expr.span,
                              "name a buffer `x`, a matrix of it `x[i]`, or `view(x[a:b], ROWS, COLS)`")
-        buffer, start, dims = view
+        return view
+
+    def _elements(self, module, env, expr: ast.Expr, what: str) -> MatrixView:
+        """An output the library lays out itself (aux, the bias gradient): elements in a row."""
+        buffer, start, dims = self._required_view(module, env, expr, what)
+        return MatrixView(buffer, start, 1, 1, _product(dims), False, expr.span)
+
+    def _matrix(self, module, env, expr: ast.Expr, what: str, least: int = 2) -> MatrixView:
+        buffer, start, dims = self._required_view(module, env, expr, what)
         if not least <= len(dims) <= 3:
             shapes = "a vector" if least == 1 and len(dims) > 1 else "a matrix (2-D) or a batch of them (3-D)"
             self._gemm_error("PC502", f"the {what} `{expr.span.text}` has {len(dims)} dimension"
@@ -343,7 +360,7 @@ class Gemms(Scope):
         if "aux" not in options:
             return None, 0
         expr = options["aux"]
-        view = self._matrix(module, env, expr, "aux output", least=1)
+        view = self._elements(module, env, expr, "aux output")
         activation = "relu" if "relu" in epilogue else "gelu"
         ld = _round_up(n, AUX_LD_MULTIPLE[activation])
         if activation == "relu":
@@ -363,7 +380,7 @@ class Gemms(Scope):
         if c.batch > 1:
             self._gemm_error("PC505", "unsupported epilogue: a bias gradient of a batch", expr.span,
                              "compute the bias gradient of each matrix in a node of its own")
-        view = self._matrix(module, env, expr, "bias gradient", least=1)
+        view = self._elements(module, env, expr, "bias gradient")
         length = m if epilogue == "bgrad_a" else n
         what = (f"the {length} row sums of op(a)" if epilogue == "bgrad_a"
                 else f"the {length} column sums of the result")

@@ -163,6 +163,10 @@ def test_the_mlp_example_is_clean_in_both_types_with_each_rule_satisfied():
     ("gemm view(c, 16, 32) = view(a, 16, 16) @ b.T", None),
     ("gemm c[0] = view(a[2:130], 8, 16) @ b.T", "PC503"),
     ("gemm c[0] = view(a[8:136], 8, 16) @ b.T", None),
+    ("gemm c[0] = a[0] @ b.T - c[0]", "PC501"),                          # subtraction
+    ("gemm c[0] = a[0] @ b.T + -1.0 * c[0]", None),                      # a negative beta instead
+    ("gemm c[0] = a[0] @ bb.T", "PC103"),
+    ("gemm c[0] = a[0] @ b.T with activation = relu, aux = c", "PC506"),  # an f32 mask
 ])
 def test_rules_fire_or_stay_silent(statement, code):
     result = _compile(SHAPES + f"step {{ {statement} }}")
@@ -197,6 +201,18 @@ def test_the_workspace_option_sizes_every_node_workspace_and_is_checked():
     assert node.workspace.nbytes == 1 << 20 and node.workspace.dtype.name == "u8"
     assert result.program.buffers[node.workspace.name] is node.workspace
     assert _codes(_compile(SHAPES + "option gemm_workspace = 100\nstep { gemm c[0] = a[0] @ b.T }")) == ["PC108"]
+
+
+def test_an_aux_output_may_have_any_shape_and_a_constant_choose_a_word():
+    result = _compile(SHAPES + 'const ACT = "gelu"\nbuffer g: f32[2, 2, 2, 32]\n'
+                      "step { gemm c[0] = a[0] @ b.T with activation = ACT, aux = g }")
+    assert _codes(result) == []
+    assert _gemms(result)[0].epilogue == "gelu"
+
+
+def test_at_between_numbers_is_a_constant_error():
+    result = _compile("const A = 2 @ 3\nbuffer x: f32[4]\nstep { fill x = A }")
+    assert [(d.code, d.message) for d in result.diagnostics] == [("PC105", "`@` multiplies matrices, not numbers")]
 
 
 def test_a_constant_names_a_buffer_type():
