@@ -11,7 +11,7 @@ take, so that independent GEMMs share no scratch memory and stay concurrent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, NoReturn
 
 from ..dsl import ast
 from .consteval import ConstError, RuntimeValue, evaluate, literal
@@ -70,7 +70,7 @@ class Gemms(Scope):
         _node_name: Callable[[GraphBody, str], str]
         _pointer: Callable[..., PointerArg | None]
 
-    def _gemm_error(self, code: str, message: str, span, hint: str) -> None:
+    def _gemm_error(self, code: str, message: str, span, hint: str) -> NoReturn:
         self.sink.add(code, message, span, hint)
         raise Abort
 
@@ -278,12 +278,12 @@ class Gemms(Scope):
         self._check_shapes(stmt, form, a, b, c, bias, (m, k, k_b, n))
         self._check_types(stmt, a, b, c, bias, options.get("compute", "f32"))
         epilogue = self._epilogue(stmt, options, bias)
-        name = self._node_name(body, f"gemm:{c.buffer.name}")
         aux, aux_ld = self._aux(module, env, stmt, options, epilogue, c, m, n)
         bias_grad = self._bias_grad(module, env, stmt, options, epilogue, c, m, n)
         for operand in (a, b, c, bias, aux, bias_grad):
             if operand is not None:
                 self._check_alignment(operand)
+        name = self._node_name(body, f"gemm:{c.buffer.name}")  # named once it stands
         workspace = Buffer(f"{WORKSPACE_PREFIX}{name}", DTYPES["u8"], (self.gemm_workspace,), False, (),
                            Init("uninit"), stmt.span)
         self.workspaces[workspace.name] = workspace
