@@ -173,7 +173,8 @@ class Declarations(KernelImports):
             type_name = symbol.value  # `const DT = "bf16"`: a type chosen by a constant (`-D`)
         dtype = DTYPES.get(type_name)
         if dtype is None or type_name not in BUFFER_DTYPES:
-            self.sink.add("PC107", f"unknown element type `{decl.dtype.text}`", decl.dtype.span,
+            named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
+            self.sink.add("PC107", f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
                           "element types: " + ", ".join(BUFFER_DTYPES))
             raise Abort
         shape = tuple(self._int(module, {}, d, "a dimension") for d in decl.shape)

@@ -218,6 +218,8 @@ def test_at_between_numbers_is_a_constant_error():
 def test_a_constant_names_a_buffer_type():
     result = _compile('const DT = "bf16"\nbuffer x: DT[16, 16]\nstep { gemm x = x @ x + x }')
     assert result.program.buffers["x"].dtype.name == "bf16"
+    wrong = _compile('const DT = "f99"\nbuffer x: DT[16]\nstep { fill x = 0 }')
+    assert [d.message for d in wrong.diagnostics] == ["unknown element type `DT` (`f99`)"]
 
 
 # --- hazards ----------------------------------------------------------------------------------
