@@ -2,8 +2,9 @@
 
 A plan is frozen data: graphs of primitive nodes (kernel, memset, memcpy, child graph,
 conditional, gemm) with their edges, the gemm nodes grouped by the library kernel they reach,
-the buffers with their initial values, and the kernel modules to compile. Every node keeps its `.pipe` location and its accesses, so the runtime can name the node behind a
-failure or a difference. `to_json` and `from_json` are inverses: `pipec --emit plan` writes a
+the buffers with their initial values, and the kernel modules to compile. Every node keeps
+its `.pipe` location and its accesses, so the runtime can name the node behind a failure or a
+difference. `to_json` and `from_json` are inverses: `pipec --emit plan` writes a
 plan that reads back into equal objects. This module imports nothing else of the compiler.
 """
 
