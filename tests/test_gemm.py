@@ -163,6 +163,9 @@ def test_the_mlp_example_is_clean_in_both_types_with_each_rule_satisfied():
     ("gemm view(c, 16, 32) = view(a, 16, 16) @ b.T", None),
     ("gemm c[0] = view(a[2:130], 8, 16) @ b.T", "PC503"),
     ("gemm c[0] = view(a[8:136], 8, 16) @ b.T", None),
+    ("gemm c[0] = a[0] @ b.T * 2", "PC501"),                              # alpha after the product
+    ("gemm c[0] = a[0] @ b.T + c[0] + 0.5 * c[0]", "PC501"),             # accumulates twice
+    ("gemm c[0] = a[0] @ b.T + b[0] + b[1]", "PC501"),                   # two biases
     ("gemm c[0] = a[0] @ b.T - c[0]", "PC501"),                          # subtraction
     ("gemm c[0] = a[0] @ b.T + -1.0 * c[0]", None),                      # a negative beta instead
     ("gemm c[0] = a[0] @ bb.T", "PC103"),
@@ -244,6 +247,13 @@ def test_gemms_sharing_a_buffer_are_ordered_and_independent_ones_are_not():
     assert not any(2 in pair and 0 in pair for pair in kinds)  # 2 shares only x, which nothing writes
 
 
+def test_gemms_in_a_parallel_block_writing_one_target_conflict():
+    result = _compile(SHAPES + "step { parallel { gemm c[0] = a[0] @ b.T\n gemm c[0] = a[1] @ b.T } }")
+    assert _codes(result) == ["PC314"]
+    result = _compile(SHAPES + "step { parallel { gemm c[0] = a[0] @ b.T\n gemm c[1] = a[1] @ b.T } }")
+    assert _codes(result) == []  # their workspaces are their own
+
+
 # --- lowering, the plan and its JSON ----------------------------------------------------------
 
 
@@ -317,6 +327,9 @@ def test_the_plan_json_reads_back_equal_and_groups_gemms_by_descriptor():
         ("init/gemm:z", "eager"), ("step/layer[0]/gemm:y", "step/layer[0]"),
         ("step/layer[1]/gemm:y", "step/layer[1]"), ("step/gemm:z", "step")]
     assert first.scopes == ("eager", "step/layer[0]", "step/layer[1]", "step")
+    workspaces = [b.name for b in plan.buffers if b.name.startswith(WORKSPACE_PREFIX)]
+    assert workspaces == [WORKSPACE_PREFIX + u.node for u in first.nodes + second.nodes if "layer" in u.node] + [
+        WORKSPACE_PREFIX + n for n in ("step/gemm:z", "step/gemm:z#2", "init/gemm:z")]
     assert (second.trans_b, [u.node for u in second.nodes], second.scopes) == (
         True, ["step/gemm:z#2"], ("step", "eager"))
 
