@@ -68,8 +68,9 @@ def _label(node) -> str:
 
 def plan_dot(plan: Plan) -> str:
     """The step's DAG (and the init block's), child graphs as clusters; hazard edges are solid
-    and labelled, edges added to bound the width dashed. A gemm node is a 3-D box. A conditional node is a diamond with
-    a dotted edge to each of its bodies, drawn as clusters beside it."""
+    and labelled, edges added to bound the width dashed. A gemm node is a 3-D box. A
+    conditional node is a diamond with a dotted edge to each of its bodies, drawn as clusters
+    beside it."""
     lines = ["digraph pipec {", "  rankdir=TB;", '  node [shape=box, fontname="monospace", fontsize=10];',
              '  edge [fontname="monospace", fontsize=8];']
     roots = [g for g in (plan.init, plan.step) if g is not None]
