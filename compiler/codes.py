@@ -118,6 +118,16 @@ RULES: tuple[Rule, ...] = (
     Rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer", suppressible=True),
     Rule("PC403", "stale-after-branch", _W,
          "a buffer written only inside a device branch is read after it on every step", suppressible=True),
+    # PC5xx: library nodes (GEMM)
+    Rule("PC501", "gemm-form", _E,
+         "a `gemm` is not `alpha * a @ b + bias + beta * target`, or an operand is no view"),
+    Rule("PC502", "gemm-shape-mismatch", _E, "a GEMM's operand shapes, batches or views do not agree"),
+    Rule("PC503", "gemm-misaligned", _E, "a GEMM operand starts, or its rows start, off a 16-byte boundary"),
+    Rule("PC504", "gemm-type-combination", _E, "a GEMM's element types are a combination the library lacks"),
+    Rule("PC505", "gemm-epilogue", _E, "a GEMM's epilogue options do not combine, or one lacks its `aux`"),
+    Rule("PC506", "gemm-output-size", _E, "a GEMM's `aux` or `bias_grad` is too small or of the wrong type"),
+    Rule("PC507", "gemm-runtime-scale", _E, "a GEMM's alpha or beta reads device data"),
+    Rule("PC508", "gemm-option", _E, "a GEMM's `with` option is unknown, repeated or has a bad value"),
 )
 
 BY_CODE: dict[str, Rule] = {rule.code: rule for rule in RULES}

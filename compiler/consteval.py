@@ -309,6 +309,9 @@ def _binary(op: str, a: Value, b: Value, span: Span) -> Value:
         return _COMPARE[op](a, b)
     if op in ("+", "-", "*", "/", "%"):
         return _arith(op, a, b, span)
+    if op == "@":
+        raise ConstError("`@` multiplies matrices, not numbers", span,
+                         "`@` belongs in a `gemm` statement: `gemm c = a @ b`")
     return _bitwise(op, a, b, span)
 
 

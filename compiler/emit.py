@@ -6,8 +6,8 @@ import json
 from json.encoder import encode_basestring_ascii
 
 from .plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, Plan,
-    to_json,
+    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec,
+    MemsetNodeSpec, Plan, to_json,
 )
 
 
@@ -55,6 +55,11 @@ def _label(node) -> str:
         return f"memset {node.buffer}\n{node.count} x {node.element_size} B"
     if isinstance(node, MemcpyNodeSpec):
         return f"memcpy {node.src} -> {node.dst}\n{node.nbytes} B"
+    if isinstance(node, GemmNodeSpec):
+        ops = f"{node.a.buffer}{'.T' if node.trans_a else ''} @ {node.b.buffer}{'.T' if node.trans_b else ''}"
+        batch = f" x {node.batch}" if node.batch > 1 else ""
+        return (f"gemm {node.c.buffer} = {ops}\n{node.m}x{node.n}x{node.k}{batch} {node.c.dtype}, "
+                f"{node.epilogue}")
     if isinstance(node, ConditionalNodeSpec):
         on = f" {node.flag}[{node.flag_element}]" if node.flag is not None else ""
         return f"{node.construct}{on}\n{node.type.upper()} node, handle {node.handle}"
@@ -63,8 +68,9 @@ def _label(node) -> str:
 
 def plan_dot(plan: Plan) -> str:
     """The step's DAG (and the init block's), child graphs as clusters; hazard edges are solid
-    and labelled, edges added to bound the width dashed. A conditional node is a diamond with
-    a dotted edge to each of its bodies, drawn as clusters beside it."""
+    and labelled, edges added to bound the width dashed. A gemm node is a 3-D box. A
+    conditional node is a diamond with a dotted edge to each of its bodies, drawn as clusters
+    beside it."""
     lines = ["digraph pipec {", "  rankdir=TB;", '  node [shape=box, fontname="monospace", fontsize=10];',
              '  edge [fontname="monospace", fontsize=8];']
     roots = [g for g in (plan.init, plan.step) if g is not None]
@@ -97,7 +103,9 @@ def _emit_graph(plan: Plan, index: int, lines: list[str], indent: str) -> None:
         elif isinstance(node, ConditionalNodeSpec):
             _emit_conditional(plan, index, node, lines, indent + "  ")
         else:
-            lines.append(f"{indent}  {_node_id(index, node.id)} [label={_quote(_label(node))}];")
+            # a library call (a graph of the library's kernels) drawn as a box of its own
+            shape = "shape=box3d, " if isinstance(node, GemmNodeSpec) else ""
+            lines.append(f"{indent}  {_node_id(index, node.id)} [{shape}label={_quote(_label(node))}];")
     hazards = {(h.src, h.dst): h for h in graph.hazards}
     for src, dst in graph.edges:
         a, b = _anchor(plan, index, src, True), _anchor(plan, index, dst, False)

@@ -6,6 +6,7 @@ graph with many independent branches costs the host hundreds of microseconds per
 a few chains launch in microseconds and keep most of the overlap; lanes bound the exposed
 width without giving up the overlap below it.
 
+GEMM statements become gemm nodes, grouped in the plan by the library kernel they reach.
 Fills become memset nodes with the widest element size the value allows; copies become memcpy
 nodes or generated copy kernels (`option copy`). Device control flow becomes conditional nodes
 whose bodies are graphs of their own, each decided by a generated kernel (`codegen.py`).
@@ -20,12 +21,13 @@ from . import codegen
 from .dag import Dag, add_lanes
 from .dtypes import fill_pattern
 from .model import (
-    CONTAINERS, ConditionalNode, CopyNode, DecideNode, FillNode, GraphBody, GraphNode, LaunchNode,
-    Mode, PointerArg, Program, ValueArg,
+    CONTAINERS, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode, GraphBody, GraphNode,
+    LaunchNode, MatrixView, Mode, PointerArg, Program, ValueArg,
 )
 from .plan_schema import (
-    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, ConditionalNodeSpec, GraphSpec, HazardEdge,
-    InitSpec, KernelNodeSpec, Location, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
+    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, ConditionalNodeSpec, GemmGroupSpec,
+    GemmNodeSpec, GemmUseSpec, GraphSpec, HazardEdge, InitSpec, KernelNodeSpec, Location,
+    MatrixSpec, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
 )
 
 
@@ -51,6 +53,7 @@ class _Lowering:
         self.include_dirs = include_dirs
         self.graphs: list[GraphSpec | None] = []
         self.modules: dict[str, ModuleSpec] = {}
+        self.gemms: list[tuple[GemmNodeSpec, str]] = []  # each lowered gemm node and its scope
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
         if key not in self.modules:
@@ -84,6 +87,10 @@ class _Lowering:
             return self.lower_copy(index, item, location, accesses)
         if isinstance(item, DecideNode):
             return self.lower_decide(index, item, location, accesses)
+        if isinstance(item, GemmNode):
+            spec = lower_gemm(index, item, location, accesses)
+            self.gemms.append((spec, scope))
+            return spec
         if isinstance(item, ConditionalNode):
             # The bodies belong to the node, not cloned like a child graph: they share its scope.
             bodies = tuple(self.lower_body(b, scope) for b in item.bodies)
@@ -155,6 +162,58 @@ class _Lowering:
                               (codegen.THREADS, 1, 1), 0, args)
 
 
+def _matrix(view: MatrixView, batched: bool) -> MatrixSpec:
+    dtype = view.buffer.dtype
+    stride = view.rows * view.cols if batched and view.batched else 0
+    return MatrixSpec(view.buffer.name, view.start * dtype.size, dtype.name, view.rows, view.cols,
+                      view.cols, stride)
+
+
+def lower_gemm(index: int, item: GemmNode, location, accesses) -> GemmNodeSpec:
+    """The node in the plan's terms: byte offsets, leading dimensions and batch strides in
+    elements. Bias and bias gradient are 1 x length rows; aux is the m x n matrix the library
+    lays out with its own leading dimension (in bits for the ReLU mask)."""
+    batched = item.batch > 1
+    aux = None
+    if item.aux is not None:
+        view = item.aux
+        aux = MatrixSpec(view.buffer.name, view.start * view.buffer.dtype.size, view.buffer.dtype.name,
+                         item.m, item.n, item.aux_ld, item.m * item.aux_ld if batched else 0)
+    return GemmNodeSpec(
+        index, item.name, location, accesses, item.m, item.n, item.k, item.batch,
+        _matrix(item.a, batched), _matrix(item.b, batched), _matrix(item.c, batched),
+        item.trans_a, item.trans_b, item.alpha, item.beta, item.compute, item.epilogue,
+        _matrix(item.bias, False) if item.bias is not None else None, aux,
+        _matrix(item.bias_grad, False) if item.bias_grad is not None else None,
+        item.workspace.name, item.workspace.nbytes,
+    )
+
+
+def _alignment(spec: GemmNodeSpec) -> int:
+    offsets = [m.byte_offset for m in (spec.a, spec.b, spec.c, spec.bias) if m is not None]
+    return min(256, *((offset & -offset) or 256 for offset in offsets))
+
+
+def gemm_groups(uses: list[tuple[GemmNodeSpec, str]]) -> tuple[GemmGroupSpec, ...]:
+    """The gemm nodes grouped by descriptor (what decides the library's kernel), in the order
+    each descriptor first appears."""
+    groups: dict[tuple, list[tuple[GemmNodeSpec, str]]] = {}
+    for spec, scope in uses:
+        key = (spec.m, spec.n, spec.k, spec.batch, (spec.a.dtype, spec.b.dtype, spec.c.dtype),
+               spec.trans_a, spec.trans_b, spec.epilogue, spec.compute, _alignment(spec))
+        groups.setdefault(key, []).append((spec, scope))
+    out = []
+    for key, members in groups.items():
+        m, n, k, batch, types, trans_a, trans_b, epilogue, compute, alignment = key
+        text = (f"{m}x{n}x{k}" + (f" batch {batch}" if batch > 1 else "") + f" {'/'.join(types)}"
+                f" {'T' if trans_a else 'N'}{'T' if trans_b else 'N'} {epilogue} {compute} align {alignment}")
+        scopes = tuple(dict.fromkeys([scope for _, scope in members] + ["eager"]))
+        out.append(GemmGroupSpec(text, m, n, k, batch, types, trans_a, trans_b, epilogue, compute,
+                                 alignment, tuple(GemmUseSpec(s.name, scope) for s, scope in members),
+                                 scopes))
+    return tuple(out)
+
+
 def _step_first_access(program: Program) -> dict[str, str | None]:
     first: dict[str, str] = {}
     if program.step is not None:
@@ -188,4 +247,5 @@ def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
         pipec_version=__version__, arch=arch, compiler=compiler, lanes=program.options.lanes,
         buffers=buffers, modules=tuple(lowering.modules.values()),
         graphs=tuple(lowering.graphs), step=step, init=init,
+        gemm_groups=gemm_groups(lowering.gemms),
     )

@@ -210,6 +210,59 @@ class CopyNode:
     group: int | None = None
 
 
+@dataclass(frozen=True)
+class MatrixView:
+    """A GEMM operand: `batch` row-major `rows` x `cols` matrices, one after the other, from
+    element `start` of a buffer. Views are contiguous: the leading dimension is `cols`, and a
+    batch's matrices follow each other (a single matrix serves every entry of a batch)."""
+
+    buffer: Buffer
+    start: int
+    batch: int  # 1: one matrix (2-D); more: a strided batch (3-D)
+    rows: int
+    cols: int
+    batched: bool  # written 3-D (even of one matrix)
+    span: Span
+
+    @property
+    def count(self) -> int:
+        return self.batch * self.rows * self.cols
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.count
+
+
+@dataclass(eq=False)
+class GemmNode:
+    """`c = alpha * op(a) @ op(b) + bias + beta * c` and its epilogue, per matrix of a batch
+    (program terms, row-major: op(a) m x k, op(b) k x n, c m x n). The auxiliary output and
+    the bias gradient are element ranges: their layout is the library's (compiler/resolve_gemm.py)."""
+
+    name: str
+    a: MatrixView
+    b: MatrixView
+    c: MatrixView
+    trans_a: bool
+    trans_b: bool
+    m: int
+    n: int
+    k: int
+    batch: int
+    alpha: float
+    beta: float
+    compute: str  # f32 | tf32
+    epilogue: str  # the names of GemmNodeSpec.epilogue
+    bias: MatrixView | None
+    aux: MatrixView | None  # 1 x (elements the library touches), in the aux buffer's elements
+    aux_ld: int  # the aux matrix's leading dimension (ReLU mask: in bits), 0 without aux
+    bias_grad: MatrixView | None
+    workspace: Buffer
+    span: Span
+    accesses: tuple[Access, ...] = ()
+    group: int | None = None
+
+
 @dataclass(eq=False)
 class GraphNode:
     """One use of a child graph: its own instance of the graph's nodes."""
@@ -266,7 +319,7 @@ class ConditionalNode:
         return own + tuple(a for body in self.bodies for item in body.items for a in item.accesses)
 
 
-Node = Union[LaunchNode, FillNode, CopyNode, GraphNode, DecideNode, ConditionalNode]
+Node = Union[LaunchNode, FillNode, CopyNode, GemmNode, GraphNode, DecideNode, ConditionalNode]
 # Nodes that hold bodies of other nodes: walks visit their contents after them.
 CONTAINERS = (GraphNode, ConditionalNode)
 
@@ -309,6 +362,7 @@ class Options:
     copy: str = "memcpy"
     share_modules: bool = False
     share_modules_span: Span | None = None
+    gemm_workspace: int = 4 << 20  # bytes of each GEMM node's own workspace
 
 
 @dataclass

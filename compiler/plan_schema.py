@@ -1,10 +1,10 @@
 """The plan: the one data structure the compiler hands the runtime, and its JSON form.
 
 A plan is frozen data: graphs of primitive nodes (kernel, memset, memcpy, child graph,
-conditional) with
-their edges, the buffers with their initial values, and the kernel modules to compile. Every
-node keeps its `.pipe` location and its accesses, so the runtime can name the node behind a
-failure or a difference. `to_json` and `from_json` are inverses: `pipec --emit plan` writes a
+conditional, gemm) with their edges, the gemm nodes grouped by the library kernel they reach,
+the buffers with their initial values, and the kernel modules to compile. Every node keeps
+its `.pipe` location and its accesses, so the runtime can name the node behind a failure or a
+difference. `to_json` and `from_json` are inverses: `pipec --emit plan` writes a
 plan that reads back into equal objects. This module imports nothing else of the compiler.
 """
 
@@ -214,6 +214,34 @@ class BufferSpec:
 
 
 @dataclass(frozen=True)
+class GemmUseSpec:
+    node: str  # the gemm node's name
+    scope: str  # the scope it runs in: a child graph's instance path, "step", "shared" or "eager"
+
+
+@dataclass(frozen=True)
+class GemmGroupSpec:
+    """GEMM nodes with one descriptor, so one library kernel (the same CUfunction) in every
+    scope they run in: library kernels are loaded once per process, not once per child graph
+    the way pipec loads its own modules. `scopes` adds "eager": eager calls reach the same
+    kernels."""
+
+    key: str  # the descriptor below, in one line
+    m: int
+    n: int
+    k: int
+    batch: int
+    types: tuple[str, str, str]  # a, b, c
+    trans_a: bool
+    trans_b: bool
+    epilogue: str
+    compute: str
+    alignment: int  # bytes: the largest power of two (at most 256) dividing every operand's offset
+    nodes: tuple[GemmUseSpec, ...]
+    scopes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     pipe: str
     pipe_sha256: str
@@ -226,6 +254,7 @@ class Plan:
     graphs: tuple[GraphSpec, ...]
     step: int | None
     init: int | None
+    gemm_groups: tuple[GemmGroupSpec, ...] = ()  # computed from the graphs; for people and tools
 
     def buffer(self, name: str) -> BufferSpec:
         return next(b for b in self.buffers if b.name == name)
@@ -307,7 +336,9 @@ def _decode(annotation, value):
     if origin in (Union, types.UnionType):
         if value is None:
             return None
-        if isinstance(value, dict):  # a node: its kind says which
-            return _decode(_NODE_BY_KIND[value["kind"]], value)
+        if isinstance(value, dict):  # a node, whose kind says which, or an optional part
+            if "kind" in value:
+                return _decode(_NODE_BY_KIND[value["kind"]], value)
+            return _decode(next(a for a in args if a is not type(None)), value)
         return value  # a scalar: int, float or str as JSON gave it
     return value

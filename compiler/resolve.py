@@ -31,6 +31,7 @@ class Resolver(Waivers, Unrolling):
                               self._suggest(name, [n for n, s in main.scope.items() if s.kind == "const"],
                                             "constants"))
         options = self._options(main)
+        self.gemm_workspace = options.gemm_workspace
         waivers = self._waivers(main)
         roots: dict[type, ast.Block] = {}  # the first step and init: the ones unrolled
         for decl in main.tree.decls:
@@ -54,7 +55,8 @@ class Resolver(Waivers, Unrolling):
             path=source.path,
             sources=[m.source for m in self.modules.values()] + list(self.kernel_files.values()),
             consts={n: s.value for n, s in scope.items() if s.kind == "const"},
-            buffers={**{n: s.value for n, s in scope.items() if s.kind == "buffer"}, **self.control_buffers},
+            buffers={**{n: s.value for n, s in scope.items() if s.kind == "buffer"}, **self.control_buffers,
+                     **self.workspaces},
             kernels={n: s.value for n, s in scope.items() if s.kind == "kernel"},
             step=step, init=init, options=options, waivers=waivers,
             dropped_statements=self.dropped_statements,

@@ -18,6 +18,8 @@ from .resolve_kernels import KernelImports
 from .resolve_scope import Abort, LoadedModule, Symbol
 
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
+MAX_GEMM_WORKSPACE = 1 << 30  # per GEMM node; cuBLASLt's heuristics ask for tens of MiB at most
+_OPTIONS = ("lanes", "copy", "share_modules", "gemm_workspace")
 INT64_MAX = (1 << 63) - 1
 # the kernels shipped with pipec: importable from any project
 SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
@@ -165,9 +167,14 @@ class Declarations(KernelImports):
                       "folders; list more folders in `allow-paths` under [tool.pipec]")
 
     def _buffer(self, module: LoadedModule, decl: ast.BufferDecl) -> Buffer:
-        dtype = DTYPES.get(decl.dtype.text)
-        if dtype is None or decl.dtype.text not in BUFFER_DTYPES:
-            self.sink.add("PC107", f"unknown element type `{decl.dtype.text}`", decl.dtype.span,
+        type_name = decl.dtype.text
+        symbol = module.scope.get(type_name)
+        if symbol is not None and symbol.kind == "const" and isinstance(symbol.value, str):
+            type_name = symbol.value  # `const DT = "bf16"`: a type chosen by a constant (`-D`)
+        dtype = DTYPES.get(type_name)
+        if dtype is None or type_name not in BUFFER_DTYPES:
+            named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
+            self.sink.add("PC107", f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
                           "element types: " + ", ".join(BUFFER_DTYPES))
             raise Abort
         shape = tuple(self._int(module, {}, d, "a dimension") for d in decl.shape)
@@ -328,14 +335,18 @@ class Declarations(KernelImports):
             elif name == "share_modules" and isinstance(value, bool):
                 values["share_modules"] = value
                 share_span = decl.span
-            elif name in ("lanes", "copy", "share_modules"):
+            elif (name == "gemm_workspace" and isinstance(value, int) and not isinstance(value, bool)
+                  and 0 < value <= MAX_GEMM_WORKSPACE and value % 256 == 0):
+                values["gemm_workspace"] = value
+            elif name in _OPTIONS:
                 expected = {"lanes": "an integer from 1 to 1024", "copy": '"memcpy" or "kernel"',
-                            "share_modules": "true or false"}[name]
+                            "share_modules": "true or false",
+                            "gemm_workspace": "a positive multiple of 256 bytes up to 1 GiB"}[name]
                 self.sink.add("PC108", f"option `{name}` cannot be `{literal(value)}`", decl.value.span,
                               f"`{name}` takes {expected}")
             else:
                 self.sink.add("PC108", f"unknown option `{name}`", decl.name.span,
-                              self._suggest(name, ["lanes", "copy", "share_modules"], "options"))
+                              self._suggest(name, list(_OPTIONS), "options"))
         if self.options.lanes is not None:
             values["lanes"] = self.options.lanes
         return Options(**values, share_modules_span=share_span)

@@ -1,5 +1,5 @@
 """The unrolling pass: graphs, `for`, compile-time `if` and `parallel` blocks become concrete
-launch, fill, copy and child-graph nodes, each with the element ranges it touches."""
+launch, fill, copy, GEMM and child-graph nodes, each with the element ranges it touches."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ from .consteval import ConstError, RuntimeValue, evaluate, literal
 from .diagnostics import DiagnosticSink, Label
 from .model import (
     Access, Buffer, CopyNode, FillNode, GraphBody, GraphNode, Kernel, LaunchNode, Mode, NullArg,
-    PointerArg, RuntimeValueArg, ValueArg,
+    Options, PointerArg, RuntimeValueArg, ValueArg,
 )
 from .ranges import launch_accesses
 from .resolve_control import ControlFlow
+from .resolve_gemm import Gemms
 from .resolve_scope import Abort, LoadedModule
 from .resolve_size import Sizing
 
 
-class Unrolling(ControlFlow, Sizing):
+class Unrolling(ControlFlow, Gemms, Sizing):
     """Owns the parallel groups and the node names given out so far. The size pass has
     checked the root blocks against the node and iteration limits before any is unrolled."""
 
@@ -27,6 +28,8 @@ class Unrolling(ControlFlow, Sizing):
         self.next_group = 0
         self.names_taken: dict[str, dict[str, int]] = {}
         self.control_buffers = {}
+        self.workspaces = {}
+        self.gemm_workspace = Options().gemm_workspace  # the program's option, once resolved
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
@@ -54,6 +57,8 @@ class Unrolling(ControlFlow, Sizing):
                 body.items.append(self._fill(module, env, stmt, body, group))
             case ast.Copy():
                 body.items.append(self._copy(module, env, stmt, body, group))
+            case ast.Gemm():
+                body.items.append(self.gemm(module, env, stmt, body, group))
             case ast.GraphCall():
                 node = self._graph_call(module, env, stmt, body, group, stack)
                 if node is not None:

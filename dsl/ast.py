@@ -216,7 +216,18 @@ class DeviceLoop:
     span: Span
 
 
-Stmt = Union[Launch, Fill, Copy, For, If, Parallel, GraphCall, Switch, DeviceLoop]
+@dataclass(frozen=True)
+class Gemm:
+    """`gemm TARGET = EXPR with NAME = VALUE, ...`: one library matrix multiply. The
+    expression and the options keep their syntax; compiler/resolve_gemm.py reads them."""
+
+    target: Expr
+    value: Expr
+    options: tuple[Keyword, ...]
+    span: Span
+
+
+Stmt = Union[Launch, Fill, Copy, Gemm, For, If, Parallel, GraphCall, Switch, DeviceLoop]
 
 
 @dataclass(frozen=True)

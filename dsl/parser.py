@@ -170,7 +170,7 @@ def _hint_for_token(token: Token, expected: set[str]) -> str | None:
     if text in ("elif", "return", "def"):
         return f"`{text}` is not part of the language; see docs/language.md"
     if token.type == "NAME" and "RBRACE" in expected:
-        return ("a statement starts with `launch`, `fill`, `copy`, `for`, `if`, `switch`, `every`, "
+        return ("a statement starts with `launch`, `fill`, `copy`, `gemm`, `for`, `if`, `switch`, `every`, "
                 "`while`, `repeat`, `parallel` or a graph name")
     return None
 

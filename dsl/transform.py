@@ -14,7 +14,7 @@ _NOT_PRECEDENCE = 3
 _PRECEDENCE = {
     "OR": 1, "AND": 2, "EQ": 4, "NE": 4, "LE": 4, "GE": 4, "LT": 4, "GT": 4, "BAR": 5,
     "CARET": 6, "AMP": 7, "LSHIFT": 8, "RSHIFT": 8, "PLUS": 9, "MINUS": 9, "STAR": 10,
-    "SLASH": 10, "PERCENT": 10,
+    "SLASH": 10, "PERCENT": 10, "AT": 10,
 }
 
 
@@ -179,6 +179,14 @@ class _ToAst(Transformer):
         src, dst = self._parts(children)
         return ast.Copy(src, dst, self._span(children))
 
+    def gemm(self, children):
+        target, value, *options = self._parts(children)
+        return ast.Gemm(target, value, tuple(o for o in options if o is not None), self._span(children))
+
+    def gemm_option(self, children):
+        name, value = self._parts(children)
+        return ast.Keyword(self._ident(name), value, self._span(children))
+
     def for_stmt(self, children):
         var, start, stop, body = self._parts(children)
         return ast.For(self._ident(var), start, stop, body, self._span(children))
@@ -274,6 +282,11 @@ class _ToAst(Transformer):
 
     def index(self, children):
         return ("index", self._parts(children)[0])
+
+    def multi_index(self, children):
+        # `x[i, j]`: the indices as one tuple, spanning from the first to the last
+        items = tuple(self._parts(children))
+        return ("index", ast.TupleLit(items, items[0].span.to(items[-1].span)))
 
     def slice(self, children):
         colon = next(i for i, c in enumerate(children) if isinstance(c, Token) and c.type == "COLON")

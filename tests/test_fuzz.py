@@ -1,7 +1,7 @@
 """A grammar-aware fuzzer for `pipec --check`: hypothesis builds syntactically valid `.pipe`
 programs from the grammar's structure (constants, buffers, graphs with parameters, `init` and
 `step` blocks, launches of the kernels in tests/fixtures/fuzz/kernels.cu with random arguments
-and slices, `for`/`if`/`parallel` blocks and graph uses), then sometimes mutates them
+and slices, `gemm` statements over views, `for`/`if`/`parallel` blocks and graph uses), then sometimes mutates them
 (truncation, deletion, duplication, stray tokens, random bytes). Every input must give exit
 status 0, 1 or 2, no traceback, diagnostics with a code, a message and a span inside the file
 they name, and JSON and SARIF reports that parse.
@@ -37,10 +37,10 @@ KERNEL_PARAMS = {
 DTYPES = ("f32", "i32", "f64", "u8", "bf16", "f16", "i64")
 FUNCTIONS = ("min", "max", "abs", "log2", "ceil_div", "sqrt", "pow", "fill", "nope")
 OPERATORS = ("+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^", "==", "!=", "<", "<=", ">",
-             ">=", "and", "or")
+             ">=", "and", "or", "@")
 # Inserted by mutations: tokens of the language and characters it has no use for.
 STRAY = ("{", "}", "(", ")", "[", "]", "<<<", ">>>", ",", ":", "..", "->", "=", "not", "step",
-         "launch", "graph", "for", "in", "out", "if", "else", "parallel", '"', "'", ";", "#",
+         "launch", "gemm", "with", "@", ".T", "graph", "for", "in", "out", "if", "else", "parallel", '"', "'", ";", "#",
          "\n", "\r", "\t", "\x00", "\ufeff", "\u00e9", "\U0001f600", "1e999", "0x", "9" * 400,
          '"\\x"', '"\\0"', "pow(1 << 255, 4096)")
 
@@ -106,9 +106,34 @@ def arguments(draw, kernel: str, buffers: list[str], scope: list[str]) -> str:
 
 
 @st.composite
+def gemms(draw, buffers: list[str], scope: list[str]) -> str:
+    """`gemm` statements over views of the buffers, scales, a bias, accumulation and options."""
+    def view() -> str:
+        name = draw(st.sampled_from(buffers or ["nothing"]))
+        shapes = [name, f"{name}.T", f"{name}[{draw(small(scope))}]", f"{name}[0, {draw(small(scope))}]",
+                  f"view({name}, {draw(small(scope))}, {draw(small(scope))})",
+                  f"view({name}[0 : {draw(small(scope))}], 1, {draw(small(scope))}, {draw(small(scope))})"]
+        return draw(st.sampled_from(shapes))
+
+    target = view()
+    text = f"gemm {target} = "
+    if draw(st.booleans()):
+        text += f"{draw(expressions(scope, 1))} * "
+    text += f"{view()} @ {view()}"
+    if draw(st.booleans()):
+        text += f" + {view()}"
+    if draw(st.booleans()):
+        text += f" + {draw(st.sampled_from(['', '0.5 * ', 'step * ']))}{target}"
+    options = draw(st.lists(st.sampled_from([
+        "activation = relu", "activation = gelu", "gradient = relu", "compute = tf32", "compute = x",
+        f"aux = {view()}", f"bias_grad = {view()}", "colour = red"]), max_size=3))
+    return text + (f" with {', '.join(options)}" if options else "")
+
+
+@st.composite
 def statements(draw, buffers: list[str], graphs: list[tuple[str, int]], scope: list[str],
                depth: int) -> str:
-    kinds = ["launch", "launch", "fill", "copy"] + (["for", "if", "parallel"] if depth else [])
+    kinds = ["launch", "launch", "fill", "copy", "gemm"] + (["for", "if", "parallel"] if depth else [])
     kinds += ["call"] if graphs else []
     kind = draw(st.sampled_from(kinds))
     if kind == "launch":
@@ -123,6 +148,8 @@ def statements(draw, buffers: list[str], graphs: list[tuple[str, int]], scope: l
     if kind == "copy":
         a, b = draw(st.sampled_from(buffers or ["nothing"])), draw(st.sampled_from(buffers or ["nothing"]))
         return f"copy {a} -> {b}[0 : {draw(small(scope))}]"
+    if kind == "gemm":
+        return draw(gemms(buffers, scope))
     if kind == "call":
         name, arity = draw(st.sampled_from(graphs))
         count = draw(st.sampled_from([arity, arity, arity + 1]))

@@ -38,3 +38,24 @@ def test_tutorial_accumulates_and_reports():
         assert readback["step"] == 4.0
         np.testing.assert_allclose(readback["total"], 4 * per_step, rtol=1e-4, atol=1e-2)
         assert pipeline.verify(3).ok
+
+
+def test_gemm_mlp_forward_and_backward_match_numpy():
+    import pipec
+
+    with pipec.load(EXAMPLES / "gemm_mlp.pipe") as pipeline:
+        def read(name, *shape):
+            return pipeline.read(name).astype(np.float64).reshape(shape)
+
+        x, w1, w2, dy = read("x", 64, 32), read("w1", 128, 32), read("w2", 16, 128), read("dy", 64, 16)
+        b1, b2 = read("b1", 128), read("b2", 16)
+        pipeline.step(1)
+        pipeline.synchronize()
+        pre = x @ w1.T + b1
+        h = np.maximum(pre, 0.0)
+        dh = (dy @ w2) * (pre > 0)
+        expected = {"h": h, "y": h @ w2.T + b2, "dw2": dy.T @ h, "db2": dy.sum(axis=0),
+                    "dh": dh, "db1": dh.sum(axis=0), "dw1": dh.T @ x}
+        for name, value in expected.items():  # f32 in, f32 accumulation
+            np.testing.assert_allclose(read(name, *value.shape), value, rtol=1e-4, atol=1e-4, err_msg=name)
+        assert pipeline.verify(2).ok

@@ -1,0 +1,443 @@
+"""GEMM statements in the unrolling pass: `gemm c = alpha * a.T @ b + bias + beta * c with ...`
+becomes a `GemmNode`: operand views, transposes, alpha and beta folded, the epilogue, its
+auxiliary outputs, and the checks cuBLASLt would otherwise fail at build time or, worse, not
+at all (docs/language.md, "GEMM nodes").
+
+The expression keeps pipec's ordinary syntax: `@` binds like `*`, so `alpha * a @ b` is one
+chain of factors, and the sum around it is one chain of terms. Each node owns a workspace
+buffer, `pipec.workspace.<node name>: u8[option gemm_workspace]`: a name no declaration can
+take, so that independent GEMMs share no scratch memory and stay concurrent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, NoReturn
+
+from ..dsl import ast
+from .consteval import ConstError, RuntimeValue, evaluate, literal
+from .model import Access, Buffer, GemmNode, GraphBody, Init, MatrixView, Mode, PointerArg
+from .dtypes import DTYPES
+from .resolve_scope import Abort, LoadedModule, Scope
+
+WORKSPACE_PREFIX = "pipec.workspace."
+ALIGNMENT = 16  # bytes: cuBLASLt's fast kernels, and its heuristic's default expectation
+INPUT_TYPES = ("f32", "f16", "bf16")
+ACTIVATIONS = ("relu", "gelu")
+OPTION_WORDS = {"activation": ("none", *ACTIVATIONS), "gradient": ("none", *ACTIVATIONS),
+                "compute": ("f32", "tf32")}
+VIEW_OPTIONS = ("aux", "bias_grad")
+# cuBLASLt's aux leading dimension (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD): a multiple of 128
+# bits for the ReLU mask, of 8 elements for the GELU input.
+AUX_LD_MULTIPLE = {"relu": 128, "gelu": 8}
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _chain(expr: ast.Expr, ops: tuple[str, ...]) -> list:
+    """The operands and operators of a chain of `ops`, left to right (parentheses are gone by
+    now: `alpha * (a @ b)` is the chain `alpha * a @ b`)."""
+    out: list = []
+    pending: list = [expr]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, ast.Binary) and item.op in ops:
+            pending += [item.right, item.op, item.left]
+        else:
+            out.append(item)
+    return out
+
+
+class _Form:
+    """The parts of a GEMM expression, before any is resolved."""
+
+    def __init__(self) -> None:
+        self.alpha: list[ast.Expr] = []
+        self.a: ast.Expr | None = None
+        self.b: ast.Expr | None = None
+        self.bias: ast.Expr | None = None
+        self.beta: list[ast.Expr] | None = None  # the factors of the accumulated term
+        self.accumulated: ast.Expr | None = None
+
+
+class Gemms(Scope):
+    """Mixed into the unrolling pass; uses its `_node_name` and `_pointer`."""
+
+    workspaces: dict[str, Buffer]
+    gemm_workspace: int
+    if TYPE_CHECKING:  # the unrolling pass's, which this is mixed into
+        _node_name: Callable[[GraphBody, str], str]
+        _pointer: Callable[..., PointerArg | None]
+
+    def _gemm_error(self, code: str, message: str, span, hint: str) -> NoReturn:
+        self.sink.add(code, message, span, hint)
+        raise Abort
+
+    # --- the expression's form --------------------------------------------------------------
+
+    def _form(self, module, env, stmt: ast.Gemm) -> _Form:
+        form = _Form()
+        hint = "write `gemm c = alpha * a @ b + bias + beta * c` (each part but `a @ b` optional)"
+        for term in _chain(stmt.value, ("+",))[::2]:
+            if isinstance(term, ast.Binary) and term.op == "-":
+                self._gemm_error("PC501", "a gemm adds its terms; it subtracts none", term.span,
+                                 "negate the scale instead: `+ -1.0 * c`, or `-1.0 * a @ b`")
+            items = _chain(term, ("*", "@"))
+            factors, ops = items[::2], items[1::2]
+            if "@" in ops:
+                at = ops.index("@")
+                if form.a is not None or ops.count("@") > 1:
+                    self._gemm_error("PC501", "a gemm multiplies two matrices once", term.span, hint)
+                if at != len(ops) - 1:
+                    self._gemm_error("PC501", "a gemm's factor `alpha` goes before the product",
+                                     factors[at + 2].span, "write `alpha * a @ b`")
+                form.alpha, form.a, form.b = factors[:at], factors[at], factors[at + 1]
+            elif ops or term.span.text == stmt.target.span.text:
+                if form.accumulated is not None:
+                    self._gemm_error("PC501", "a gemm accumulates its target once", term.span, hint)
+                form.beta, form.accumulated = factors[:-1], factors[-1]
+            elif form.bias is None:
+                form.bias = term
+            else:
+                self._gemm_error("PC501", "a gemm adds one bias", term.span, hint)
+        if form.a is None:
+            self._gemm_error("PC501", f"`{stmt.value.span.text}` has no matrix product `a @ b`",
+                             stmt.value.span, hint)
+        return form
+
+    # --- operand views ----------------------------------------------------------------------
+
+    def _view(self, module, env, expr: ast.Expr) -> tuple[Buffer, int, tuple[int, ...]] | None:
+        """(buffer, first element, dimensions) of a view expression; None for an expression
+        that names no buffer."""
+        if isinstance(expr, ast.Name):
+            name = expr.ident.text
+            symbol = None if name in env else module.scope.get(name)
+            if symbol is not None and symbol.kind == "invalid":
+                raise Abort  # its declaration's error is reported
+            if symbol is None and name not in env:
+                self._gemm_error("PC103", f"undefined name `{name}`", expr.span,
+                                 self._suggest(name, list(module.scope), "declarations"))
+            if symbol is None or symbol.kind != "buffer":
+                return None
+            buffer: Buffer = symbol.value
+            return buffer, 0, buffer.shape
+        if isinstance(expr, ast.Slice):
+            pointer = self._pointer(module, env, expr, None, expr.span)
+            if pointer is None:
+                return None
+            return pointer.buffer, pointer.start, (pointer.stop - pointer.start,)
+        if isinstance(expr, ast.Index):
+            base = self._view(module, env, expr.base)
+            if base is None:
+                return None
+            buffer, start, dims = base
+            items = expr.index.items if isinstance(expr.index, ast.TupleLit) else (expr.index,)
+            if len(items) >= len(dims):
+                self._gemm_error("PC502", f"`{expr.span.text}` indexes {len(items)} of the "
+                                 f"{len(dims)} dimensions of `{buffer.name}`, leaving no matrix",
+                                 expr.span, "index leading dimensions only: the trailing two "
+                                 "(three for a batch) remain")
+            for item, dim in zip(items, dims):
+                index = self._int(module, env, item, "an index")
+                if not 0 <= index < dim:
+                    self._gemm_error("PC502", f"index {index} lies outside a dimension of {dim}",
+                                     item.span, f"indices run from 0 to {dim - 1}")
+                dims = dims[1:]
+                start += index * _product(dims)
+            return buffer, start, dims
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.ident.text == "view":
+            return self._reshaped(module, env, expr)
+        return None
+
+    def _reshaped(self, module, env, call: ast.Call):
+        if len(call.args) not in (3, 4) or call.keywords:
+            self._gemm_error("PC501", "`view` takes a buffer and two or three dimensions",
+                             call.span, "write `view(x, ROWS, COLS)` or `view(x, BATCH, ROWS, COLS)`")
+        inner = self._view(module, env, call.args[0])
+        if inner is None:
+            self._gemm_error("PC501", f"`view` reinterprets a buffer, found `{call.args[0].span.text}`",
+                             call.args[0].span, "name a buffer or a slice of one, e.g. `x[0:1024]`")
+        buffer, start, dims = inner
+        shape = tuple(self._int(module, env, d, "a view's dimension") for d in call.args[1:])
+        if min(shape) <= 0 or _product(shape) != _product(dims):
+            self._gemm_error("PC502", f"`{call.span.text}` holds {_product(shape)} elements, "
+                             f"`{call.args[0].span.text}` {_product(dims)}", call.span,
+                             "a view reinterprets the elements it names: the counts must agree")
+        return buffer, start, shape
+
+    def _required_view(self, module, env, expr: ast.Expr, what: str) -> tuple[Buffer, int, tuple[int, ...]]:
+        view = self._view(module, env, expr)
+        if view is None:
+            self._gemm_error("PC501", f"the {what} must be a buffer, an index of one or a `view`, "
+                             f"found `{expr.span.text}`", expr.span,
+                             "name a buffer `x`, a matrix of it `x[i]`, or `view(x[a:b], ROWS, COLS)`")
+        return view
+
+    def _elements(self, module, env, expr: ast.Expr, what: str) -> MatrixView:
+        """An output the library lays out itself (aux, the bias gradient): elements in a row."""
+        buffer, start, dims = self._required_view(module, env, expr, what)
+        return MatrixView(buffer, start, 1, 1, _product(dims), False, expr.span)
+
+    def _matrix(self, module, env, expr: ast.Expr, what: str, least: int = 2) -> MatrixView:
+        buffer, start, dims = self._required_view(module, env, expr, what)
+        if not least <= len(dims) <= 3:
+            shapes = "a vector" if least == 1 and len(dims) > 1 else "a matrix (2-D) or a batch of them (3-D)"
+            self._gemm_error("PC502", f"the {what} `{expr.span.text}` has {len(dims)} dimension"
+                             f"{'s' * (len(dims) != 1)} {list(dims)}; it must be {shapes}", expr.span,
+                             "index leading dimensions (`x[i]`) or reinterpret with `view(x, ...)`")
+        if len(dims) == 1:
+            dims = (1, dims[0])
+        batch = dims[0] if len(dims) == 3 else 1
+        return MatrixView(buffer, start, batch, dims[-2], dims[-1], len(dims) == 3, expr.span)
+
+    def _operand(self, module, env, expr: ast.Expr, what: str) -> tuple[MatrixView, bool]:
+        transposed = isinstance(expr, ast.Attribute) and expr.name.text == "T"
+        inner = expr.base if isinstance(expr, ast.Attribute) and transposed else expr
+        matrix = self._matrix(module, env, inner, what)
+        return matrix, transposed
+
+    # --- alpha, beta and options ------------------------------------------------------------
+
+    def _scale(self, module, env, factors: list[ast.Expr], what: str) -> float:
+        value = 1.0
+        for factor in factors:
+            try:
+                number = evaluate(factor, self._lookup(module, env))
+            except RuntimeValue as rv:
+                self._gemm_error("PC507", f"{what} reads {rv.description}, known only on the "
+                                 "device; a gemm's scales are set when the graph is built", rv.span,
+                                 "use a constant, or scale the operand with a kernel first")
+            except ConstError as error:
+                self._gemm_error(error.code, error.message, error.span, error.hint)
+            if isinstance(number, (bool, str)):
+                self._gemm_error("PC105", f"{what} must be a number, found `{literal(number)}`",
+                                 factor.span, "use a number")
+            value *= number
+        return float(value)
+
+    def _gemm_options(self, module, env, stmt: ast.Gemm) -> dict:
+        chosen: dict = {}
+        for option in stmt.options:
+            name = option.name.text
+            if name in chosen:
+                self._gemm_error("PC508", f"option `{name}` given twice", option.span, "give each option once")
+            if name in VIEW_OPTIONS:
+                chosen[name] = option.value
+            elif name in OPTION_WORDS:
+                chosen[name] = self._word(module, env, option, OPTION_WORDS[name])
+            else:
+                self._gemm_error("PC508", f"unknown gemm option `{name}`", option.name.span,
+                                 self._suggest(name, [*OPTION_WORDS, *VIEW_OPTIONS], "gemm options"))
+        return chosen
+
+    def _word(self, module, env, option: ast.Keyword, words: tuple[str, ...]) -> str:
+        """A bare word (`relu`), or a constant whose value is one (`-D ACT='"gelu"'`)."""
+        value = option.value
+        if isinstance(value, ast.Name) and value.ident.text in words:
+            return value.ident.text
+        try:
+            word = evaluate(value, self._lookup(module, env))
+        except (ConstError, RuntimeValue):
+            word = None
+        if word not in words:
+            self._gemm_error("PC508", f"`{option.name.text}` cannot be `{value.span.text}`", value.span,
+                             f"`{option.name.text}` takes " + ", ".join(f"`{w}`" for w in words))
+        return str(word)
+
+    # --- the node ---------------------------------------------------------------------------
+
+    def gemm(self, module: LoadedModule, env: dict, stmt: ast.Gemm, body: GraphBody, group) -> GemmNode:
+        form = self._form(module, env, stmt)
+        options = self._gemm_options(module, env, stmt)
+        c = self._matrix(module, env, stmt.target, "target")
+        a, trans_a = self._operand(module, env, form.a, "left operand")
+        b, trans_b = self._operand(module, env, form.b, "right operand")
+        alpha = self._scale(module, env, form.alpha, "alpha")
+        beta = 0.0
+        bias = None
+        if form.bias is not None:
+            bias = self._matrix(module, env, form.bias, "bias", least=1)
+            if bias.rows != 1 or bias.batched:
+                if not _same_matrix(bias, c):
+                    self._gemm_error("PC501", f"`{form.bias.span.text}` is a matrix, and a gemm "
+                                     f"accumulates only into its target `{stmt.target.span.text}`",
+                                     form.bias.span, "add a bias vector, or accumulate the target: "
+                                     "`+ beta * c` with `c` the target")
+                form.accumulated, form.beta, bias = form.bias, [], None
+        if form.accumulated is not None:
+            accumulated = self._matrix(module, env, form.accumulated, "accumulated operand")
+            if not _same_matrix(accumulated, c):
+                self._gemm_error("PC501", f"a gemm accumulates only into its target `{stmt.target.span.text}`, "
+                                 f"found `{form.accumulated.span.text}`", form.accumulated.span,
+                                 "write `+ beta * TARGET`; to add another matrix, copy it into the target first")
+            beta = self._scale(module, env, form.beta or [], "beta")
+        m, k = (a.cols, a.rows) if trans_a else (a.rows, a.cols)
+        k_b, n = (b.cols, b.rows) if trans_b else (b.rows, b.cols)
+        self._check_shapes(stmt, form, a, b, c, bias, (m, k, k_b, n))
+        self._check_types(stmt, a, b, c, bias, options.get("compute", "f32"))
+        epilogue = self._epilogue(stmt, options, bias)
+        aux, aux_ld = self._aux(module, env, stmt, options, epilogue, c, m, n)
+        bias_grad = self._bias_grad(module, env, stmt, options, epilogue, c, m, n)
+        for operand in (a, b, c, bias, aux, bias_grad):
+            if operand is not None:
+                self._check_alignment(operand)
+        name = self._node_name(body, f"gemm:{c.buffer.name}")  # named once it stands
+        workspace = Buffer(f"{WORKSPACE_PREFIX}{name}", DTYPES["u8"], (self.gemm_workspace,), False, (),
+                           Init("uninit"), stmt.span)
+        self.workspaces[workspace.name] = workspace
+        node = GemmNode(name, a, b, c, trans_a, trans_b, m, n, k, c.batch, alpha, beta,
+                        options.get("compute", "f32"), epilogue, bias, aux, aux_ld, bias_grad, workspace,
+                        stmt.span, group=group)
+        node.accesses = _accesses(node)
+        return node
+
+    def _check_shapes(self, stmt, form: _Form, a: MatrixView, b: MatrixView, c: MatrixView,
+                      bias: MatrixView | None, mkn: tuple[int, int, int, int]) -> None:
+        m, k, k_b, n = mkn
+        if k != k_b:
+            self._gemm_error("PC502", f"the product's inner dimensions differ: op(a) is {m} x {k}, "
+                             f"op(b) {k_b} x {n}", stmt.value.span,
+                             "the left operand's columns must equal the right operand's rows "
+                             "(after `.T`)")
+        if (c.rows, c.cols) != (m, n):
+            self._gemm_error("PC502", f"the target is {c.rows} x {c.cols}, the product {m} x {n}",
+                             stmt.target.span, f"write into a {m} x {n} view")
+        for operand, expr in ((a, form.a), (b, form.b)):
+            if operand.batched and (not c.batched or operand.batch != c.batch):
+                target = f"a batch of {c.batch}" if c.batched else "one matrix"
+                self._gemm_error("PC502", f"`{expr.span.text}` is a batch of {operand.batch}, the "
+                                 f"target {target}", expr.span, "batched operands have the target's "
+                                 "batch; a 2-D operand serves every entry of a batch")
+        if bias is not None and bias.cols != n:
+            self._gemm_error("PC502", f"the bias holds {bias.cols} elements, the product has {n} columns",
+                             bias.span, f"add a bias of {n} elements, one per column of the target")
+
+    def _check_types(self, stmt, a: MatrixView, b: MatrixView, c: MatrixView, bias, compute: str) -> None:
+        ta, tb, tc = a.buffer.dtype.name, b.buffer.dtype.name, c.buffer.dtype.name
+        problem = None
+        if ta not in INPUT_TYPES or ta != tb:
+            problem = f"operands of {ta} and {tb}: both must be f32, f16 or bf16, the same"
+        elif tc != ta and not (tc == "f32" and ta != "f32"):
+            problem = f"{ta} operands into {_a(tc)} target: the target holds {ta}, or f32"
+        elif compute == "tf32" and ta != "f32":
+            problem = f"`compute = tf32` with {ta} operands: TF32 rounds f32 inputs only"
+        elif bias is not None and bias.buffer.dtype.name != tc:
+            problem = (f"{_a(bias.buffer.dtype.name)} bias for {_a(tc)} target: the bias has the "
+                       "target's type")
+        if problem:
+            self._gemm_error("PC504", f"unsupported type combination: {problem}", stmt.span,
+                             "supported: f32, f16 or bf16 operands (f32 accumulation) into the same "
+                             "type or f32; TF32 for f32 operands")
+
+    def _epilogue(self, stmt, options: dict, bias) -> str:
+        activation, gradient = options.get("activation", "none"), options.get("gradient", "none")
+        problem = None
+        if activation != "none" and gradient != "none":
+            problem = "`activation` and `gradient` together: a node is a forward or a backward step"
+        elif gradient != "none" and bias is not None:
+            problem = "a bias with `gradient`: the backward epilogue writes the bias gradient instead"
+        elif gradient != "none" and "aux" not in options:
+            problem = f"`gradient = {gradient}` without `aux`: it reads the forward node's aux output"
+        elif "aux" in options and activation == gradient == "none":
+            problem = "`aux` without `activation` or `gradient`: nothing writes or reads it"
+        elif "bias_grad" in options and (activation != "none" or bias is not None):
+            problem = "`bias_grad` with a forward epilogue"
+        if problem:
+            self._gemm_error("PC505", f"unsupported epilogue: {problem}", stmt.span,
+                             "forward: `activation` with an optional bias and `aux`; backward: "
+                             "`gradient` with `aux` and an optional `bias_grad`; or `bias_grad` alone")
+        if gradient != "none":
+            return f"d{gradient}"
+        if "bias_grad" in options:
+            return "bgrad_a"
+        if activation != "none":
+            return f"{activation}_bias" if bias is not None else activation
+        return "bias" if bias is not None else "none"
+
+    def _aux(self, module, env, stmt, options, epilogue: str, c: MatrixView, m: int, n: int):
+        if "aux" not in options:
+            return None, 0
+        expr = options["aux"]
+        view = self._elements(module, env, expr, "aux output")
+        activation = "relu" if "relu" in epilogue else "gelu"
+        ld = _round_up(n, AUX_LD_MULTIPLE[activation])
+        if activation == "relu":
+            dtype, needed = "u8", c.batch * m * ld // 8
+            what = f"a {m} x {n} ReLU bit-mask (rows of {ld} bits)"
+        else:
+            dtype, needed = c.buffer.dtype.name, c.batch * m * ld
+            what = f"the {m} x {n} GELU input (rows of {ld} elements)"
+        batch = f" for each of {c.batch} matrices" if c.batch > 1 else ""
+        self._check_output(expr, view, dtype, needed, f"{what}{batch}")
+        return MatrixView(view.buffer, view.start, 1, 1, needed, False, view.span), ld
+
+    def _bias_grad(self, module, env, stmt, options, epilogue: str, c: MatrixView, m: int, n: int):
+        if "bias_grad" not in options:
+            return None
+        expr = options["bias_grad"]
+        if c.batch > 1:
+            self._gemm_error("PC505", "unsupported epilogue: a bias gradient of a batch", expr.span,
+                             "compute the bias gradient of each matrix in a node of its own")
+        view = self._elements(module, env, expr, "bias gradient")
+        length = m if epilogue == "bgrad_a" else n
+        what = (f"the {length} row sums of op(a)" if epilogue == "bgrad_a"
+                else f"the {length} column sums of the result")
+        self._check_output(expr, view, c.buffer.dtype.name, length, what)
+        return MatrixView(view.buffer, view.start, 1, 1, length, False, view.span)
+
+    def _check_output(self, expr, view: MatrixView, dtype: str, needed: int, what: str) -> None:
+        if view.buffer.dtype.name != dtype:
+            self._gemm_error("PC506", f"`{expr.span.text}` holds {view.buffer.dtype.name}; {what} "
+                             f"is {dtype}", expr.span, f"use {_a(dtype)} buffer")
+        if view.count < needed:
+            self._gemm_error("PC506", f"`{expr.span.text}` holds {view.count} elements, fewer than "
+                             f"the {needed} of {what}", expr.span, f"give it at least {needed} {dtype} elements")
+
+    def _check_alignment(self, view: MatrixView) -> None:
+        size = view.buffer.dtype.size
+        if view.start * size % ALIGNMENT:
+            self._gemm_error("PC503", f"`{view.span.text}` starts {view.start * size} bytes into "
+                             f"`{view.buffer.name}`, not a multiple of {ALIGNMENT}", view.span,
+                             f"start operands at a multiple of {ALIGNMENT // size} elements")
+        if view.rows > 1 and view.cols * size % ALIGNMENT:
+            self._gemm_error("PC503", f"the rows of `{view.span.text}` are {view.cols * size} bytes "
+                             f"apart, not a multiple of {ALIGNMENT}", view.span,
+                             f"pad rows to a multiple of {ALIGNMENT // size} elements")
+
+
+def _a(type_name: str) -> str:
+    return ("an " if type_name.startswith("f") else "a ") + type_name
+
+
+def _product(dims) -> int:
+    count = 1
+    for dim in dims:
+        count *= dim
+    return count
+
+
+def _same_matrix(x: MatrixView, y: MatrixView) -> bool:
+    return (x.buffer is y.buffer and x.start == y.start and
+            (x.batch, x.rows, x.cols) == (y.batch, y.rows, y.cols))
+
+
+def _accesses(node: GemmNode) -> tuple[Access, ...]:
+    """Reads a, b, the bias, c when beta is not 0, aux when backward; writes c, aux when
+    forward, the bias gradient and the workspace."""
+    def access(view: MatrixView, mode: Mode) -> Access:
+        return Access(view.buffer, view.start, view.stop, mode, view.span)
+
+    out = [access(node.a, Mode.READ), access(node.b, Mode.READ)]
+    if node.bias is not None:
+        out.append(access(node.bias, Mode.READ))
+    out.append(access(node.c, Mode.READ_WRITE if node.beta != 0 else Mode.WRITE))
+    if node.aux is not None:
+        backward = node.epilogue in ("drelu", "dgelu")
+        out.append(access(node.aux, Mode.READ if backward else Mode.WRITE))
+    if node.bias_grad is not None:
+        out.append(access(node.bias_grad, Mode.WRITE))
+    workspace = node.workspace
+    out.append(Access(workspace, 0, workspace.count, Mode.WRITE, node.span))
+    return tuple(out)
