@@ -1,19 +1,22 @@
 """Building the CUDA graph explicitly from a plan: `cuGraphAddKernelNode`, memset and memcpy
 nodes, `cuGraphAddChildGraphNode` for child graphs, `cuGraphAddNode` for conditional nodes
 (whose body graphs the driver creates and pipec fills like any other), each node added with its
-dependencies. No stream capture anywhere. Instantiated and uploaded once; a replay is one
-`cuGraphLaunch`."""
+dependencies. A GEMM node is its one cuBLASLt call recorded by runtime/library.py (the only
+stream capture in pipec, scoped to that call) and added as a child graph node. Instantiated and
+uploaded once; a replay is one `cuGraphLaunch`."""
 
 from __future__ import annotations
 
 import inspect
 
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
-    Plan,
+    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
+    NodeSpec, Plan,
 )
 from .driver import Device, NoDevice
+from .gemms import Gemms
 from .launch import KernelArgs
+from .library import record_call
 from .memory import BufferSet
 from .modules import Modules
 
@@ -28,11 +31,17 @@ class BuiltGraph:
     same dependencies: what the driver itself does when it instantiates a graph (seen on an
     H200). The profiler builds its graph so, because instantiation gives a child graph's nodes
     new ids without reporting them as clones (CUPTI's GRAPHNODE_CLONED), while nodes added to
-    the graph itself it does report, so every activity record leads back to a plan node."""
+    the graph itself it does report, so every activity record leads back to a plan node.
+    A GEMM node stays a child graph node (of its recording) either way.
+
+    `gemms` realises the GEMM nodes (the pipeline's, so that the graph records each node's call
+    with the algorithm its eager launches use)."""
 
     def __init__(self, plan: Plan, root: int, buffers: BufferSet, modules: Modules, device: Device,
-                 stream, drop: frozenset[str] = frozenset(), flatten: bool = False) -> None:
+                 stream, drop: frozenset[str] = frozenset(), flatten: bool = False,
+                 gemms: Gemms | None = None) -> None:
         self.plan, self.buffers, self.modules, self.device = plan, buffers, modules, device
+        self.gemms = gemms
         self.drop = drop
         self.flatten = flatten
         self.call, self.cu = device.driver.call, device.driver.cu
@@ -44,6 +53,8 @@ class BuiltGraph:
         self.leaf_nodes: dict[str, object] = {}
         # The child graph nodes that embed a leaf (a clone of the graph it was added to), by name.
         self.embedded_in: dict[str, list] = {}
+        # The kernels each GEMM node's recording launches (names where the driver reports them).
+        self.library_kernels: dict[str, tuple[str, ...]] = {}
         self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
         self.exec = None
@@ -100,6 +111,8 @@ class BuiltGraph:
     def _add_leaf(self, graph, node: NodeSpec, deps: list, scope: str):
         if isinstance(node, KernelNodeSpec):
             return self.call("cuGraphAddKernelNode", graph, deps, len(deps), self._kernel_params(node, scope))
+        if isinstance(node, GemmNodeSpec):
+            return self._add_gemm(graph, node, deps)
         if isinstance(node, MemsetNodeSpec):
             params = self.cu.CUDA_MEMSET_NODE_PARAMS()
             params.dst = self.buffers.pointer(node.buffer, node.byte_offset)
@@ -119,6 +132,18 @@ class BuiltGraph:
         params.Height = 1
         params.Depth = 1
         return self.call("cuGraphAddMemcpyNode", graph, deps, len(deps), params, self.device.context)
+
+    def _add_gemm(self, graph, node: GemmNodeSpec, deps: list):
+        """The node's cuBLASLt call, recorded, as a child graph node. The node holds its own
+        clone of the recording (`cuGraphAddChildGraphNode` copies it), so the recording goes."""
+        assert self.gemms is not None, "a plan with GEMM nodes is built with the pipeline's Gemms"
+        op = self.gemms.op(node)
+        recording = record_call(self.device, op.what, op.enqueue)
+        self.library_kernels[node.name] = recording.kernels
+        try:
+            return self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), recording.graph)
+        finally:
+            recording.close(self.device)
 
     def _kernel_params(self, node: KernelNodeSpec, scope: str):
         args = KernelArgs(node, self.buffers, self.handles)
