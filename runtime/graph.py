@@ -31,8 +31,9 @@ class BuiltGraph:
     same dependencies: what the driver itself does when it instantiates a graph (seen on an
     H200). The profiler builds its graph so, because instantiation gives a child graph's nodes
     new ids without reporting them as clones (CUPTI's GRAPHNODE_CLONED), while nodes added to
-    the graph itself it does report, so every activity record leads back to a plan node.
-    A GEMM node stays a child graph node (of its recording) either way.
+    the graph itself it does report, so every activity record leads back to a plan node. For
+    the same reason a GEMM node's recorded nodes are copied into the graph itself
+    (`library_nodes`), instead of a child graph node holding them.
 
     `gemms` realises the GEMM nodes (the pipeline's, so that the graph records each node's call
     with the algorithm its eager launches use)."""
@@ -55,6 +56,8 @@ class BuiltGraph:
         self.embedded_in: dict[str, list] = {}
         # The kernels each GEMM node's recording launches (names where the driver reports them).
         self.library_kernels: dict[str, tuple[str, ...]] = {}
+        # Flattened: the nodes copied from each GEMM node's recording, by node name.
+        self.library_nodes: dict[str, list] = {}
         self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
         self.exec = None
@@ -104,6 +107,8 @@ class BuiltGraph:
         if isinstance(node, ConditionalNodeSpec):
             return [self._add_conditional(graph, node, deps)]
         self.node_count += 1
+        if isinstance(node, GemmNodeSpec):
+            return self._add_gemm(graph, node, deps)
         handle = self._add_leaf(graph, node, deps, scope)
         self.leaf_nodes[node.name] = handle
         return [handle]
@@ -111,8 +116,6 @@ class BuiltGraph:
     def _add_leaf(self, graph, node: NodeSpec, deps: list, scope: str):
         if isinstance(node, KernelNodeSpec):
             return self.call("cuGraphAddKernelNode", graph, deps, len(deps), self._kernel_params(node, scope))
-        if isinstance(node, GemmNodeSpec):
-            return self._add_gemm(graph, node, deps)
         if isinstance(node, MemsetNodeSpec):
             params = self.cu.CUDA_MEMSET_NODE_PARAMS()
             params.dst = self.buffers.pointer(node.buffer, node.byte_offset)
@@ -133,15 +136,22 @@ class BuiltGraph:
         params.Depth = 1
         return self.call("cuGraphAddMemcpyNode", graph, deps, len(deps), params, self.device.context)
 
-    def _add_gemm(self, graph, node: GemmNodeSpec, deps: list):
-        """The node's cuBLASLt call, recorded, as a child graph node. The node holds its own
-        clone of the recording (`cuGraphAddChildGraphNode` copies it), so the recording goes."""
+    def _add_gemm(self, graph, node: GemmNodeSpec, deps: list) -> list:
+        """The node's cuBLASLt call, recorded, as a child graph node (which holds its own clone
+        of the recording, so the recording goes); flattened, the recording's nodes themselves.
+        Returns the handles a successor depends on."""
         assert self.gemms is not None, "a plan with GEMM nodes is built with the pipeline's Gemms"
         op = self.gemms.op(node)
         recording = record_call(self.device, op.what, op.enqueue)
         self.library_kernels[node.name] = recording.kernels
         try:
-            return self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), recording.graph)
+            if self.flatten:
+                self.library_nodes[node.name], ends = copy_nodes(self.call, self.cu, self.device.context,
+                                                                  recording.graph, graph, deps)
+                return ends
+            handle = self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), recording.graph)
+            self.leaf_nodes[node.name] = handle
+            return [handle]
         finally:
             recording.close(self.device)
 
@@ -198,6 +208,37 @@ class BuiltGraph:
         for graph in self.graphs:
             self.call("cuGraphDestroy", graph)
         self.graphs.clear()
+
+
+def copy_nodes(call, cu, context, source, graph, deps: list) -> tuple[list, list]:
+    """The kernel and memset nodes of `source` (a library's recording) added to `graph`, with
+    their dependencies among them (the first ones after `deps`) and each kernel's launch
+    attributes (a cluster shape, for one). Returns the copies and the copies no other follows."""
+    count = call("cuGraphGetNodes", source, 0)[-1]
+    nodes = list(call("cuGraphGetNodes", source, count)[0])[:count]
+    predecessors = {int(n): [int(p) for p in _dependencies(call, n)] for n in nodes}
+    kernel = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+    copies: dict[int, object] = {}
+    while len(copies) < len(nodes):  # a node after every node it depends on
+        for node in nodes:
+            if int(node) in copies or any(p not in copies for p in predecessors[int(node)]):
+                continue
+            after = [copies[p] for p in predecessors[int(node)]] or deps
+            if call("cuGraphNodeGetType", node) == kernel:
+                copy = call("cuGraphAddKernelNode", graph, after, len(after), call("cuGraphKernelNodeGetParams", node))
+                call("cuGraphKernelNodeCopyAttributes", copy, node)
+            else:  # a memset: a recording holds nothing else (runtime/library.py)
+                copy = call("cuGraphAddMemsetNode", graph, after, len(after), call("cuGraphMemsetNodeGetParams", node),
+                            context)
+            copies[int(node)] = copy
+    followed = {p for ps in predecessors.values() for p in ps}
+    return list(copies.values()), [c for n, c in copies.items() if n not in followed]
+
+
+def _dependencies(call, node) -> list:
+    """The nodes `node` depends on (cuda-bindings 13 returns their edge data too)."""
+    count = call("cuGraphNodeGetDependencies", node, 0)[-1]
+    return list(call("cuGraphNodeGetDependencies", node, count)[0])[:count] if count else []
 
 
 def add_node(call, cu, graph, deps: list, params):

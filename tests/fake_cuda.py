@@ -230,7 +230,7 @@ class FakeCuda:
     # Calls that only succeed here: synchronisation (nothing runs asynchronously), contexts.
     ACCEPTED = ("cuInit", "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease", "cuStreamSynchronize",
                 "cuStreamWaitValue32", "cuStreamWaitEvent", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy",
-                "cuFuncSetAttribute", "cuGraphUpload")
+                "cuFuncSetAttribute", "cuGraphUpload", "cuGraphKernelNodeCopyAttributes")
 
     def __init__(self, *, param_sizes: dict[str, tuple[int, ...]], memory_bytes: int = 1 << 30,
                  function_attributes: dict[str, FunctionAttributes] | None = None, **device) -> None:
@@ -480,9 +480,26 @@ class FakeCuda:
         return (CUresult.CUDA_SUCCESS, CUgraphNodeType[f"CU_GRAPH_NODE_TYPE_{self._node(handle).kind.upper()}"])
 
     def cuGraphKernelNodeGetParams(self, handle):
+        """The node's parameters; `work` carries what it does, so that a node added with them
+        (a library's kernel copied into another graph) does the same."""
+        work = self._node(handle).work
         params = CUDA_KERNEL_NODE_PARAMS()
-        params.func = Handle("function", 0, self._node(handle).work.function)
+        params.func = Handle("function", 0, work.function)
+        params.gridDimX, params.gridDimY, params.gridDimZ = work.grid
+        params.blockDimX, params.blockDimY, params.blockDimZ = work.block
+        params.sharedMemBytes, params.work = work.shared_bytes, work
         return (CUresult.CUDA_SUCCESS, params)
+
+    def cuGraphMemsetNodeGetParams(self, handle):
+        work = self._node(handle).work
+        params = CUDA_MEMSET_NODE_PARAMS()
+        params.dst, params.elementSize, params.value, params.width = work.dst, work.element_size, work.value, work.count
+        params.height, params.pitch = 1, work.count * work.element_size
+        return (CUresult.CUDA_SUCCESS, params)
+
+    def cuGraphNodeGetDependencies(self, handle, count):
+        deps = self._node(handle).deps
+        return (CUresult.CUDA_SUCCESS, list(deps[:count]), len(deps))
 
     def cuFuncGetName(self, function):
         return (CUresult.CUDA_SUCCESS, function.name.encode())
@@ -576,6 +593,8 @@ class FakeCuda:
         return (CUresult.CUDA_SUCCESS,)
 
     def cuGraphAddKernelNode(self, graph, deps, count, p):
+        if hasattr(p, "work"):  # parameters read from another kernel node
+            return self._add(graph, deps, count, "kernel", p.work)
         work = self._kernel(p.func, (p.gridDimX, p.gridDimY, p.gridDimZ),
                             (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes, p.kernelParams)
         return self._add(graph, deps, count, "kernel", work)

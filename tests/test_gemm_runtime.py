@@ -258,3 +258,68 @@ def test_the_sharing_benchmark_runs_on_the_fakes():
     # the fake's events last 1 us: 2 replays, 0.5 us each; its every GEMM is one kernel
     assert result == {"replay_us": 0.5, "eager_us": 1.0, "kernels": 1, "gemms": 3, "algorithms": 1}
     assert {call.desc["EPILOGUE"] for call in library.matmuls} == {Epilogue.DEFAULT, Epilogue.RELU, Epilogue.GELU}
+
+
+def test_the_profile_copies_recordings_into_its_graph_and_spans_each_gemm():
+    from pipec.runtime import profile_cupti
+    from test_profile_cupti import FakeCupti
+
+    nodes = [gemm(i, f"gemm:y{i}", a=matrix("x", 8, 16), b=matrix("w", 32, 16), c=matrix(f"y{i}", 8, 32), trans_b=True,
+                  line=i + 1) for i in range(2)]
+    buffers = [buffer("x", "f32", (8, 16)), buffer("w", "f32", (32, 16))]
+    buffers += [buffer(f"y{i}", "f32", (8, 32), first="write") for i in range(2)]
+    p, cuda, lt = pipeline(gemm_plan(buffers, nodes, children=True), recorded_kinds=("memset", "kernel"))
+    with p:
+        flat = []
+
+        def build():
+            from pipec.runtime.graph import BuiltGraph
+
+            flat.append(BuiltGraph(p.plan, p.plan.step, p._buffers, p.modules, p.device, p.stream, flatten=True,
+                                   gemms=p.gemms))
+            return flat[-1]
+
+        report = profile_cupti.profile(p, build, replays=3, cupti=FakeCupti(cuda))
+        # the recordings' memset and kernel, copied into the profiled graph itself, in a chain
+        assert {name: len(copies) for name, copies in flat[0].library_nodes.items()} == {"gemm:y0": 2, "gemm:y1": 2}
+        assert report.critical_path == ["gemm:y0", "gemm:y1"]
+        # each GEMM: its memset (0.3 us), the gap before its kernel (0.7 us), its kernel (1 us)
+        assert [n.microseconds for n in report.nodes] == pytest.approx([2.0, 2.0])
+        assert report.latency_us == pytest.approx(0.7)
+
+
+def test_load_turns_a_gemm_that_cannot_run_into_one_pipeline_error(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from fake_cuda import fake_driver
+    from pipec.runtime import PipelineError, load
+
+    nodes = Path(__file__).parent / "fixtures" / "runtime" / "nodes.pipe"
+    seen = {}
+
+    def refusing(plan, binaries, device, **options):
+        seen.update(options)
+        raise GemmError("gemm `gemm:y` (nodes.pipe:3:5): cuBLASLt cannot serve this GEMM")
+
+    monkeypatch.setattr(sys.modules["pipec.runtime.load"], "Pipeline", refusing)
+    with pytest.raises(PipelineError) as error:
+        load(nodes, driver=fake_driver(nodes), tune_gemms=True)
+    assert error.value.render() == f"{nodes}: gemm `gemm:y` (nodes.pipe:3:5): cuBLASLt cannot serve this GEMM\n"
+    assert seen["gemm"].tune and seen["gemm"].library is None
+
+
+def test_piperun_tune_gemms_reaches_the_load(monkeypatch, capsys):
+    import sys
+
+    from pipec.runtime import PipelineError, cli
+
+    seen = {}
+
+    def stop(path, **options):
+        seen.update(options)
+        raise PipelineError([], "stopped")
+
+    monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", stop)
+    assert cli.main(["any.pipe", "--tune-gemms"]) == cli.EXIT_USAGE
+    assert seen["tune_gemms"] is True and capsys.readouterr().err == "stopped\n"
