@@ -224,13 +224,12 @@ def test_tuned_algorithms_are_kept_and_reused(tmp_path):
 
 
 def test_a_descriptor_the_library_cannot_serve_names_the_node():
-    x, w = random((64, 64), "f32", 15), random((128, 64), "f32", 16)
-    y, mask = torch.empty(64, 128, device="cuda"), torch.empty(64, 16, device="cuda", dtype=torch.uint8)
-    # A ReLU mask's leading dimension must be a multiple of 128 bits: 100 is not.
-    node = gemm(0, "gemm:y", a=matrix("x", 64, 64), b=matrix("w", 128, 64), c=matrix("y", 64, 128), trans_b=True,
-                epilogue="relu", aux=matrix("aux", 64, 100, "u8", ld=100), line=7)
+    x, w, y = random((64, 64), "f32", 15), random((128, 64), "f32", 16), torch.empty(64, 128, device="cuda")
+    # x's rows 32 elements apart while they hold 64: no matrix cuBLASLt accepts (ld < rows)
+    node = gemm(0, "gemm:y", a=matrix("x", 64, 64, ld=32), b=matrix("w", 128, 64), c=matrix("y", 64, 128),
+                trans_b=True, line=7)
     with pytest.raises(GemmError, match=r"^gemm `gemm:y` \(gemm\.pipe:7:5\): "):
-        load({"x": x, "w": w, "y": y, "aux": mask}, [node], outputs={"y", "aux"})
+        load({"x": x, "w": w, "y": y}, [node], outputs={"y"})
 
 
 def test_a_recorded_copy_to_the_host_is_refused():
@@ -245,3 +244,40 @@ def test_a_recorded_copy_to_the_host_is_refused():
         driver.call("cuMemFreeHost", pinned)
         driver.call("cuMemFree", source)
         release_device(device)
+
+
+def test_child_graphs_with_one_descriptor_launch_one_library_kernel():
+    """Two child graphs holding the same GEMM: both recordings launch the library's one kernel
+    (the CUfunction sharing docs/plan.md describes), and replays still match eager runs."""
+    x, w = random((64, 96), "bf16", 17), random((128, 96), "bf16", 18)
+    ys = {f"y{i}": torch.empty(64, 128, device="cuda", dtype=torch.bfloat16) for i in range(2)}
+    nodes = [gemm(i, f"gemm:y{i}", a=matrix("x", 64, 96, "bf16"), b=matrix("w", 128, 96, "bf16"),
+                  c=matrix(f"y{i}", 64, 128, "bf16"), trans_b=True, line=i + 1) for i in range(2)]
+    buffers = [buffer("x", "bf16", (64, 96), first="read"), buffer("w", "bf16", (128, 96), first="read")]
+    buffers += [buffer(name, "bf16", (64, 128), first="write") for name in ys]
+    torch.cuda.synchronize()
+    with Pipeline(gemm_plan(buffers, nodes, children=True), [], open_device(0), bind={"x": x, "w": w, **ys}) as p:
+        kernels = p.graph.library_kernels
+        assert kernels["gemm:y0"] == kernels["gemm:y1"] and len(set(p.gemms.algorithms.values())) == 1
+        report = p.verify(3)
+        assert report.ok, [m.describe() for m in report.mismatches]
+        run(p)
+        assert torch.equal(ys["y0"], ys["y1"])
+
+
+def test_the_profile_shows_each_gemm_as_one_node():
+    from pipec.runtime.profile_cupti import ProfilerUnavailable, load_cupti
+
+    try:
+        load_cupti()
+    except ProfilerUnavailable as error:
+        pytest.skip(str(error))
+    pipeline, tensors = mlp_backward("bf16", "gelu", True)
+    with pipeline:
+        run(pipeline)
+        before = {name: t.clone() for name, t in tensors.items()}
+        report = pipeline.profile(replays=20)
+        assert all(torch.equal(before[name], t) for name, t in tensors.items()), "the profile changed the state"
+    assert sorted(n.name for n in report.nodes) == ["gemm:dw1", "gemm:dw2", "gemm:dz1", "gemm:h1", "gemm:y"]
+    assert report.critical_path == ["gemm:h1", "gemm:y", "gemm:dz1", "gemm:dw2", "gemm:dw1"]
+    assert 0 < report.critical_path_us <= report.replay_us * 1.0001
