@@ -9,6 +9,8 @@ f16 output 2e-3 and bf16 output 1e-2 (the output's own rounding: 2^-11 and 2^-8 
 f32 output from f16/bf16 inputs 1e-5 (the products are exact in f32). The backward tests
 compare whole layers against torch.autograd, relative to the largest reference element: f32
 1e-4, f16 1e-2, bf16 3e-2 (their activations are stored in the element type between layers).
+GELU (cuBLASLt's is the tanh form) adds `GELU_SLACK`, 1e-3: the epilogue may evaluate tanh
+with the GPU's fast approximation (relative error about 2^-11), which f32 would otherwise see.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ NAMES = {v: k for k, v in TORCH.items()}
 FORWARD_TOLERANCE = {("f32", "f32", "f32"): 1e-5, ("f32", "f32", "tf32"): 2e-3, ("f16", "f16", "f32"): 2e-3,
                      ("bf16", "bf16", "f32"): 1e-2, ("f16", "f32", "f32"): 1e-5, ("bf16", "f32", "f32"): 1e-5}
 BACKWARD_TOLERANCE = {"f32": 1e-4, "f16": 1e-2, "bf16": 3e-2}
+GELU_SLACK = 1e-3
 TYPES = list(FORWARD_TOLERANCE)  # (inputs, output, compute)
 
 
@@ -140,7 +143,8 @@ def test_forward_epilogues_against_torch(dtype, epilogue, with_aux):
     tolerance = FORWARD_TOLERANCE[(dtype, dtype, "f32")]
     activation = ACTIVATIONS[epilogue.split("_")[0] if epilogue != "bias" else "none"]
     # GELU's slope is at most 1.13, so z's error bound carries over (times 1.13)
-    within(y, activation(z), 1.13 * scale, tolerance, f"{dtype} {epilogue}")
+    slack = GELU_SLACK if "gelu" in epilogue else 0.0
+    within(y, activation(z), 1.13 * scale, tolerance + slack, f"{dtype} {epilogue}")
     if with_aux and epilogue.startswith("relu"):
         bits = np.unpackbits(tensors["aux"].cpu().numpy(), axis=1, bitorder="little").astype(bool)
         clear = (z.abs() > tolerance * scale).cpu().numpy()  # where the sign of z is certain
@@ -193,7 +197,7 @@ def test_backward_epilogues_against_autograd(dtype, activation, bias_grad):
     h1 = torch.relu(z1) if activation == "relu" else gelu(z1)
     y = h1 @ leaves["w2"].T + leaves["b2"]
     (y * t["dy"].double()).sum().backward()
-    tolerance = BACKWARD_TOLERANCE[dtype]
+    tolerance = BACKWARD_TOLERANCE[dtype] + (GELU_SLACK if activation == "gelu" else 0.0)
     expected = {"y": y.detach(), "dw2": leaves["w2"].grad, "db2": leaves["b2"].grad, "dw1": leaves["w1"].grad}
     if bias_grad:
         expected["db1"] = leaves["b1"].grad
