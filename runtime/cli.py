@@ -137,6 +137,8 @@ def _main(args) -> int:
     try:
         from .driver import CudaError, NoDevice
         from .eager import NodeFailed
+        from .gemm import GemmError
+        from .library import LibraryRecordingError
         from .load import PipelineError, load
         from .memory import BindError, OutOfMemory
         from .profile import ProfileError
@@ -166,7 +168,8 @@ def _main(args) -> int:
         except PipelineError as error:  # an update's values that do not check
             sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
             return EXIT_FAILED
-        except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused) as error:
+        except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused, GemmError,
+                LibraryRecordingError) as error:  # the last two: a GEMM failing eagerly or in the profile's build
             _error(args, str(error))
             if isinstance(error, CudaError) and not args.eager:
                 _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")

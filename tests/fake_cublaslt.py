@@ -119,6 +119,7 @@ class FakeCublasLt:
         self.preferences: dict[int, dict] = {}
         self.matmuls: list[MatmulCall] = []
         self.heuristic_calls = 0
+        self.failing = False  # set: every matmul fails, as one that faults would
         self._numbers = itertools.count(1000)
 
     def live(self) -> dict[str, int]:
@@ -192,6 +193,8 @@ class FakeCublasLt:
     def matmul(self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, workspace,
                workspace_bytes, stream) -> None:
         assert handle in self.handles
+        if self.failing:
+            raise cuBLASLtError("CUBLAS_STATUS_EXECUTION_FAILED")
         call = MatmulCall(handle, dict(self.descs[desc]),
                           tuple(dict(self.layouts[x]) for x in (adesc, bdesc, cdesc, ddesc)),
                           ctypes.c_float.from_address(alpha).value, ctypes.c_float.from_address(beta).value,

@@ -323,3 +323,16 @@ def test_piperun_tune_gemms_reaches_the_load(monkeypatch, capsys):
     monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", stop)
     assert cli.main(["any.pipe", "--tune-gemms"]) == cli.EXIT_USAGE
     assert seen["tune_gemms"] is True and capsys.readouterr().err == "stopped\n"
+
+
+def test_piperun_reports_a_gemm_that_fails_eagerly_in_one_line(monkeypatch, capsys):
+    import sys
+
+    from pipec.runtime import cli
+
+    built, _, library = pipeline(dense())
+    library.failing = True
+    monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", lambda path, **options: built)
+    assert cli.main(["gemm.pipe", "--eager", "--steps", "1", "--no-progress"]) == cli.EXIT_FAILED
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "piperun: error: gemm `gemm:y` (gemm.pipe:1:5): matmul failed: CUBLAS_STATUS_EXECUTION_FAILED")
