@@ -43,6 +43,8 @@ class Gemms:
         self.handle = None
         self.ops: dict[str, GemmOp] = {}
         self.cache = AlgorithmCache(settings.cache)
+        # By key: nodes with one descriptor run one algorithm (tuning twice could pick two).
+        self.chosen: dict[str, np.ndarray] = {}
 
     def _open(self, node: GemmNodeSpec) -> None:
         if self.library is None:
@@ -73,8 +75,13 @@ class Gemms:
         return {name: op.algorithm.tobytes().hex() for name, op in self.ops.items() if op.algorithm is not None}
 
     def _choose(self, op: GemmOp) -> np.ndarray:
-        tune = self.settings.tune
         key = self.cache_key(op)
+        if key not in self.chosen:
+            self.chosen[key] = self._choose_anew(op, key)
+        return self.chosen[key]
+
+    def _choose_anew(self, op: GemmOp, key: str) -> np.ndarray:
+        tune = self.settings.tune
         kept = self.cache.get(key)
         if kept is not None and (kept["mode"] == "tune" or not tune):
             algorithm = np.frombuffer(bytes.fromhex(kept["algorithm"]), np.uint8).copy()

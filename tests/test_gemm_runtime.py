@@ -336,3 +336,17 @@ def test_piperun_reports_a_gemm_that_fails_eagerly_in_one_line(monkeypatch, caps
     assert cli.main(["gemm.pipe", "--eager", "--steps", "1", "--no-progress"]) == cli.EXIT_FAILED
     assert capsys.readouterr().err.splitlines()[-1] == (
         "piperun: error: gemm `gemm:y` (gemm.pipe:1:5): matmul failed: CUBLAS_STATUS_EXECUTION_FAILED")
+
+
+def test_nodes_with_one_descriptor_are_tuned_once_and_run_one_algorithm():
+    cuda = FakeCuda(param_sizes={})
+    times = iter([3.0, 1.0, 2.0])  # a second tuning would run out of times
+    cuda.cuEventElapsedTime = lambda start, end: (cuda.CUresult.CUDA_SUCCESS, next(times))
+    nodes = [gemm(i, f"gemm:y{i}", a=matrix("x", 8, 16), b=matrix("w", 32, 16), c=matrix(f"y{i}", 8, 32), trans_b=True,
+                  line=i + 1) for i in range(2)]
+    buffers = [buffer("x", "f32", (8, 16)), buffer("w", "f32", (32, 16))]
+    buffers += [buffer(f"y{i}", "f32", (8, 32), first="write") for i in range(2)]
+    p, _, lt = pipeline(gemm_plan(buffers, nodes), cuda, tune=True)
+    with p:
+        assert set(p.gemms.algorithms.values()) == {bytes([2, 0, 0, 0, 0, 0, 0, 0] * 8).hex()}
+        assert lt.heuristic_calls == 1
