@@ -116,41 +116,44 @@ def gelu(z):
 ACTIVATIONS = {"none": lambda z: z, "relu": torch.relu, "gelu": gelu}
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("inputs, output", [("f32", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("bf16", "f32")],
+                         ids=lambda t: t)
 @pytest.mark.parametrize("epilogue, with_aux", [
     ("none", False), ("bias", False), ("relu", False), ("relu", True), ("gelu", False), ("gelu", True),
     ("relu_bias", False), ("relu_bias", True), ("gelu_bias", False), ("gelu_bias", True)])
-def test_forward_epilogues_against_torch(dtype, epilogue, with_aux):
+def test_forward_epilogues_against_torch(inputs, output, epilogue, with_aux):
+    """The bias and a GELU aux have the output's type (bf16 inputs, f32 output: f32)."""
     rows, inner, width = 64, 96, 128  # width 128: a ReLU mask's rows are whole multiples of 128 bits
-    x, w, b = random((rows, inner), dtype, 6), random((width, inner), dtype, 7), random((width,), dtype, 8)
-    y = torch.empty(rows, width, device="cuda", dtype=TORCH[dtype])
+    x, w, b = random((rows, inner), inputs, 6), random((width, inner), inputs, 7), random((width,), output, 8)
+    y = torch.empty(rows, width, device="cuda", dtype=TORCH[output])
     tensors = {"x": x, "w": w, "y": y}
     options = {}
     if "bias" in epilogue:
-        tensors["b"], options["bias"] = b, matrix("b", 1, width, dtype)
+        tensors["b"], options["bias"] = b, matrix("b", 1, width, output)
     if with_aux:
         relu = epilogue.startswith("relu")
         aux = torch.zeros(rows, width // 8, device="cuda", dtype=torch.uint8) if relu else torch.empty_like(y)
         tensors["aux"] = aux
-        options["aux"] = matrix("aux", rows, width, "u8" if relu else dtype, ld=width)
-    node = gemm(0, "gemm:y", a=matrix("x", rows, inner, dtype), b=matrix("w", width, inner, dtype),
-                c=matrix("y", rows, width, dtype), trans_b=True, epilogue=epilogue, **options)
+        options["aux"] = matrix("aux", rows, width, "u8" if relu else output, ld=width)
+    node = gemm(0, "gemm:y", a=matrix("x", rows, inner, inputs), b=matrix("w", width, inner, inputs),
+                c=matrix("y", rows, width, output), trans_b=True, epilogue=epilogue, **options)
     with load(tensors, [node], outputs={"y", "aux"}) as pipeline:
         run(pipeline)
     X, W = x.double(), w.double()
     z = X @ W.T + (b.double() if "bias" in epilogue else 0)
     scale = X.abs() @ W.abs().T + (b.double().abs() if "bias" in epilogue else 0)
-    tolerance = FORWARD_TOLERANCE[(dtype, dtype, "f32")]
+    tolerance = FORWARD_TOLERANCE[(inputs, output, "f32")]
     activation = ACTIVATIONS[epilogue.split("_")[0] if epilogue != "bias" else "none"]
     # GELU's slope is at most 1.13, so z's error bound carries over (times 1.13)
     slack = GELU_SLACK if "gelu" in epilogue else 0.0
-    within(y, activation(z), 1.13 * scale, tolerance + slack, f"{dtype} {epilogue}")
+    what = f"{inputs}->{output} {epilogue}"
+    within(y, activation(z), 1.13 * scale, tolerance + slack, what)
     if with_aux and epilogue.startswith("relu"):
         bits = np.unpackbits(tensors["aux"].cpu().numpy(), axis=1, bitorder="little").astype(bool)
         clear = (z.abs() > tolerance * scale).cpu().numpy()  # where the sign of z is certain
-        assert np.array_equal(bits[clear], (z > 0).cpu().numpy()[clear]), "the ReLU mask differs"
+        assert np.array_equal(bits[clear], (z > 0).cpu().numpy()[clear]), f"{what}: the ReLU mask differs"
     elif with_aux:
-        within(tensors["aux"], z, scale, tolerance, f"{dtype} {epilogue}: the GELU input in aux")
+        within(tensors["aux"], z, scale, tolerance, f"{what}: the GELU input in aux")
 
 
 def mlp_backward(dtype: str, activation: str, bias_grad: bool, **settings):
