@@ -26,11 +26,11 @@ ERRORS = {
     "LaunchLimitsExceeded": "runtime.resources", "ProfileError": "runtime.profile",
     "ProfilerUnavailable": "runtime.profile_cupti", "ConfigError": "compiler.config",
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
-    "UsageError": "compiler.cli",
+    "UsageError": "compiler.cli", "GemmError": "runtime.gemm", "LibraryRecordingError": "runtime.library",
 }
 
-__all__ = ["BindError", "ClosedError", "CompileFailed", "ConfigError", "CudaError", "Error",
-           "LaunchLimitsExceeded", "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError",
+__all__ = ["BindError", "ClosedError", "CompileFailed", "ConfigError", "CudaError", "Error", "GemmError",
+           "LaunchLimitsExceeded", "LibraryRecordingError", "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError",
            "ProfilerUnavailable", "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError",
            "__version__", "check", "load"]
 

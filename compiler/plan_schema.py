@@ -336,9 +336,10 @@ def _decode(annotation, value):
     if origin in (Union, types.UnionType):
         if value is None:
             return None
-        if isinstance(value, dict):  # a node, whose kind says which, or an optional part
-            if "kind" in value:
-                return _decode(_NODE_BY_KIND[value["kind"]], value)
-            return _decode(next(a for a in args if a is not type(None)), value)
+        members = [a for a in args if a is not type(None)]
+        if len(members) == 1:  # an optional value (`MatrixSpec | None`)
+            return _decode(members[0], value)
+        if isinstance(value, dict):  # a node: its kind says which
+            return _decode(_NODE_BY_KIND[value["kind"]], value)
         return value  # a scalar: int, float or str as JSON gave it
     return value

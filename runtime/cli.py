@@ -57,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", type=scheduled_update, dest="updates", default=[],
                    metavar="NAME=VALUE@STEP",
                    help="from step STEP on, the constant NAME is VALUE, updated in the built graph (repeatable)")
+    p.add_argument("--tune-gemms", action="store_true",
+                   help="time the heuristic's best algorithms for each GEMM node and keep the fastest")
     p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     p.add_argument("--lanes", type=int, help="bound the plan's parallel width")
     p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=[],
@@ -135,6 +137,8 @@ def _main(args) -> int:
     try:
         from .driver import CudaError, NoDevice
         from .eager import NodeFailed
+        from .gemm import GemmError
+        from .library import LibraryRecordingError
         from .load import PipelineError, load
         from .memory import BindError, OutOfMemory
         from .profile import ProfileError
@@ -145,7 +149,7 @@ def _main(args) -> int:
         return EXIT_USAGE
     try:
         pipeline = load(args.file, device=args.device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
-                        defines=dict(args.defines), steps_per_launch=per_launch)
+                        defines=dict(args.defines), steps_per_launch=per_launch, tune_gemms=args.tune_gemms)
     except PipelineError as error:
         sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
         return EXIT_USAGE
@@ -164,7 +168,8 @@ def _main(args) -> int:
         except PipelineError as error:  # an update's values that do not check
             sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
             return EXIT_FAILED
-        except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused) as error:
+        except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused, GemmError,
+                LibraryRecordingError) as error:  # the last two: a GEMM failing eagerly or in the profile's build
             _error(args, str(error))
             if isinstance(error, CudaError) and not args.eager:
                 _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")

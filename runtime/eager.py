@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
-    Plan,
+    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
+    NodeSpec, Plan,
 )
 from ..errors import Error
 from .driver import CudaError, Driver
+from .gemms import Gemms
 from .launch import KernelArgs
 from .memory import BufferSet
 from .modules import Modules
@@ -49,8 +50,13 @@ class _Branch:
 
 
 class EagerProgram:
-    def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream) -> None:
+    """`gemms` realises the GEMM nodes: the same calls, with the same algorithms, as the graph
+    records."""
+
+    def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream,
+                 gemms: Gemms | None = None) -> None:
         self.driver: Driver = modules.device.driver
+        self.gemms = gemms
         self.nodes = plan.leaves(graph)
         self.ops: list[_Op] = []  # one per node of `nodes`, in that order
         self._keep: list[KernelArgs] = []
@@ -81,6 +87,9 @@ class EagerProgram:
             self._keep.append(args)
             return _Op(cu.cuLaunchKernel, (function, *node.grid, *node.block, node.shared_bytes,
                                            stream, args.address, 0), node, "cuLaunchKernel")
+        if isinstance(node, GemmNodeSpec):
+            assert self.gemms is not None, "a plan with GEMM nodes runs with the pipeline's Gemms"
+            return _Op(self.gemms.op(node).enqueue, (stream,), node, "cublasLtMatmul")
         if isinstance(node, MemsetNodeSpec):
             name = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[node.element_size]
             pointer = buffers.pointer(node.buffer, node.byte_offset)

@@ -1,19 +1,22 @@
 """Building the CUDA graph explicitly from a plan: `cuGraphAddKernelNode`, memset and memcpy
 nodes, `cuGraphAddChildGraphNode` for child graphs, `cuGraphAddNode` for conditional nodes
 (whose body graphs the driver creates and pipec fills like any other), each node added with its
-dependencies. No stream capture anywhere. Instantiated and uploaded once; a replay is one
-`cuGraphLaunch`."""
+dependencies. A GEMM node is its one cuBLASLt call recorded by runtime/library.py (the only
+stream capture in pipec, scoped to that call) and added as a child graph node. Instantiated and
+uploaded once; a replay is one `cuGraphLaunch`."""
 
 from __future__ import annotations
 
 import inspect
 
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
-    Plan,
+    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
+    NodeSpec, Plan,
 )
 from .driver import Device, NoDevice
+from .gemms import Gemms
 from .launch import KernelArgs
+from .library import record_call
 from .memory import BufferSet
 from .modules import Modules
 
@@ -28,11 +31,18 @@ class BuiltGraph:
     same dependencies: what the driver itself does when it instantiates a graph (seen on an
     H200). The profiler builds its graph so, because instantiation gives a child graph's nodes
     new ids without reporting them as clones (CUPTI's GRAPHNODE_CLONED), while nodes added to
-    the graph itself it does report, so every activity record leads back to a plan node."""
+    the graph itself it does report, so every activity record leads back to a plan node. For
+    the same reason a GEMM node's recorded nodes are copied into the graph itself
+    (`library_nodes`), instead of a child graph node holding them.
+
+    `gemms` realises the GEMM nodes (the pipeline's, so that the graph records each node's call
+    with the algorithm its eager launches use)."""
 
     def __init__(self, plan: Plan, root: int, buffers: BufferSet, modules: Modules, device: Device,
-                 stream, drop: frozenset[str] = frozenset(), flatten: bool = False) -> None:
+                 stream, drop: frozenset[str] = frozenset(), flatten: bool = False,
+                 gemms: Gemms | None = None) -> None:
         self.plan, self.buffers, self.modules, self.device = plan, buffers, modules, device
+        self.gemms = gemms
         self.drop = drop
         self.flatten = flatten
         self.call, self.cu = device.driver.call, device.driver.cu
@@ -44,6 +54,10 @@ class BuiltGraph:
         self.leaf_nodes: dict[str, object] = {}
         # The child graph nodes that embed a leaf (a clone of the graph it was added to), by name.
         self.embedded_in: dict[str, list] = {}
+        # The kernels each GEMM node's recording launches (names where the driver reports them).
+        self.library_kernels: dict[str, tuple[str, ...]] = {}
+        # Flattened: the nodes copied from each GEMM node's recording, by node name.
+        self.library_nodes: dict[str, list] = {}
         self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
         self.exec = None
@@ -93,6 +107,8 @@ class BuiltGraph:
         if isinstance(node, ConditionalNodeSpec):
             return [self._add_conditional(graph, node, deps)]
         self.node_count += 1
+        if isinstance(node, GemmNodeSpec):
+            return self._add_gemm(graph, node, deps)
         handle = self._add_leaf(graph, node, deps, scope)
         self.leaf_nodes[node.name] = handle
         return [handle]
@@ -119,6 +135,25 @@ class BuiltGraph:
         params.Height = 1
         params.Depth = 1
         return self.call("cuGraphAddMemcpyNode", graph, deps, len(deps), params, self.device.context)
+
+    def _add_gemm(self, graph, node: GemmNodeSpec, deps: list) -> list:
+        """The node's cuBLASLt call, recorded, as a child graph node (which holds its own clone
+        of the recording, so the recording goes); flattened, the recording's nodes themselves.
+        Returns the handles a successor depends on."""
+        assert self.gemms is not None, "a plan with GEMM nodes is built with the pipeline's Gemms"
+        op = self.gemms.op(node)
+        recording = record_call(self.device, op.what, op.enqueue)
+        self.library_kernels[node.name] = recording.kernels
+        try:
+            if self.flatten:
+                self.library_nodes[node.name], ends = copy_nodes(self.call, self.cu, self.device.context,
+                                                                  recording.graph, graph, deps)
+                return ends
+            handle = self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), recording.graph)
+            self.leaf_nodes[node.name] = handle
+            return [handle]
+        finally:
+            recording.close(self.device)
 
     def _kernel_params(self, node: KernelNodeSpec, scope: str):
         args = KernelArgs(node, self.buffers, self.handles)
@@ -173,6 +208,37 @@ class BuiltGraph:
         for graph in self.graphs:
             self.call("cuGraphDestroy", graph)
         self.graphs.clear()
+
+
+def copy_nodes(call, cu, context, source, graph, deps: list) -> tuple[list, list]:
+    """The kernel and memset nodes of `source` (a library's recording) added to `graph`, with
+    their dependencies among them (the first ones after `deps`) and each kernel's launch
+    attributes (a cluster shape, for one). Returns the copies and the copies no other follows."""
+    count = call("cuGraphGetNodes", source, 0)[-1]
+    nodes = list(call("cuGraphGetNodes", source, count)[0])[:count]
+    predecessors = {int(n): [int(p) for p in _dependencies(call, n)] for n in nodes}
+    kernel = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+    copies: dict[int, object] = {}
+    while len(copies) < len(nodes):  # a node after every node it depends on
+        for node in nodes:
+            if int(node) in copies or any(p not in copies for p in predecessors[int(node)]):
+                continue
+            after = [copies[p] for p in predecessors[int(node)]] or deps
+            if call("cuGraphNodeGetType", node) == kernel:
+                copy = call("cuGraphAddKernelNode", graph, after, len(after), call("cuGraphKernelNodeGetParams", node))
+                call("cuGraphKernelNodeCopyAttributes", copy, node)
+            else:  # a memset: a recording holds nothing else (runtime/library.py)
+                copy = call("cuGraphAddMemsetNode", graph, after, len(after), call("cuGraphMemsetNodeGetParams", node),
+                            context)
+            copies[int(node)] = copy
+    followed = {p for ps in predecessors.values() for p in ps}
+    return list(copies.values()), [c for n, c in copies.items() if n not in followed]
+
+
+def _dependencies(call, node) -> list:
+    """The nodes `node` depends on (cuda-bindings 13 returns their edge data too)."""
+    count = call("cuGraphNodeGetDependencies", node, 0)[-1]
+    return list(call("cuGraphNodeGetDependencies", node, count)[0])[:count] if count else []
 
 
 def add_node(call, cu, graph, deps: list, params):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..compiler import compile_file, load_settings
+from ..compiler import cache, compile_file, load_settings
 from ..compiler.artifacts import module_binaries
 from ..compiler.config import override
 from ..compiler.diagnostics import Diagnostic
@@ -22,6 +22,8 @@ from ..compiler.toolchain import CompileFailed
 from ..dsl.source import SourceFile, Span
 from ..errors import Error
 from .driver import Driver, open_device, release_device
+from .gemm import GemmError, GemmSettings
+from .library import LibraryRecordingError
 from .pipeline import Pipeline
 from .resources import LaunchLimitsExceeded, LimitFinding
 
@@ -40,13 +42,17 @@ class PipelineError(Error):
 def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = None,
          defines: dict[str, object] | None = None, lanes: int | None = None,
          include_dirs: tuple[Path, ...] = (), drop_nodes: frozenset[str] = frozenset(),
-         driver: Driver | None = None, steps_per_launch: int = 1) -> Pipeline:
+         driver: Driver | None = None, steps_per_launch: int = 1, tune_gemms: bool = False,
+         gemm_library=None) -> Pipeline:
     """Compile and load a pipeline. `defines` overrides constants of the file (`{"ENVS": 1024}`);
     `bind` maps buffer names to existing CUDA arrays (CuPy, PyTorch...) to use instead of
     allocating; `drop_nodes` builds those nodes as empty ones (a planted fault, for testing
     verification); `driver` replaces the CUDA driver (the CPU tests' fake). With
     `steps_per_launch` K > 1 the step runs K times inside a device-side loop: `step(n)` and
-    `run_eager(n)` then run n * K steps."""
+    `run_eager(n)` then run n * K steps. GEMM nodes run the heuristic's first algorithm, or with
+    `tune_gemms` the fastest of its best candidates timed on the GPU; either choice is kept in
+    the artifact cache for later loads. `gemm_library` replaces nvmath-python's cuBLASLt binding
+    (the CPU tests' fake)."""
     path = Path(path)
     settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None)
 
@@ -72,8 +78,11 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
         release_device(opened)
         raise
     try:
+        gemm = GemmSettings(gemm_library, cache.cache_dir() / "gemm" if cache.enabled() else None, tune_gemms)
         return Pipeline(plan, binaries, opened, bind=bind, drop_nodes=drop_nodes,
-                        recompile=lambda values: compile_plan({**(defines or {}), **values})[0])
+                        recompile=lambda values: compile_plan({**(defines or {}), **values})[0], gemm=gemm)
+    except (GemmError, LibraryRecordingError) as error:
+        raise PipelineError([], f"{path}: {error}") from None
     except LaunchLimitsExceeded as error:
         by_path = {s.display_path(): s for s in sources}
         raise PipelineError([_diagnostic(f, by_path) for f in error.findings]) from None

@@ -16,6 +16,8 @@ import numpy as np
 from ..compiler.plan_schema import Plan
 from .driver import CudaError, Device, release_device, wait_for
 from .eager import EagerProgram
+from .gemm import GemmSettings
+from .gemms import Gemms
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
 from .modules import Modules
@@ -32,11 +34,14 @@ class Pipeline:
     """The plan made real on `device`, which it takes over (and releases on close).
     `binaries` holds one compiled module per plan module, built for `device.arch`. Raises
     `LaunchLimitsExceeded` when a kernel node asks for more than the device has. `recompile`
-    gives the plan for new constant values (`pipec.load` passes it): what `update` needs."""
+    gives the plan for new constant values (`pipec.load` passes it): what `update` needs.
+    `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the algorithm cache, tuning);
+    raises `GemmError` when one cannot be."""
 
     def __init__(self, plan: Plan, binaries: Sequence[bytes], device: Device, *,
                  bind: dict[str, object] | None = None, drop_nodes: frozenset[str] = frozenset(),
-                 recompile: Callable[[dict[str, object]], Plan] | None = None) -> None:
+                 recompile: Callable[[dict[str, object]], Plan] | None = None,
+                 gemm: GemmSettings = GemmSettings()) -> None:
         self.plan = plan
         self.device = device
         self.driver = device.driver
@@ -54,11 +59,13 @@ class Pipeline:
                 raise LaunchLimitsExceeded(findings)
             self._buffers = BufferSet(plan, self.driver, bind, self.stream)
             self._closers.append(self._buffers.close)
+            self.gemms = Gemms(self.device, self._buffers, self.stream, gemm)
+            self._closers.append(self.gemms.close)
             if plan.init is not None:
-                EagerProgram(plan, plan.init, self._buffers, self.modules, self.stream).run(self.stream)
-            self.eager = EagerProgram(plan, plan.step, self._buffers, self.modules, self.stream)
+                EagerProgram(plan, plan.init, self._buffers, self.modules, self.stream, self.gemms).run(self.stream)
+            self.eager = EagerProgram(plan, plan.step, self._buffers, self.modules, self.stream, self.gemms)
             self.graph = BuiltGraph(plan, plan.step, self._buffers, self.modules, self.device,
-                                    self.stream, drop_nodes)
+                                    self.stream, drop_nodes, gemms=self.gemms)
             self._closers.append(self.graph.close)
             self.synchronize()
         except BaseException:
@@ -139,7 +146,8 @@ class Pipeline:
         """Per-node times inside `replays` graph replays (CUPTI), the critical path and its
         floor, each node's slack, the replay time per step; leaves the state as it was."""
         return profile(self, lambda: BuiltGraph(self.plan, self.plan.step, self._buffers, self.modules,
-                                                self.device, self.stream, flatten=True), replays)
+                                                self.device, self.stream, flatten=True, gemms=self.gemms),
+                       replays)
 
     # --- buffers ----------------------------------------------------------------------------
 

@@ -5,8 +5,10 @@ with CUPTI, and tests feed it synthetic ones.
 
 Definitions, per replay r: a node's duration is its record's end minus start; its dependency
 latency is its start minus the end of its latest-finishing predecessor (sources have none); the
-replay's span runs from its first node's start to its last node's end. The critical path is the
-longest path of the DAG under the median durations and latencies. The floor is the median over
+replay's span runs from its first node's start to its last node's end. A library node (a GEMM)
+may launch several kernels: its record in a replay spans them, from the first one's start to
+the last one's end. The critical path is the longest path of the DAG under the median
+durations and latencies. The floor is the median over
 replays of that path's own length in each replay (its durations plus its latencies): in every
 replay the path fits inside the span, so the floor never exceeds the median span."""
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from ..compiler.plan_schema import ChildGraphNodeSpec, Location, Plan
+from ..compiler.plan_schema import ChildGraphNodeSpec, GemmNodeSpec, Location, Plan
 from ..errors import Error
 
 
@@ -139,6 +141,10 @@ def replays_by_node(plan: Plan, collection: Collection) -> list[dict[str, NodeRe
         else:
             by_name.setdefault(name, []).append(record)
     strangers = f"{len(unnamed)} graph node id(s) in the records match no node of the plan"
+    for node in plan.leaves(plan.step):
+        records = by_name.get(node.name, [])
+        if isinstance(node, GemmNodeSpec) and records and len(records) % collection.replays == 0:
+            by_name[node.name] = _library_spans(records, len(records) // collection.replays)
     wrong = [(n.name, len(by_name.get(n.name, ()))) for n in plan.leaves(plan.step)
              if len(by_name.get(n.name, ())) != collection.replays]
     if wrong:
@@ -150,6 +156,14 @@ def replays_by_node(plan: Plan, collection: Collection) -> list[dict[str, NodeRe
     for records in by_name.values():
         records.sort(key=lambda r: r.start_ns)
     return [{name: records[i] for name, records in by_name.items()} for i in range(collection.replays)]
+
+
+def _library_spans(records: list[NodeRecord], per_replay: int) -> list[NodeRecord]:
+    """A library node's records (each of the kernels its call launched, `per_replay` in every
+    replay) as one record per replay, from its first kernel's start to its last one's end."""
+    ordered = sorted(records, key=lambda r: r.start_ns)
+    groups = [ordered[i:i + per_replay] for i in range(0, len(ordered), per_replay)]
+    return [NodeRecord(g[0].graph_node_id, g[0].start_ns, max(r.end_ns for r in g), "kernel") for g in groups]
 
 
 def _latencies(dag: nx.DiGraph, replay: dict[str, NodeRecord]) -> dict[str, int]:

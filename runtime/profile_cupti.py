@@ -5,7 +5,8 @@ The profile builds its own instance of the step graph while subscribed to CUPTI'
 `GRAPHNODE_CLONED` resource callback: the build knows the handle of every node it adds
 (`BuiltGraph.leaf_nodes`), and the callback reports each copy the driver makes of a node (a
 child graph embedded into its parent, the graph instantiated), so every graph node id that an
-activity record can carry leads back to a plan node. The kernel, memset and memcpy activity
+activity record can carry leads back to a plan node (a GEMM node's recorded nodes are copied
+into the profiled graph, `BuiltGraph.library_nodes`, and all lead back to it). The kernel, memset and memcpy activity
 records of the profiled replays carry those ids (`graph_node_id`) with GPU start and end
 timestamps in nanoseconds. runtime/profile.py turns them into the profile."""
 
@@ -135,6 +136,7 @@ def collect(pipeline, build: Callable, replays: int, warmup: int = 3, cupti=None
             tracer.flush()
             node_id = tracer.cupti.get_graph_node_id
             built = {node_id(int(handle)): name for name, handle in graph.leaf_nodes.items()}
+            built |= {node_id(int(handle)): name for name, handles in graph.library_nodes.items() for handle in handles}
         finally:
             graph.close()
     finally:

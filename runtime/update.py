@@ -7,14 +7,16 @@ shapes (grid, block, dynamic shared memory), the same node set, edges, buffers a
 each changed kernel node gets its new parameters through `cuGraphExecKernelNodeSetParams`, and
 the eager program its new launch. Anything else (a buffer, its shape or initial value, a fill
 value, a copy's size, a node more or less, an edge, a conditional node, the `init` block) would
-need a new graph: refused, naming the first difference.
+need a new graph: refused, naming the first difference. A GEMM node is a recorded library call
+whose descriptor, shape and alpha and beta are fixed when it is recorded: any change to one is
+refused too.
 """
 
 from __future__ import annotations
 
 from dataclasses import fields
 
-from ..compiler.plan_schema import ArgSpec, BufferSpec, KernelNodeSpec, NodeSpec, Plan
+from ..compiler.plan_schema import ArgSpec, BufferSpec, GemmNodeSpec, KernelNodeSpec, NodeSpec, Plan
 from ..errors import Error
 
 # What an update may change on a kernel node; every other field must stay equal.
@@ -42,8 +44,10 @@ def _node_difference(old: NodeSpec, new: NodeSpec) -> str | None:
     if not isinstance(old, KernelNodeSpec):
         if old != new:
             changed = next(f.name for f in fields(old) if getattr(old, f.name) != getattr(new, f.name))
-            return (f"changes `{changed}` of the node `{old.name}` ({old.location}) from "
-                    f"{getattr(old, changed)} to {getattr(new, changed)}")
+            what = "gemm node" if isinstance(old, GemmNodeSpec) else "node"
+            why = ": a GEMM's recorded call cannot change in place" if isinstance(old, GemmNodeSpec) else ""
+            return (f"changes `{changed}` of the {what} `{old.name}` ({old.location}) from "
+                    f"{getattr(old, changed)} to {getattr(new, changed)}{why}")
         return None
     for f in fields(old):
         if f.name in (*LAUNCH_FIELDS, "args") or getattr(old, f.name) == getattr(new, f.name):

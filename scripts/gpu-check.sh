@@ -33,7 +33,7 @@ if [[ $what == all || $what == tests ]]; then
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
-    for run in "launch_overhead.py" "rl_step.py --scaling" "control_flow.py" "learning.py"; do
+    for run in "launch_overhead.py" "rl_step.py --scaling" "control_flow.py" "learning.py" "gemm_sharing.py"; do
         echo "== bench/$run"
         # shellcheck disable=SC2086  # $run is a script and its options
         python3 bench/$run --out "$OUT" 2>&1 | tee "$OUT/${run%%.py*}.log"

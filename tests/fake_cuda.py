@@ -13,6 +13,12 @@ executable graph is its source graph (no copy), and a child graph node embeds it
 so `cuGraphExecKernelNodeSetParams` rewrites the node that later launches run; streams only
 record the events they wait for (nothing runs asynchronously).
 
+Stream capture (what runtime/library.py does around one library call): work enqueued on a
+capturing stream (`enqueue`: kernel launches, async memsets and copies, and whatever a fake
+library enqueues, such as tests/fake_cublaslt.py's matmul) becomes nodes of the graph that
+`cuStreamEndCapture` returns, in a chain; a host function (`cuLaunchHostFunc`) becomes a host
+node. Outside a capture the same work runs at once.
+
 The kernels pipec generates to decide conditional nodes (compiler/templates/conditions.cu.j2)
 do run, on host memory, eagerly and in graphs: they store their decision and, in a graph, set
 their handle, so a conditional node runs the bodies the real driver would run.
@@ -34,6 +40,7 @@ class CUresult(enum.IntEnum):
     CUDA_SUCCESS = 0
     CUDA_ERROR_INVALID_VALUE = 1
     CUDA_ERROR_OUT_OF_MEMORY = 2
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901
 
 
 class CUdevice_attribute(enum.IntEnum):
@@ -70,7 +77,19 @@ class CUstreamWaitValue_flags(enum.IntEnum):
 
 
 class CUgraphNodeType(enum.IntEnum):
+    CU_GRAPH_NODE_TYPE_KERNEL = 0
+    CU_GRAPH_NODE_TYPE_MEMCPY = 1
+    CU_GRAPH_NODE_TYPE_MEMSET = 2
+    CU_GRAPH_NODE_TYPE_HOST = 3
+    CU_GRAPH_NODE_TYPE_GRAPH = 4
+    CU_GRAPH_NODE_TYPE_EMPTY = 5
     CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
+
+
+class CUstreamCaptureMode(enum.IntEnum):
+    CU_STREAM_CAPTURE_MODE_GLOBAL = 0
+    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
+    CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
 
 class CUgraphConditionalNodeType(enum.IntEnum):
@@ -134,6 +153,7 @@ class KernelLaunch:
     block: tuple[int, int, int]
     shared_bytes: int
     args: tuple[bytes, ...]  # each parameter's bytes, as the driver copied them
+    run: object = None  # what a fake library's kernel does to memory when it runs (a callable)
 
 
 @dataclass
@@ -162,7 +182,7 @@ class Conditional:
 @dataclass
 class GraphNode:
     handle: Handle
-    kind: str  # kernel | memset | memcpy | graph | empty | conditional
+    kind: str  # kernel | memset | memcpy | graph | empty | conditional | host
     deps: tuple[Handle, ...]
     work: KernelLaunch | Memset | Memcpy | Conditional | None = None
     child: FakeGraph | None = None
@@ -200,6 +220,7 @@ class FakeCuda:
     CUDA_MEMSET_NODE_PARAMS = CUDA_MEMSET_NODE_PARAMS
     CUDA_MEMCPY3D = CUDA_MEMCPY3D
     CUgraphNodeType = CUgraphNodeType
+    CUstreamCaptureMode = CUstreamCaptureMode
     CUgraphConditionalNodeType = CUgraphConditionalNodeType
     CUgraphNodeParams = CUgraphNodeParams
     CUgraphEdgeData = CUgraphEdgeData
@@ -209,7 +230,7 @@ class FakeCuda:
     # Calls that only succeed here: synchronisation (nothing runs asynchronously), contexts.
     ACCEPTED = ("cuInit", "cuCtxSetCurrent", "cuDevicePrimaryCtxRelease", "cuStreamSynchronize",
                 "cuStreamWaitValue32", "cuStreamWaitEvent", "cuEventRecord", "cuEventSynchronize", "cuEventDestroy",
-                "cuFuncSetAttribute", "cuGraphUpload")
+                "cuFuncSetAttribute", "cuGraphUpload", "cuGraphKernelNodeCopyAttributes")
 
     def __init__(self, *, param_sizes: dict[str, tuple[int, ...]], memory_bytes: int = 1 << 30,
                  function_attributes: dict[str, FunctionAttributes] | None = None, **device) -> None:
@@ -227,6 +248,7 @@ class FakeCuda:
         self.modules: dict[Handle, bytes] = {}
         self.launches: list[KernelLaunch] = []  # kernels launched, eagerly or in a graph
         self.streams: set[Handle] = set()
+        self.capturing: dict[Handle, FakeGraph] = {}  # stream -> the graph its capture records
         self._numbers = itertools.count(1)
 
     def __getattribute__(self, name: str):
@@ -268,7 +290,10 @@ class FakeCuda:
     def _allocate(self, nbytes: int):
         if nbytes + sum(a.nbytes for a in self.allocations.values()) > self.memory_bytes:
             return (CUresult.CUDA_ERROR_OUT_OF_MEMORY, 0)
-        array = np.zeros(max(nbytes, 1), np.uint8)
+        # 256-byte aligned, as cuMemAlloc's are (cuBLASLt's algorithm choice depends on alignment)
+        padded = np.zeros(max(nbytes, 1) + 256, np.uint8)
+        start = -padded.ctypes.data % 256
+        array = padded[start:start + max(nbytes, 1)]
         self.allocations[array.ctypes.data] = array
         return (CUresult.CUDA_SUCCESS, array.ctypes.data)
 
@@ -337,6 +362,8 @@ class FakeCuda:
 
     def _execute(self, work: KernelLaunch) -> None:
         self.launches.append(work)
+        if work.run is not None:
+            work.run()
         if work.function.startswith("pipec_condition_"):
             self._decide(work)
 
@@ -363,6 +390,8 @@ class FakeCuda:
                 self._memcpy(node.work)
             elif node.kind == "kernel":
                 self._execute(node.work)
+            elif node.kind == "host":
+                node.work()
 
     def _add(self, graph: Handle, deps, count: int, kind: str, work=None, child=None):
         assert len(deps) == count
@@ -410,6 +439,71 @@ class FakeCuda:
         self.streams.remove(stream)
         return (CUresult.CUDA_SUCCESS,)
 
+    def enqueue(self, stream: Handle, kind: str, work) -> None:
+        """Work on `stream`: a node of its capture's graph (after the work captured before it),
+        or done now."""
+        graph = self.capturing.get(Handle("stream", int(stream)))
+        if graph is not None:
+            deps = (graph.nodes[-1].handle,) if graph.nodes else ()
+            graph.nodes.append(GraphNode(self._handle("node"), kind, deps, work))
+        elif kind == "kernel":
+            self._execute(work)
+        elif kind == "memset":
+            self._memset(work)
+        elif kind == "memcpy":
+            self._memcpy(work)
+        else:
+            work()
+
+    def cuStreamBeginCapture(self, stream, mode):
+        assert stream in self.streams and stream not in self.capturing
+        self.capturing[stream] = FakeGraph(self._handle("graph"))
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuStreamEndCapture(self, stream):
+        graph = self.capturing.pop(stream)
+        self.graphs[graph.handle] = graph
+        return (CUresult.CUDA_SUCCESS, graph.handle)
+
+    def cuLaunchHostFunc(self, stream, function, data):
+        self.enqueue(stream, "host", lambda: function(data))
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuGraphGetNodes(self, graph, count):
+        nodes = self._graph(graph).nodes
+        return (CUresult.CUDA_SUCCESS, [n.handle for n in nodes[:count]], len(nodes))
+
+    def _node(self, handle: Handle) -> GraphNode:
+        return next(n for g in (*self.graphs.values(), *self.bodies.values()) if (n := self._find(g, handle)))
+
+    def cuGraphNodeGetType(self, handle):
+        return (CUresult.CUDA_SUCCESS, CUgraphNodeType[f"CU_GRAPH_NODE_TYPE_{self._node(handle).kind.upper()}"])
+
+    def cuGraphKernelNodeGetParams(self, handle):
+        """The node's parameters; `work` carries what it does, so that a node added with them
+        (a library's kernel copied into another graph) does the same."""
+        work = self._node(handle).work
+        params = CUDA_KERNEL_NODE_PARAMS()
+        params.func = Handle("function", 0, work.function)
+        params.gridDimX, params.gridDimY, params.gridDimZ = work.grid
+        params.blockDimX, params.blockDimY, params.blockDimZ = work.block
+        params.sharedMemBytes, params.work = work.shared_bytes, work
+        return (CUresult.CUDA_SUCCESS, params)
+
+    def cuGraphMemsetNodeGetParams(self, handle):
+        work = self._node(handle).work
+        params = CUDA_MEMSET_NODE_PARAMS()
+        params.dst, params.elementSize, params.value, params.width = work.dst, work.element_size, work.value, work.count
+        params.height, params.pitch = 1, work.count * work.element_size
+        return (CUresult.CUDA_SUCCESS, params)
+
+    def cuGraphNodeGetDependencies(self, handle, count):
+        deps = self._node(handle).deps
+        return (CUresult.CUDA_SUCCESS, list(deps[:count]), len(deps))
+
+    def cuFuncGetName(self, function):
+        return (CUresult.CUDA_SUCCESS, function.name.encode())
+
     def cuEventCreate(self, flags):
         return (CUresult.CUDA_SUCCESS, self._handle("event"))
 
@@ -442,12 +536,15 @@ class FakeCuda:
         return (CUresult.CUDA_SUCCESS,)
 
     def cuMemcpyDtoDAsync(self, dst, src, nbytes, stream):
-        self._memcpy(Memcpy(dst, src, nbytes))
+        self.enqueue(stream, "memcpy", Memcpy(dst, src, nbytes))
         return (CUresult.CUDA_SUCCESS,)
 
     def _memset_call(size):
         def memset(self, dst, value, count, stream=None):
-            self._memset(Memset(dst, size, value, count))
+            if stream is None:
+                self._memset(Memset(dst, size, value, count))
+            else:
+                self.enqueue(stream, "memset", Memset(dst, size, value, count))
             return (CUresult.CUDA_SUCCESS,)
         return memset
 
@@ -481,7 +578,7 @@ class FakeCuda:
         }[attribute])
 
     def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared_bytes, stream, kernel_params, extra):
-        self._execute(self._kernel(function, (gx, gy, gz), (bx, by, bz), shared_bytes, kernel_params))
+        self.enqueue(stream, "kernel", self._kernel(function, (gx, gy, gz), (bx, by, bz), shared_bytes, kernel_params))
         return (CUresult.CUDA_SUCCESS,)
 
     # --- graphs -----------------------------------------------------------------------------
@@ -496,6 +593,8 @@ class FakeCuda:
         return (CUresult.CUDA_SUCCESS,)
 
     def cuGraphAddKernelNode(self, graph, deps, count, p):
+        if hasattr(p, "work"):  # parameters read from another kernel node
+            return self._add(graph, deps, count, "kernel", p.work)
         work = self._kernel(p.func, (p.gridDimX, p.gridDimY, p.gridDimZ),
                             (p.blockDimX, p.blockDimY, p.blockDimZ), p.sharedMemBytes, p.kernelParams)
         return self._add(graph, deps, count, "kernel", work)
