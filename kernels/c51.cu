@@ -233,13 +233,16 @@ extern "C" __global__ void c51_loss_grad(const int* learn_on, const float* onlin
 }
 
 /// First stage of the global-norm clip (docs/dqn.md 6.4) over a gradient the GEMM nodes
-/// wrote: thread t of block b adds grad[k]^2 for k = b*T + t + n*gridDim.x*T, n = 0, 1, ...
-/// in that order (T = blockDim.x), the block combines its threads with pipec_block_sum, and
+/// wrote, read 16 bytes at a time: thread t of block b adds the squares of the four
+/// elements of grad4[k] (x, y, z, w in turn) for k = b*T + t + n*gridDim.x*T, n = 0, 1, ...
+/// in that order (grad4 = grad as float4, T = blockDim.x); the last P % 4 elements go to
+/// threads 0.. of block 0. The block combines its threads with pipec_block_sum and
 /// gnorm_part[b] = the block's sum. adamw_step sums the gridDim.x partials (keep the grid
-/// small: every AdamW block reads them all).
+/// small: every AdamW block reads them all). grad must be 16-byte aligned (every pipec
+/// buffer is).
 /// Does nothing when *learn_on == 0.
 /// Reads: learn_on[1], grad[P]. Writes: gnorm_part[gridDim.x].
-/// Launch: 1-D, any grid, blocks of at most 1024 threads (e.g. <<<512, 256>>>).
+/// Launch: 1-D, any grid, blocks of at least 4 and at most 1024 threads (e.g. <<<256, 256>>>).
 /// pipec: extent learn_on = 1
 /// pipec: extent grad = P
 /// pipec: extent gnorm_part = gridDim.x
@@ -249,9 +252,18 @@ extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad
     __shared__ float red[1024];
     const int on = learn_on[0];
     const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t n4 = (size_t)(P >> 2);
+    const float4* grad4 = reinterpret_cast<const float4*>(grad);
     float acc = 0.0f;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < (size_t)P; k += stride) {
-        const float g = grad[k];
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n4; k += stride) {
+        const float4 g = grad4[k];
+        acc = fmaf(g.x, g.x, acc);
+        acc = fmaf(g.y, g.y, acc);
+        acc = fmaf(g.z, g.z, acc);
+        acc = fmaf(g.w, g.w, acc);
+    }
+    if (blockIdx.x == 0 && threadIdx.x < (unsigned int)(P & 3)) {
+        const float g = grad[4 * n4 + threadIdx.x];
         acc = fmaf(g, g, acc);
     }
     if (on == 0) return;  // uniform: learning off, nothing written
