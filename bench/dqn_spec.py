@@ -123,7 +123,9 @@ def diagnostics(cfg: Config, *, step, ret_ring, episodes, loss, loss_ema, lr, re
 _FIELD_TYPES = {"int": int, "float": float}
 
 
-def parser(description: str, devices: tuple, modes: tuple) -> argparse.ArgumentParser:
+def parser(description: str, devices: tuple, modes: tuple, config: type = Config) -> argparse.ArgumentParser:
+    """The command line of a baseline: device, mode, steps, logging and one flag per field of
+    ``config`` (Config or a subclass with more fields)."""
     p = argparse.ArgumentParser(description=description,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--device", choices=devices, default=devices[0])
@@ -132,7 +134,7 @@ def parser(description: str, devices: tuple, modes: tuple) -> argparse.ArgumentP
     p.add_argument("--log-every", type=int, default=100,
                    help="read diagnostics every K steps; the 195 threshold is checked there")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
-    for f in dataclasses.fields(Config):
+    for f in dataclasses.fields(config):
         flags = ["--" + f.name.replace("_", "-")]
         if "_" in f.name:
             flags.append("--" + f.name)
@@ -141,8 +143,8 @@ def parser(description: str, devices: tuple, modes: tuple) -> argparse.ArgumentP
     return p
 
 
-def config_of(args) -> Config:
-    return Config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Config)})
+def config_of(args, config: type = Config) -> Config:
+    return config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(config)})
 
 
 def train(trainer, args, cfg: Config) -> dict:

@@ -22,7 +22,7 @@ import math
 import os
 import sys
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 # XLA reserves most of the GPU's memory at start-up by default; the benchmark runs pipec and
 # PyTorch in the same process.
@@ -121,17 +121,54 @@ def sample_leaves(levels, strata, last_slot):
     return jnp.minimum(node, last_slot)
 
 
-def init_state(cfg: Config) -> State:
-    cfg.validate()
-    e, n, c, h = cfg.envs, cfg.nstep, cfg.capacity, cfg.hidden
-    key, k_env, k_init = jax.random.split(jax.random.key(cfg.seed), 3)
-    # nn.Linear's default init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) per layer.
+def _init_params(cfg: Config, key):
+    """nn.Linear's default init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) per layer."""
+    h = cfg.hidden
     fan_in = (4, 4, h, h, h, h)  # of the layer each of W1, b1, W2, b2, W3, b3 belongs to
     bound = jnp.concatenate([jnp.full(math.prod(shape), 1 / math.sqrt(fan), F32)
                              for (_, shape), fan in zip(param_slices(h), fan_in)])
-    params = jax.random.uniform(k_init, (param_count(h),), F32, -1.0, 1.0) * bound
+    return jax.random.uniform(key, (param_count(h),), F32, -1.0, 1.0) * bound
+
+
+def _greedy_action(cfg: Config, params, obs):
+    return greedy(q_values(params, obs, cfg.hidden))
+
+
+def _loss_and_grad(cfg: Config, params, target, obs, act, ret, nxt, disc, weight):
+    """Double-DQN target and the IS-weighted Huber loss (docs/dqn.md 6.3): the gradient,
+    the loss, and each sample's priority error |TD error|."""
+    best = greedy(q_values(params, nxt, cfg.hidden))
+    q_next = jnp.take_along_axis(q_values(target, nxt, cfg.hidden), best[:, None], 1)[:, 0]
+    y = ret + disc * q_next
+
+    def loss_fn(flat):
+        q = jnp.take_along_axis(q_values(flat, obs, cfg.hidden), act[:, None], 1)[:, 0]
+        delta = q - y
+        huber = jnp.where(jnp.abs(delta) < 1.0, 0.5 * delta * delta, jnp.abs(delta) - 0.5)
+        return (weight * huber).mean(), delta
+
+    (loss, delta), grad = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    return grad, loss, jnp.abs(delta)
+
+
+class Network(NamedTuple):
+    """What another network (bench/jax_c51.py) replaces in the step."""
+
+    init_params: Callable  # (cfg, key) -> f32[P]
+    greedy_action: Callable  # (cfg, params, obs) -> i32[n]
+    loss_and_grad: Callable  # (cfg, params, target, obs, act, ret, nxt, disc, w) -> (grad, loss, error)
+
+
+DQN = Network(_init_params, _greedy_action, _loss_and_grad)
+
+
+def init_state(cfg: Config, net: Network = DQN) -> State:
+    cfg.validate()
+    e, n, c = cfg.envs, cfg.nstep, cfg.capacity
+    key, k_env, k_init = jax.random.split(jax.random.key(cfg.seed), 3)
+    params = net.init_params(cfg, k_init)
     # Every field its own buffer: the jitted scan donates them all.
-    p = param_count(h)
+    p = params.shape[0]
     i0, f0 = (lambda: jnp.zeros((), I32)), (lambda: jnp.zeros((), F32))
     return State(
         env_state=jax.random.uniform(k_env, (e, 4), F64, -0.05, 0.05),
@@ -144,7 +181,7 @@ def init_state(cfg: Config) -> State:
         ret_ring=jnp.zeros(100, F32), key=key)
 
 
-def _learn(cfg: Config, s: State, strata, beta, last_slot, learning) -> State:
+def _learn(cfg: Config, s: State, strata, beta, last_slot, learning, net: Network) -> State:
     """One learner update (docs/dqn.md 6.1-6.7); with ``learning`` off it changes nothing
     (its values may then be NaN: empty replay; jnp.where drops them)."""
     c, b = cfg.capacity, cfg.batch
@@ -156,17 +193,8 @@ def _learn(cfg: Config, s: State, strata, beta, last_slot, learning) -> State:
     obs, act = batch[:, OBS:ACT], batch[:, ACT].astype(I32)
     ret, nxt, disc = batch[:, RET], batch[:, NEXT:DISC], batch[:, DISC]
 
-    best = greedy(q_values(s.params, nxt, cfg.hidden))
-    q_next = jnp.take_along_axis(q_values(s.target, nxt, cfg.hidden), best[:, None], 1)[:, 0]
-    y = ret + disc * q_next
-
-    def loss_fn(flat):
-        q = jnp.take_along_axis(q_values(flat, obs, cfg.hidden), act[:, None], 1)[:, 0]
-        delta = q - y
-        huber = jnp.where(jnp.abs(delta) < 1.0, 0.5 * delta * delta, jnp.abs(delta) - 0.5)
-        return (weight * huber).mean(), delta
-
-    (loss, delta), grad = jax.value_and_grad(loss_fn, has_aux=True)(s.params)
+    grad, loss, error = net.loss_and_grad(cfg, s.params, s.target, obs, act, ret, nxt, disc,
+                                          weight)
     grad = grad * jnp.minimum(1.0, cfg.max_grad_norm / (jnp.linalg.norm(grad) + 1e-6))
 
     t = (s.update_count + 1).astype(F32)
@@ -178,7 +206,7 @@ def _learn(cfg: Config, s: State, strata, beta, last_slot, learning) -> State:
                                                                        + cfg.adam_eps))
 
     # Only the last occurrence of a leaf in the batch writes (the spec's "highest i wins").
-    error = jnp.abs(delta) + cfg.per_eps
+    error = error + cfg.per_eps
     later = jnp.triu(jnp.ones((b, b), bool), 1)
     dup_later = ((leaf[:, None] == leaf[None, :]) & later).any(1)
     leaves = s.leaves.at[jnp.where(dup_later | ~learning, c, leaf)].set(error ** cfg.per_alpha,
@@ -192,7 +220,7 @@ def _learn(cfg: Config, s: State, strata, beta, last_slot, learning) -> State:
                                         for k, v in new.items()})
 
 
-def train_step(cfg: Config, s: State) -> State:
+def train_step(cfg: Config, s: State, net: Network = DQN) -> State:
     """One environment step and UPDATES learner updates (docs/dqn.md, One step)."""
     e, n, c, b = cfg.envs, cfg.nstep, cfg.capacity, cfg.batch
 
@@ -209,7 +237,7 @@ def train_step(cfg: Config, s: State) -> State:
     obs = s.env_state.astype(F32)
     explore = jax.random.uniform(k_explore, (e,), F32) < epsilon
     action = jnp.where(explore, jax.random.bernoulli(k_action, shape=(e,)).astype(I32),
-                       greedy(q_values(s.params, obs, cfg.hidden)))
+                       net.greedy_action(cfg, s.params, obs))
 
     # 3. Environment.
     nxt, terminated = cartpole_step(s.env_state, action)
@@ -253,7 +281,7 @@ def train_step(cfg: Config, s: State) -> State:
               + jax.random.uniform(k_sample, (cfg.updates, b), F32)) / b
     last_slot = jnp.maximum(size - 1, 0)
     for u in range(cfg.updates):
-        s = _learn(cfg, s, strata[u], beta, last_slot, learning)
+        s = _learn(cfg, s, strata[u], beta, last_slot, learning, net)
 
     # 7. Plateau controller on the loss EMA.
     check = learning & (step % cfg.lr_check_every == 0)
@@ -278,16 +306,18 @@ class Trainer:
     steps (K = ``steps_per_dispatch``; a shorter tail compiles its own scan) and returns
     without waiting; ``diagnostics()`` waits and reads them."""
 
+    net = DQN
+
     def __init__(self, cfg: Config, steps_per_dispatch: int = 1000) -> None:
         self.cfg = cfg
         self.steps_per_dispatch = steps_per_dispatch
-        self.state = init_state(cfg)
+        self.state = init_state(cfg, self.net)
         self._scans = {}
 
     def _scan(self, length: int):
         if length not in self._scans:
             def run(state):
-                state, _ = lax.scan(lambda s, _: (train_step(self.cfg, s), None), state, None,
+                state, _ = lax.scan(lambda s, _: (train_step(self.cfg, s, self.net), None), state, None,
                                     length=length)
                 return state
             self._scans[length] = jax.jit(run, donate_argnums=0)

@@ -16,6 +16,7 @@ fails is shown as such in the table and makes the exit status 1 (--allow-missing
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -38,21 +39,21 @@ IMPLEMENTATIONS = (
 )
 
 
-def pipe_constants(defines: dict) -> dict:
+def pipe_constants(defines: dict, pipe: Path = PIPE) -> dict:
     from pipec.compiler import compile_file, load_settings
     from pipec.compiler.config import override
 
-    settings = override(load_settings(PIPE), defines=tuple((k, str(v)) for k, v in defines.items()) or None)
-    compilation = compile_file(PIPE, settings, until="check")
-    assert compilation.program is not None and not compilation.has_errors, "rl_step.pipe does not check"
+    settings = override(load_settings(pipe), defines=tuple((k, str(v)) for k, v in defines.items()) or None)
+    compilation = compile_file(pipe, settings, until="check")
+    assert compilation.program is not None and not compilation.has_errors, f"{pipe.name} does not check"
     return compilation.program.consts
 
 
-def time_pipec(defines: dict, steps: int, eager: bool) -> dict:
+def time_pipec(defines: dict, steps: int, eager: bool, pipe: Path = PIPE) -> dict:
     import pipec
     from pipec.runtime.profile import ProfileError
 
-    with pipec.load(PIPE, defines=defines) as p:
+    with pipec.load(pipe, defines=defines) as p:
         call = p.driver.call
         run = p.run_eager if eager else p.step
         run(min(200, steps))  # warm-up: caches, clocks, lazy module loads
@@ -79,10 +80,11 @@ def time_pipec(defines: dict, steps: int, eager: bool) -> dict:
                 "nodes": nodes, "floor": floor}
 
 
-def time_torch(config, steps: int, mode: str) -> dict:
+def time_torch(config, steps: int, mode: str, module: str = "torch_dqn") -> dict:
+    """`module`'s make_trainer(config, "cuda", mode), timed (bench/torch_dqn.py or a twin)."""
     try:
         import torch
-        from torch_dqn import make_trainer
+        make_trainer = importlib.import_module(module).make_trainer
     except ImportError as error:
         return {"unavailable": f"PyTorch is not installed ({error})"}
     if not torch.cuda.is_available():
@@ -111,13 +113,14 @@ def time_torch(config, steps: int, mode: str) -> dict:
             "steps": steps, "setup_s": round(setup_s, 1)}
 
 
-def time_jax(config, steps: int, per_dispatch: int) -> dict:
+def time_jax(config, steps: int, per_dispatch: int, module: str = "jax_dqn") -> dict:
     """Wall time of ``steps`` steps as steps / K jitted dispatches of a K-step lax.scan,
     waited for at the end; JAX has no CUDA events, and with K steps per dispatch the host
-    adds nothing while the device runs."""
+    adds nothing while the device runs. `module` holds the Trainer (bench/jax_dqn.py or a
+    twin)."""
     try:
         import jax
-        from jax_dqn import Trainer
+        Trainer = importlib.import_module(module).Trainer
     except ImportError as error:
         return {"unavailable": f"JAX is not installed ({error})"}
     if jax.default_backend() != "gpu":

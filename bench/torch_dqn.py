@@ -147,8 +147,7 @@ class DQNTrainer(torch.nn.Module):
         cfg.validate()
         self.cfg = cfg
         dev = torch.device(device)
-        e, n, c, b, h = cfg.envs, cfg.nstep, cfg.capacity, cfg.batch, cfg.hidden
-        p = param_count(h)
+        e, n, c, b = cfg.envs, cfg.nstep, cfg.capacity, cfg.batch
         i64, f32, f64 = torch.int64, torch.float32, torch.float64
 
         def buf(name, tensor):
@@ -160,12 +159,8 @@ class DQNTrainer(torch.nn.Module):
         buf("env_t", torch.zeros(e, dtype=i64))
         buf("env_ret", torch.zeros(e, dtype=f32))
 
-        # Q network: nn.Linear's default init, U(-1/sqrt(fan_in), 1/sqrt(fan_in)) per layer.
-        bound = torch.empty(p, dtype=f64)
-        bound[:5 * h] = 1 / math.sqrt(4)
-        bound[5 * h:] = 1 / math.sqrt(h)
-        u = uniform01(hash32(_lane_keys(cfg.seed, STREAM_INIT, p, dev)), f64)
-        params = ((2 * u - 1) * bound.to(dev)).to(f32)
+        params = self.init_params(dev)
+        p = params.numel()
         buf("params", params)
         buf("target", params.clone())
         buf("adam_m", torch.zeros(p, dtype=f32))
@@ -211,6 +206,35 @@ class DQNTrainer(torch.nn.Module):
         buf("sample_scratch", torch.arange(c, c + b, dtype=i64))
         buf("later", torch.ones(b, b, dtype=torch.bool).triu(1))
 
+    # -- the network: what a subclass with another network overrides ----------------------
+
+    def init_params(self, dev) -> torch.Tensor:
+        """The flat parameters: nn.Linear's default init, U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        per layer."""
+        h = self.cfg.hidden
+        p = param_count(h)
+        bound = torch.empty(p, dtype=torch.float64)
+        bound[:5 * h] = 1 / math.sqrt(4)
+        bound[5 * h:] = 1 / math.sqrt(h)
+        u = uniform01(hash32(_lane_keys(self.cfg.seed, STREAM_INIT, p, dev)), torch.float64)
+        return ((2 * u - 1) * bound.to(dev)).to(torch.float32)
+
+    def greedy_action(self, obs: torch.Tensor) -> torch.Tensor:
+        return greedy(q_values(layers(self.params, self.cfg.hidden), obs))
+
+    def loss_and_grad(self, obs, act, ret, nxt, disc, weight) -> tuple:
+        """Double-DQN target and the IS-weighted Huber loss (docs/dqn.md 6.3): the flat
+        gradient, the loss, and each sample's priority error |TD error|."""
+        online = layers(self.params, self.cfg.hidden)
+        best = greedy(q_values(online, nxt))
+        q_next = q_values(layers(self.target, self.cfg.hidden), nxt).gather(1, best[:, None]).squeeze(1)
+        y = torch.addcmul(ret, disc, q_next)
+        # Differentiating with respect to the layers, not the flat vector, spares autograd
+        # a zero-filled flat gradient per layer; one cat lays the gradients out flat.
+        grads, (loss, delta) = torch.func.grad_and_value(self._loss, has_aux=True)(
+            online, obs, act, y, weight)
+        return torch.cat([g.view(-1) for g in grads]), loss, delta.abs()
+
     # -- one step ---------------------------------------------------------------------------
 
     def forward(self) -> None:
@@ -237,8 +261,7 @@ class DQNTrainer(torch.nn.Module):
 
         # 2. Act.
         obs = self.env_state.to(torch.float32)
-        action = torch.where(explore_u < epsilon, random_action,
-                             greedy(q_values(layers(self.params, cfg.hidden), obs)))
+        action = torch.where(explore_u < epsilon, random_action, self.greedy_action(obs))
 
         # 3. Environment.
         nxt, terminated = cartpole_step(self.env_state, action)
@@ -339,16 +362,8 @@ class DQNTrainer(torch.nn.Module):
         obs, act = batch[:, OBS:ACT], batch[:, ACT].long()
         ret, nxt, disc = batch[:, RET], batch[:, NEXT:DISC], batch[:, DISC]
 
-        # 3. Double-DQN target and gradients of the weighted Huber loss.
-        online = layers(self.params, cfg.hidden)
-        best = greedy(q_values(online, nxt))
-        q_next = q_values(layers(self.target, cfg.hidden), nxt).gather(1, best[:, None]).squeeze(1)
-        y = torch.addcmul(ret, disc, q_next)
-        # Differentiating with respect to the layers, not the flat vector, spares autograd
-        # a zero-filled flat gradient per layer; one cat lays the gradients out flat.
-        grads, (loss, delta) = torch.func.grad_and_value(self._loss, has_aux=True)(
-            online, obs, act, y, weight)
-        grad = torch.cat([g.view(-1) for g in grads])
+        # 3. The loss, its gradient and the samples' priority errors.
+        grad, loss, error = self.loss_and_grad(obs, act, ret, nxt, disc, weight)
 
         # 4. Global-norm clip.
         norm = torch.linalg.vector_norm(grad)
@@ -369,7 +384,7 @@ class DQNTrainer(torch.nn.Module):
         # 6. Priorities. Only the last occurrence of a leaf in the batch writes (the spec's
         # "highest i wins"), which also makes the scatter free of duplicate indices; the
         # others, and all samples while learning is off, write to their scratch slots.
-        error = delta.abs() + cfg.per_eps
+        error = error + cfg.per_eps
         dup_later = ((leaf[:, None] == leaf[None, :]) & self.later).any(1)
         dst = torch.where(learning & ~dup_later, leaf, self.sample_scratch)
         self.priorities.index_put_((dst,), error ** cfg.per_alpha)
@@ -390,11 +405,13 @@ class Trainer:
     """What bench scripts time: ``step()`` enqueues one step (UPDATES learner updates
     included) and returns without waiting; ``diagnostics()`` reads the device copy."""
 
+    step_module = DQNTrainer  # the nn.Module whose forward is one step
+
     def __init__(self, cfg: Config, device, mode: str = "eager") -> None:
         self.cfg = cfg
         self.device = torch.device(device)
         self.mode = mode
-        self.module = DQNTrainer(cfg, self.device)
+        self.module = self.step_module(cfg, self.device)
         if mode == "eager":
             self._step = self.module
         elif mode == "cudagraph":

@@ -1,0 +1,272 @@
+// kernels/c51.cu: the distributional (C51) head of pipelines/c51_step.pipe (docs/c51.md).
+//
+// The network's layers are GEMM nodes of the pipeline (cuBLASLt); these kernels do what lies
+// between them: the observation, acting from the expected Q of the online logits, the
+// categorical projection of the double-DQN target fused with the softmax cross-entropy and
+// its gradient w.r.t. the logits, and the first stage of the global gradient norm. The
+// replay, sum tree, AdamW (with the target soft update), controllers and diagnostics are the
+// kernels rl_step.pipe uses, unchanged.
+//
+// Parameter layout (float32, H = hidden width, O = actions * atoms, OP = O rounded up to a
+// multiple of 4 so that every GEMM row is 16-byte aligned; rows O .. OP-1 of W3 and b3 are
+// zero and stay zero): W1[H][4] at 0, b1[H] at 4H, W2[H][H] at 5H, b2[H] at 5H+H*H,
+// W3[OP][H] at 6H+H*H, b3[OP] at 6H+H*H+OP*H; total H*H + 6H + OP*(H+1).
+// Logits rows: OP floats, action a's atoms at a*atoms .. a*atoms+atoms-1, then padding.
+// Atom i is at z_i = vmin + i * (vmax - vmin) / (atoms - 1).
+//
+// Every reduction has a fixed order: a warp holds one env or sample, lane l the atoms l and
+// l + 32; sums and maxima over atoms combine by the xor butterfly (h = 16 .. 1), which gives
+// every lane the same bits (IEEE addition is commutative). No atomics; no inter-block
+// communication.
+#include "common.cuh"
+
+#define C51_MAX_ATOMS 64  // two atoms per lane of a warp
+
+/// Initialises the C51 network as PyTorch's nn.Linear default: every weight and bias of a
+/// layer uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)) (fan_in 4, H, H), from the init stream
+/// exactly as mlp_init_params: element p uses Philox(seed, INIT) at counter (p, 0, 0, 0),
+/// word x, u = top 24 bits, value = bound * (2u - 1). The padding rows of the output layer
+/// (W3 rows and b3 entries o >= outs) are 0.
+/// Reads: nothing. Writes: params[H*H + 6H + outs_pad*(H+1)].
+/// Launch: 1-D, at least that many threads in total (e.g. <<<ceil_div(P, 256), 256>>>).
+/// pipec: extent params = H * H + 6 * H + outs_pad * (H + 1)
+/// pipec: out params
+extern "C" __global__ void c51_init_params(float* params, int H, int outs, int outs_pad,
+                                           unsigned int seed) {
+    const int p = blockIdx.x * blockDim.x + threadIdx.x;
+    const int off_w3 = 6 * H + H * H;
+    const int off_b3 = off_w3 + outs_pad * H;
+    if (p >= off_b3 + outs_pad) return;
+    const bool padding = (p >= off_w3 && p < off_b3) ? (p - off_w3) / H >= outs
+                                                     : (p >= off_b3 && p - off_b3 >= outs);
+    const int fan_in = (p < 5 * H) ? PIPEC_OBS : H;
+    const float bound = 1.0f / sqrtf((float)fan_in);
+    const pipec_u4 r = pipec_philox((unsigned int)p, 0u, 0u, 0u, seed, PIPEC_STREAM_INIT);
+    params[p] = padding ? 0.0f : bound * (2.0f * pipec_u01f(r.x) - 1.0f);
+}
+
+/// The observation acted on: obs = float32(state), the input of the acting GEMMs.
+/// Reads: state[n_envs*4] (f64). Writes: obs[n_envs*4].
+/// Launch: 1-D, at least n_envs*4 threads in total.
+/// pipec: extent state = n_envs * 4
+/// pipec: extent obs = n_envs * 4
+/// pipec: out obs
+extern "C" __global__ void c51_observe(const double* state, float* obs, int n_envs) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n_envs * PIPEC_OBS) obs[i] = (float)state[i];
+}
+
+// Softmax statistics of one action's atoms held by a warp (lane l: atoms l, l + 32):
+// the maximum logit and the sum of exp(logit - max), identical in every lane.
+struct C51Softmax {
+    float max, sum;
+};
+
+__device__ __forceinline__ float c51_warp_sum(float v) {
+#pragma unroll
+    for (int h = 16; h > 0; h >>= 1) v += __shfl_xor_sync(0xffffffffu, v, h);
+    return v;
+}
+
+__device__ __forceinline__ float c51_warp_max(float v) {
+#pragma unroll
+    for (int h = 16; h > 0; h >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, h));
+    return v;
+}
+
+// Loads the lane's two logits of one action (-inf beyond the atoms) and their softmax stats.
+__device__ __forceinline__ C51Softmax c51_softmax(const float* row, int atoms, int lane,
+                                                  float* l0, float* l1) {
+    const float ninf = -pipec_inf();
+    *l0 = (lane < atoms) ? row[lane] : ninf;
+    *l1 = (lane + 32 < atoms) ? row[lane + 32] : ninf;
+    C51Softmax s;
+    s.max = c51_warp_max(fmaxf(*l0, *l1));
+    const float e0 = (lane < atoms) ? expf(*l0 - s.max) : 0.0f;
+    const float e1 = (lane + 32 < atoms) ? expf(*l1 - s.max) : 0.0f;
+    s.sum = c51_warp_sum(e0 + e1);
+    return s;
+}
+
+// Expected value sum_i p_i z_i of one action's categorical distribution.
+__device__ __forceinline__ float c51_expected(const float* row, int atoms, int lane, float vmin,
+                                              float dz) {
+    float l0, l1;
+    const C51Softmax s = c51_softmax(row, atoms, lane, &l0, &l1);
+    const float z0 = vmin + (float)lane * dz;
+    const float z1 = vmin + (float)(lane + 32) * dz;
+    const float t0 = (lane < atoms) ? expf(l0 - s.max) * z0 : 0.0f;
+    const float t1 = (lane + 32 < atoms) ? expf(l1 - s.max) * z1 : 0.0f;
+    return c51_warp_sum(t0 + t1) / s.sum;
+}
+
+// Greedy action of a logits row under expected Q (ties to action 0), in every lane.
+__device__ __forceinline__ int c51_greedy(const float* row, int atoms, int lane, float vmin,
+                                          float dz) {
+    const float q0 = c51_expected(row, atoms, lane, vmin, dz);
+    const float q1 = c51_expected(row + atoms, atoms, lane, vmin, dz);
+    return (q1 > q0) ? 1 : 0;
+}
+
+/// Acting: for every env, Q(a) = sum_i softmax(logits[e][a])_i z_i; with probability epsilon
+/// a uniformly random action, else argmax Q (ties to action 0). As mlp_act: this is step
+/// s = *step + 1, epsilon = pipec_epsilon(s, ...), Philox(seed, ACT) at counter
+/// (s, env, 0, 0): word x gives the coin (explore when u24(x) < epsilon), word y the random
+/// action (y >> 31).
+/// Reads: logits[n_envs*ld] (the online network on obs), step[1]. Writes: action[n_envs].
+/// Launch: block (32, epb): one warp per env; grid ceil_div(n_envs, epb); atoms <= 64,
+/// 2 * atoms <= ld.
+/// pipec: extent logits = n_envs * ld
+/// pipec: extent step = 1
+/// pipec: extent action = n_envs
+/// pipec: out action
+extern "C" __global__ void c51_act(const float* logits, const int* step, int* action, int n_envs,
+                                   int atoms, int ld, unsigned int seed, float vmin, float vmax,
+                                   double eps_start, double eps_end, int eps_decay_steps) {
+    const int e = blockIdx.x * blockDim.y + threadIdx.y;
+    const int lane = threadIdx.x;
+    if (e >= n_envs) return;  // uniform over the warp
+    const int s_now = step[0] + 1;
+    const float dz = (vmax - vmin) / (float)(atoms - 1);
+    const int greedy = c51_greedy(logits + (size_t)e * ld, atoms, lane, vmin, dz);
+    if (lane != 0) return;
+    const float eps = pipec_epsilon(s_now, eps_start, eps_end, eps_decay_steps);
+    const pipec_u4 r = pipec_philox((unsigned int)s_now, (unsigned int)e, 0u, 0u, seed,
+                                    PIPEC_STREAM_ACT);
+    action[e] = (pipec_u01f(r.x) < eps) ? (int)(r.y >> 31) : greedy;
+}
+
+/// Categorical double-DQN target, cross-entropy and its gradient, per sample i:
+///   a* = argmax_a E[online(next_i)(a)] (ties to 0); p = softmax(target(next_i)(a*));
+///   Tz_j = clamp(R_i + disc_i * z_j, vmin, vmax), b_j = (Tz_j - vmin) / dz;
+///   m_k = sum_j p_j * max(0, 1 - |b_j - k|)   (the projection onto the support: b_j's mass
+///   split between floor(b_j) and ceil(b_j) in proportion to the distance, all of it on k
+///   when b_j == k), summed over j in order;
+///   q = softmax(online(obs_i)(act_i)); CE_i = -sum_k m_k log q_k (log q_k = l_k - max - log sum);
+///   td[i] = CE_i (the priority's error term), lossi[i] = w_i * CE_i;
+///   dlogits[i][act_i*atoms + k] = w_i * (q_k - m_k) / B (the gradient of mean_i w_i CE_i,
+///   as sum_k m_k = 1), every other column of the row (the other action, the padding) 0.
+/// Does nothing when *learn_on == 0.
+/// Reads: learn_on[1], online_obs[B*ld], online_next[B*ld], target_next[B*ld], b_act[B],
+///   b_ret[B], b_disc[B], b_w[B].
+/// Writes: dlogits[B*ld], td[B], lossi[B].
+/// Launch: block (32, spb): one warp per sample; grid ceil_div(B, spb); atoms <= 64,
+/// 2 * atoms <= ld.
+/// pipec: extent learn_on = 1
+/// pipec: extent online_obs = B * ld
+/// pipec: extent online_next = B * ld
+/// pipec: extent target_next = B * ld
+/// pipec: extent b_act = B
+/// pipec: extent b_ret = B
+/// pipec: extent b_disc = B
+/// pipec: extent b_w = B
+/// pipec: extent dlogits = B * ld
+/// pipec: extent td = B
+/// pipec: extent lossi = B
+/// pipec: out dlogits
+/// pipec: out td
+/// pipec: out lossi
+extern "C" __global__ void c51_loss_grad(const int* learn_on, const float* online_obs,
+                                         const float* online_next, const float* target_next,
+                                         const int* b_act, const float* b_ret,
+                                         const float* b_disc, const float* b_w, float* dlogits,
+                                         float* td, float* lossi, int B, int atoms, int ld,
+                                         float vmin, float vmax) {
+    __shared__ float sp[32][C51_MAX_ATOMS];  // target probabilities p_j, per warp
+    __shared__ float sb[32][C51_MAX_ATOMS];  // projected positions b_j, per warp
+    const int lane = threadIdx.x;
+    const int w = threadIdx.y;
+    const int i = blockIdx.x * blockDim.y + w;
+    const bool mine = i < B;  // uniform over the warp; every warp reaches the barrier
+    const int on = learn_on[0];
+    const int a = mine ? b_act[i] : 0;
+    const float ret = mine ? b_ret[i] : 0.0f;
+    const float disc = mine ? b_disc[i] : 0.0f;
+    const float wi = mine ? b_w[i] : 0.0f;
+    if (on == 0) return;  // uniform: learning off, nothing written
+    const float dz = (vmax - vmin) / (float)(atoms - 1);
+    const size_t row = (size_t)(mine ? i : 0) * ld;
+
+    if (mine) {
+        const int astar = c51_greedy(online_next + row, atoms, lane, vmin, dz);
+        float l0, l1;
+        const C51Softmax s = c51_softmax(target_next + row + astar * atoms, atoms, lane, &l0, &l1);
+        for (int k = 0; k < 2; ++k) {
+            const int j = lane + 32 * k;
+            if (j < atoms) {
+                const float tz = fminf(fmaxf(ret + disc * (vmin + (float)j * dz), vmin), vmax);
+                sp[w][j] = expf((k == 0 ? l0 : l1) - s.max) / s.sum;
+                sb[w][j] = (tz - vmin) / dz;
+            }
+        }
+    }
+    __syncthreads();
+    if (!mine) return;
+
+    float l0, l1;
+    const float* qrow = online_obs + row + a * atoms;
+    const C51Softmax s = c51_softmax(qrow, atoms, lane, &l0, &l1);
+    const float log_sum = logf(s.sum);
+    float m[2], q[2], ce = 0.0f;
+    for (int k = 0; k < 2; ++k) {
+        const int kk = lane + 32 * k;
+        m[k] = 0.0f;
+        q[k] = 0.0f;
+        if (kk < atoms) {
+            for (int j = 0; j < atoms; ++j)
+                m[k] = fmaf(sp[w][j], fmaxf(0.0f, 1.0f - fabsf(sb[w][j] - (float)kk)), m[k]);
+            const float lk = (k == 0 ? l0 : l1) - s.max;
+            q[k] = expf(lk) / s.sum;
+            ce -= m[k] * (lk - log_sum);
+        }
+    }
+    ce = c51_warp_sum(ce);
+    const float g = wi / (float)B;
+    for (int k = 0; k < 2; ++k)
+        if (lane + 32 * k < atoms) dlogits[row + a * atoms + lane + 32 * k] = g * (q[k] - m[k]);
+    for (int c = lane; c < ld; c += 32)
+        if (c < a * atoms || c >= (a + 1) * atoms) dlogits[row + c] = 0.0f;
+    if (lane == 0) {
+        td[i] = ce;
+        lossi[i] = wi * ce;
+    }
+}
+
+/// First stage of the global-norm clip (docs/dqn.md 6.4) over a gradient the GEMM nodes
+/// wrote, read 16 bytes at a time: thread t of block b adds the squares of the four
+/// elements of grad4[k] (x, y, z, w in turn) for k = b*T + t + n*gridDim.x*T, n = 0, 1, ...
+/// in that order (grad4 = grad as float4, T = blockDim.x); the last P % 4 elements go to
+/// threads 0.. of block 0. The block combines its threads with pipec_block_sum and
+/// gnorm_part[b] = the block's sum. adamw_step sums the gridDim.x partials (keep the grid
+/// small: every AdamW block reads them all). grad must be 16-byte aligned (every pipec
+/// buffer is).
+/// Does nothing when *learn_on == 0.
+/// Reads: learn_on[1], grad[P]. Writes: gnorm_part[gridDim.x].
+/// Launch: 1-D, any grid, blocks of at least 4 and at most 1024 threads (e.g. <<<256, 256>>>).
+/// pipec: extent learn_on = 1
+/// pipec: extent grad = P
+/// pipec: extent gnorm_part = gridDim.x
+/// pipec: out gnorm_part
+extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad,
+                                          float* gnorm_part, int P) {
+    __shared__ float red[1024];
+    const int on = learn_on[0];
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t n4 = (size_t)(P >> 2);
+    const float4* grad4 = reinterpret_cast<const float4*>(grad);
+    float acc = 0.0f;
+    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n4; k += stride) {
+        const float4 g = grad4[k];
+        acc = fmaf(g.x, g.x, acc);
+        acc = fmaf(g.y, g.y, acc);
+        acc = fmaf(g.z, g.z, acc);
+        acc = fmaf(g.w, g.w, acc);
+    }
+    if (blockIdx.x == 0 && threadIdx.x < (unsigned int)(P & 3)) {
+        const float g = grad[4 * n4 + threadIdx.x];
+        acc = fmaf(g, g, acc);
+    }
+    if (on == 0) return;  // uniform: learning off, nothing written
+    const float sum = pipec_block_sum(acc, red);
+    if (threadIdx.x == 0) gnorm_part[blockIdx.x] = sum;
+}

@@ -1,0 +1,124 @@
+"""pipelines/c51_step.pipe end to end through pipec's runtime: deterministic, graph replay
+equal to eager execution bit for bit, its GEMM nodes wired as docs/c51.md says (forward
+logits and the flat gradient against a NumPy float64 pass over the same batch), and it
+learns CartPole for seeds 1 to 3 at the default size."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import c51_reference as ref  # noqa: E402 - tests/, after the path
+
+pytestmark = pytest.mark.gpu
+
+PIPE = Path(__file__).resolve().parents[2] / "pipelines" / "c51_step.pipe"
+# A small configuration that reaches the learner within a few dozen steps.
+SMALL = {
+    "ENVS": 64, "HIDDEN": 256, "CAPACITY": 4096, "BATCH": 64, "UPDATES": 2, "LEARNING_STARTS": 200,
+    "EPS_DECAY_STEPS": 50, "PER_BETA_STEPS": 100, "LR_CHECK_EVERY": 10, "LR_PATIENCE": 2,
+    "TREE_STAGE": 5, "MAX_EPISODE_STEPS": 40,
+}
+ATOMS, VMIN, VMAX, OUTS = 51, 0.0, 100.0, 104
+
+
+def test_two_runs_agree_and_graph_matches_eager():
+    import pipec
+
+    snapshots = []
+    for _ in range(2):
+        with pipec.load(PIPE, defines=SMALL) as pipeline:
+            pipeline.step(60)
+            snapshots.append(pipeline.snapshot())
+            if len(snapshots) == 2:
+                report = pipeline.verify(60)
+    first, second = snapshots
+    for name in first:
+        np.testing.assert_array_equal(first[name].view(np.uint8), second[name].view(np.uint8), err_msg=name)
+    assert report.ok, [m.describe() for m in report.mismatches]
+    assert first["step_ctr"][0] == 60 and first["learn_on"][0] == 1 and first["adam_t"][0] > 50
+    assert np.isfinite(first["params"]).all() and np.isfinite(first["target"]).all()
+    assert first["ep_count"][0] > 0 and first["diag"][0] == 60
+
+
+def _layers(flat, H):
+    out, o = [], 0
+    for shape in ((H, 4), (H,), (H, H), (H,), (OUTS, H), (OUTS,)):
+        n = int(np.prod(shape))
+        out.append(flat[o:o + n].astype(np.float64).reshape(shape))
+        o += n
+    assert o == flat.size
+    return out
+
+
+def _rel_err(got, want):
+    return np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want)
+
+
+def _forward(flat, x, H):
+    w1, b1, w2, b2, w3, b3 = _layers(flat, H)
+    z1 = x @ w1.T + b1
+    z2 = np.maximum(z1, 0) @ w2.T + b2
+    return z1, z2, np.maximum(z2, 0) @ w3.T + b3
+
+
+@pytest.mark.parametrize("compute,tol", [("f32", 1e-4), ("tf32", 1e-2)])
+def test_learner_gemms_match_numpy(compute, tol):
+    """One learning step with UPDATES = 1: the logits the forward GEMMs wrote, and the flat
+    gradient the backward GEMMs wrote, against float64 NumPy on the parameters before the
+    step and the batch it sampled. The reference loss gradient is taken at the pipeline's own
+    logits, so a near-tie of a* decided differently in float32 cannot make the test flaky.
+    Tolerances (norm-wise relative): f32 accumulation over K <= 256 terms, and TF32's 10-bit
+    inputs."""
+    import pipec
+
+    defines = {**SMALL, "UPDATES": 1, "COMPUTE": f'"{compute}"'}
+    H, B = defines["HIDDEN"], defines["BATCH"]
+    with pipec.load(PIPE, defines=defines) as pipeline:
+        while pipeline.read("learn_on")[0] == 0:
+            pipeline.step(1)
+        params, target = pipeline.read("params"), pipeline.read("target")
+        pipeline.step(1)
+        assert pipeline.read("learn_on")[0] == 1
+        s = {name: pipeline.read(name) for name in ("b_x", "b_act", "b_ret", "b_disc", "b_w", "logits",
+                                                     "t_logits", "grad", "td", "lossi")}
+    x, xn = s["b_x"][0, 0].astype(np.float64), s["b_x"][0, 1].astype(np.float64)
+    z1, z2, logits_obs = _forward(params, x, H)
+    logits_next, t_next = _forward(params, xn, H)[2], _forward(target, xn, H)[2]
+    got_obs, got_next, got_t = s["logits"][0, 0], s["logits"][0, 1], s["t_logits"][0]
+    for got, want in ((got_obs, logits_obs), (got_next, logits_next), (got_t, t_next)):
+        assert _rel_err(got, want) < tol
+
+    act = s["b_act"][0]
+    dlogits, ce, lossi = ref.loss_grad(got_obs, got_next, got_t, act, s["b_ret"][0], s["b_disc"][0],
+                                       s["b_w"][0], ATOMS, VMIN, VMAX)
+    np.testing.assert_allclose(s["td"][0], ce, rtol=1e-4)
+    np.testing.assert_allclose(s["lossi"][0], lossi, rtol=1e-4)
+    w1, b1, w2, b2, w3, b3 = _layers(params, H)
+    h1, h2 = np.maximum(z1, 0), np.maximum(z2, 0)
+    dh2 = (dlogits @ w3) * (z2 > 0)
+    dh1 = (dh2 @ w2) * (z1 > 0)
+    want = np.concatenate([(dh1.T @ x).ravel(), dh1.sum(0), (dh2.T @ h1).ravel(), dh2.sum(0),
+                           (dlogits.T @ h2).ravel(), dlogits.sum(0)])
+    assert _rel_err(s["grad"], want) < tol
+    pad = np.concatenate([_layers(s["grad"], H)[4][2 * ATOMS:].ravel(), _layers(s["grad"], H)[5][2 * ATOMS:]])
+    assert (pad == 0).all() and B == dlogits.shape[0]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_default_pipeline_learns_cartpole(seed):
+    import pipec
+
+    curve = []
+    with pipec.load(PIPE, defines={"SEED": seed}) as pipeline:
+        for _ in range(20):
+            pipeline.step(500)
+            pipeline.synchronize()
+            curve.append(pipeline.readback()["mean_return_100"])
+            if curve[-1] >= 195:
+                break
+    assert max(curve) >= 195, f"seed {seed}: mean return of the last 100 episodes, every 500 steps: {curve}"
