@@ -20,11 +20,11 @@ from . import codegen
 from .dag import Dag, add_lanes
 from .dtypes import fill_pattern
 from .model import (
-    CONTAINERS, ConditionalNode, CopyNode, DecideNode, FillNode, GraphBody, GraphNode, LaunchNode,
+    CONTAINERS, CollectiveNode, ConditionalNode, CopyNode, DecideNode, FillNode, GraphBody, GraphNode, LaunchNode,
     Mode, PointerArg, Program, ValueArg,
 )
 from .plan_schema import (
-    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, ConditionalNodeSpec, GraphSpec, HazardEdge,
+    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, GraphSpec, HazardEdge,
     InitSpec, KernelNodeSpec, Location, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
 )
 
@@ -84,6 +84,8 @@ class _Lowering:
             return self.lower_copy(index, item, location, accesses)
         if isinstance(item, DecideNode):
             return self.lower_decide(index, item, location, accesses)
+        if isinstance(item, CollectiveNode):
+            return lower_collective(index, item, location, accesses)
         if isinstance(item, ConditionalNode):
             # The bodies belong to the node, not cloned like a child graph: they share its scope.
             bodies = tuple(self.lower_body(b, scope) for b in item.bodies)
@@ -155,6 +157,16 @@ class _Lowering:
                               (codegen.THREADS, 1, 1), 0, args)
 
 
+def lower_collective(index: int, item: CollectiveNode, location, accesses) -> CollectiveNodeSpec:
+    size = item.src.buffer.dtype.size
+    # the per-rank count: the source's, except for reducescatter, which sends world x count
+    per_rank = item.dst if item.kind == "reducescatter" else item.src
+    return CollectiveNodeSpec(index, item.name, location, accesses, item.kind, item.op,
+                              item.src.buffer.dtype.name, per_rank.stop - per_rank.start,
+                              item.src.buffer.name, item.src.start * size,
+                              item.dst.buffer.name, item.dst.start * size, item.root)
+
+
 def _step_first_access(program: Program) -> dict[str, str | None]:
     first: dict[str, str] = {}
     if program.step is not None:
@@ -177,7 +189,7 @@ def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
         BufferSpec(
             b.name, b.dtype.name, b.shape, b.memory,
             InitSpec(b.init.kind, b.init.args, b.init.seed, str(b.init.path) if b.init.path else None),
-            b.labels, b.nbytes, _location(b.span), usage[b.name],
+            b.labels, b.nbytes, _location(b.span), usage[b.name], b.replicated,
         )
         for b in program.buffers.values()
     )
