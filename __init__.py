@@ -26,13 +26,15 @@ ERRORS = {
     "LaunchLimitsExceeded": "runtime.resources", "ProfileError": "runtime.profile",
     "ProfilerUnavailable": "runtime.profile_cupti", "ConfigError": "compiler.config",
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
-    "UsageError": "compiler.cli",
+    "UsageError": "compiler.cli", "DistributedError": "runtime.distributed",
+    "CollectiveFailed": "runtime.collectives", "LibraryRecordingError": "runtime.library",
 }
 
-__all__ = ["BindError", "ClosedError", "CompileFailed", "ConfigError", "CudaError", "Error",
-           "LaunchLimitsExceeded", "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError",
-           "ProfilerUnavailable", "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError",
-           "__version__", "check", "load"]
+__all__ = ["BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
+           "DistributedError", "Error", "LaunchLimitsExceeded", "LibraryRecordingError", "NoDevice",
+           "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError", "ProfilerUnavailable",
+           "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError", "__version__", "check",
+           "load"]
 
 
 def __getattr__(name: str):

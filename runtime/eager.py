@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
+    ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
     Plan,
 )
 from ..errors import Error
+from .collectives import Collectives, require_collectives
 from .driver import CudaError, Driver
 from .launch import KernelArgs
 from .memory import BufferSet
@@ -49,8 +50,10 @@ class _Branch:
 
 
 class EagerProgram:
-    def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream) -> None:
+    def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream,
+                 collectives: Collectives | None = None) -> None:
         self.driver: Driver = modules.device.driver
+        self.collectives = collectives
         self.nodes = plan.leaves(graph)
         self.ops: list[_Op] = []  # one per node of `nodes`, in that order
         self._keep: list[KernelArgs] = []
@@ -85,10 +88,17 @@ class EagerProgram:
             name = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[node.element_size]
             pointer = buffers.pointer(node.buffer, node.byte_offset)
             return _Op(getattr(cu, name), (pointer, node.value, node.count, stream), node, name)
+        if isinstance(node, CollectiveNodeSpec):
+            return _Op(self._issue, (require_collectives(self.collectives, node), node, stream), node, "nccl")
         assert isinstance(node, MemcpyNodeSpec)
         return _Op(cu.cuMemcpyDtoDAsync, (buffers.pointer(node.dst, node.dst_offset),
                                           buffers.pointer(node.src, node.src_offset), node.nbytes, stream),
                    node, "cuMemcpyDtoDAsync")
+
+    def _issue(self, collectives: Collectives, node: CollectiveNodeSpec, stream) -> tuple:
+        """A collective as an op: NCCL's own errors raise; the result reads as the driver's."""
+        collectives.issue(node, stream)
+        return (self.driver.success,)
 
     def update_kernel(self, node: KernelNodeSpec, buffers: BufferSet, modules: Modules, stream) -> None:
         """Launch `node` with its new arguments and launch shape from now on."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 import inspect
 
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
+    ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec, NodeSpec,
     Plan,
 )
+from .collectives import Collectives, require_collectives
 from .driver import Device, NoDevice
 from .launch import KernelArgs
 from .memory import BufferSet
@@ -31,8 +32,10 @@ class BuiltGraph:
     the graph itself it does report, so every activity record leads back to a plan node."""
 
     def __init__(self, plan: Plan, root: int, buffers: BufferSet, modules: Modules, device: Device,
-                 stream, drop: frozenset[str] = frozenset(), flatten: bool = False) -> None:
+                 stream, drop: frozenset[str] = frozenset(), flatten: bool = False,
+                 collectives: Collectives | None = None) -> None:
         self.plan, self.buffers, self.modules, self.device = plan, buffers, modules, device
+        self.collectives = collectives  # records collective nodes (runtime/collectives.py)
         self.drop = drop
         self.flatten = flatten
         self.call, self.cu = device.driver.call, device.driver.cu
@@ -92,6 +95,10 @@ class BuiltGraph:
             return [handle]
         if isinstance(node, ConditionalNodeSpec):
             return [self._add_conditional(graph, node, deps)]
+        if isinstance(node, CollectiveNodeSpec):
+            # the recorded NCCL call as a child graph (the driver clones the recording into it)
+            recording = require_collectives(self.collectives, node).record(node)
+            return [self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), recording.graph)]
         self.node_count += 1
         handle = self._add_leaf(graph, node, deps, scope)
         self.leaf_nodes[node.name] = handle
