@@ -258,6 +258,8 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
             if done % args.log_every and done < args.steps:
                 continue  # an update is due before the next log point
             call("cuEventRecord", events[1], pipeline.stream)
+            if pipeline.collectives is not None:
+                pipeline.synchronize()  # a wait that stops when another rank fails
             call("cuEventSynchronize", events[1])  # between replays, never inside one
             point = {"step": start_step + done, "wall_s": round(time.perf_counter() - wall_start, 4),
                      "readback": pipeline.readback()}

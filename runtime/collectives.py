@@ -18,11 +18,17 @@ from ..compiler.plan_schema import CollectiveNodeSpec
 from ..errors import Error
 from .distributed import Distributed
 from .driver import Device
-from .library import Recording, record_call
+from .library import ALLOWED_NODE_TYPES, Recording, record_call
 from .memory import BufferSet
 from .nccl import IN_PROGRESS
 
 WAIT_TIMEOUT_S = float(os.environ.get("PIPEC_NCCL_TIMEOUT", "120"))
+# A recorded collective may also hold NCCL's host node: when a collective's plan has proxy
+# operations (a network transport, between machines), NCCL's graph capture adds a host callback
+# that hands the proxy thread its operations at every replay (NCCL's own supported path for
+# graphs; the callback touches none of pipec's memory). Event nodes stay refused: NCCL adds them
+# only with NCCL_GRAPH_MIXING_SUPPORT=1, which runtime/distributed.py turns off.
+COLLECTIVE_NODE_TYPES = (*ALLOWED_NODE_TYPES, "HOST")
 FAILURE_POLL_S = 0.5  # how often a waiting rank asks whether another one failed
 
 
@@ -75,7 +81,7 @@ class Collectives:
     def record(self, node: CollectiveNodeSpec) -> Recording:
         """The node's NCCL call recorded into a graph of its own, for a child graph node."""
         recording = record_call(self.device, f"{node.collective} `{node.name}` ({node.location})",
-                                lambda stream: self.issue(node, stream))
+                                lambda stream: self.issue(node, stream), COLLECTIVE_NODE_TYPES)
         self.recordings.append(recording)
         return recording
 

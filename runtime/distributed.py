@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import hashlib
+import itertools
 import json
 import subprocess
 import time
@@ -24,6 +25,7 @@ from ..compiler.plan_schema import Plan, collective_sequence, collective_sequenc
 from ..errors import Error
 from .nccl import Communicator
 
+_CHANNELS = itertools.count()  # store channels opened by this process
 STORE_TIMEOUT_S = float(os.environ.get("PIPEC_RENDEZVOUS_TIMEOUT", "300"))
 DEFAULT_PORT = 29500
 
@@ -118,13 +120,19 @@ class StoreChannel:
     """torch.distributed's TCPStore: torchrun's agent store, or one rank 0 hosts (srun)."""
 
     def __init__(self, launch: Launch) -> None:
-        from torch.distributed import TCPStore
         from datetime import timedelta
+
+        from torch.distributed import TCPStore
         self.launch = launch
-        hosted = launch.rank == 0 and not launch.agent_store
-        self.store = TCPStore(launch.master_addr, launch.master_port, launch.world_size, hosted,
-                              timedelta(seconds=STORE_TIMEOUT_S))
-        self.prefix = launch.namespace
+        # torchrun's agent store runs already: join it without counting workers; otherwise
+        # rank 0 hosts the store and waits until every rank has joined
+        counted = not launch.agent_store
+        self.store = TCPStore(launch.master_addr, launch.master_port,
+                              world_size=launch.world_size if counted else None,
+                              is_master=counted and launch.rank == 0,
+                              timeout=timedelta(seconds=STORE_TIMEOUT_S), wait_for_workers=counted)
+        # every rank opens its channels in the same order, so the count names the same keys
+        self.prefix = f"{launch.namespace}/{next(_CHANNELS)}"
         self.rounds = 0
 
     def _key(self, name: str) -> str:

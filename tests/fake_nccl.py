@@ -28,6 +28,7 @@ class CUgraphNodeType(enum.IntEnum):
     CU_GRAPH_NODE_TYPE_HOST = 3
     CU_GRAPH_NODE_TYPE_GRAPH = 4
     CU_GRAPH_NODE_TYPE_EMPTY = 5
+    CU_GRAPH_NODE_TYPE_EVENT_RECORD = 7
     CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
 
 
@@ -73,10 +74,13 @@ class CapturingCuda(FakeCuda):
         kind = next(n.kind for g in self.graphs.values() for n in g.nodes if n.handle == node)
         return (CUresult.CUDA_SUCCESS, getattr(CUgraphNodeType, f"CU_GRAPH_NODE_TYPE_{kind.upper()}"))
 
-    def enqueue(self, stream, name: str, effect) -> None:
-        """A library call's kernel: recorded when `stream` captures, else run now."""
+    def enqueue(self, stream, name: str, effect, extra: str | None = None) -> None:
+        """A library call's kernel: recorded when `stream` captures (after a node of kind
+        `extra`, as NCCL's host callback or event record), else run now."""
         work = CollectiveKernel(name, (1, 1, 1), (1, 1, 1), 0, (), effect)
         if stream in self.capturing:
+            if extra is not None:
+                self._add(self.capturing[stream].handle, [], 0, extra)
             self._add(self.capturing[stream].handle, [], 0, "kernel", work)
         else:
             self._execute(work)
@@ -99,6 +103,7 @@ class FakeCommunicator:
     state: int = 0  # what async_error answers
     aborted: bool = False
     destroyed: bool = False
+    extra_node: str | None = None  # a node kind each recorded call adds before its kernel
 
     def _array(self, address: int, count: int, dtype: str) -> np.ndarray:
         numpy = np.dtype(DTYPES[dtype].numpy)
@@ -107,7 +112,7 @@ class FakeCommunicator:
     def _enqueue(self, what, stream, detail, count, dtype, effect) -> None:
         handle = next(s for s in self.fake.streams if int(s) == stream)
         self.calls.append((what, count, dtype, detail, handle in self.fake.capturing))
-        self.fake.enqueue(handle, f"ncclDevKernel_{what}", effect)
+        self.fake.enqueue(handle, f"ncclDevKernel_{what}", effect, self.extra_node)
 
     def allreduce(self, src, dst, count, dtype, op, stream) -> None:
         factor = self.world_size if op == "sum" else 1

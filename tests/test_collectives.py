@@ -19,6 +19,7 @@ from pipec.compiler.plan_schema import (
 from pipec.dsl import SourceFile, ast, parse
 from pipec.runtime import load
 from pipec.runtime.collectives import CollectiveFailed
+from pipec.runtime.library import LibraryRecordingError
 from pipec.runtime.distributed import (
     Distributed, DistributedError, Launch, LocalChannel, check_collective_sequence, connect,
     launch_from_environment, nccl_environment, replicated_differences,
@@ -220,11 +221,11 @@ class _Library:
         return self.communicator
 
 
-def _load(tmp_path, text, world_size=2, rank=0, **kwargs):
+def _load(tmp_path, text, world_size=2, rank=0, extra_node=None, **kwargs):
     path = tmp_path / "prog.pipe"
     path.write_text(text)
     driver = fake_driver(path, fake=CapturingCuda)
-    communicator = FakeCommunicator(driver.cu, world_size, rank)
+    communicator = FakeCommunicator(driver.cu, world_size, rank, extra_node=extra_node)
     launch = Launch("torchrun", rank, world_size, rank)
 
     def ranks(plan, launch):
@@ -253,6 +254,16 @@ def test_graph_and_eager_issue_the_same_nccl_calls(tmp_path):
         assert replicated_differences(pipeline) == []  # one rank: trivially the same
     assert comm.destroyed and not comm.aborted
     assert fake.live() == dict.fromkeys(fake.live(), 0), "recordings must be destroyed with the pipeline"
+
+
+def test_a_recording_may_hold_nccls_host_node_but_no_event_node(tmp_path):
+    pipeline, fake, comm = _load(tmp_path, PROGRAM, extra_node="host")
+    with pipeline:
+        assert [n.kind for n in fake.executables[pipeline.graph.exec].nodes[0].child.nodes] == ["host", "kernel"]
+    with pytest.raises(LibraryRecordingError, match=r"allreduce `step/allreduce:x` \(.*prog.pipe:11:5\): the "
+                       r"library call recorded event_record node\(s\); a library node may hold kernel, memset, "
+                       "host nodes only"):
+        _load(tmp_path, PROGRAM, extra_node="event_record")
 
 
 def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
