@@ -87,6 +87,8 @@ class Collectives:
 
     def wait(self, stream) -> None:
         """Wait for `stream` without hanging on a failed rank (see the module's docstring)."""
+        if self.failed:  # aborted: NCCL can no longer be asked, and the step will not finish
+            raise CollectiveFailed(f"rank {self.distributed.launch.rank}: the NCCL communicator was aborted")
         driver = self.device.driver
         query, not_ready = driver.cu.cuStreamQuery, driver.cu.CUresult.CUDA_ERROR_NOT_READY
         started = last_poll = time.monotonic()

@@ -28,6 +28,7 @@ from .nccl import Communicator
 _CHANNELS = itertools.count()  # store channels opened by this process
 STORE_TIMEOUT_S = float(os.environ.get("PIPEC_RENDEZVOUS_TIMEOUT", "300"))
 DEFAULT_PORT = 29500
+NCCL_SETTINGS = (("NCCL_NVLS_ENABLE", "0"), ("NCCL_GRAPH_MIXING_SUPPORT", "0"), ("NCCL_RUNTIME_CONNECT", "0"))
 
 
 class DistributedError(Error):
@@ -91,12 +92,14 @@ def _slurm_first_host(env: Mapping[str, str]) -> str:
 
 def nccl_environment(env: dict[str, str] | None = None) -> dict[str, str]:
     """NCCL's settings pipec needs, added where the user set none (the user's values stay):
-    NVLink SHARP (NVLS, multicast objects) off, as the shared H200 machines require, and
-    graph mixing off, so that a recorded collective holds kernel nodes only (with it on, NCCL
-    joins its internal stream by event nodes, which a library recording refuses)."""
+    NVLink SHARP (NVLS, multicast objects) off, as the shared H200 machines require; graph
+    mixing off, so that a recorded collective holds no event nodes (with it on, NCCL joins its
+    internal stream by event nodes, which a library recording refuses; pipec never has an eager
+    collective in flight beside a graph); and connections made when the communicator is
+    created, not lazily inside the first collective, which for pipec is a recording."""
     env = os.environ if env is None else env
     added = {}
-    for name, value in (("NCCL_NVLS_ENABLE", "0"), ("NCCL_GRAPH_MIXING_SUPPORT", "0")):
+    for name, value in NCCL_SETTINGS:
         if name not in env:
             env[name] = value
             added[name] = value

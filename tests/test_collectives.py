@@ -199,8 +199,8 @@ def test_a_broken_launcher_environment_is_one_message():
 
 def test_nccl_settings_keep_the_users_values():
     env = {"NCCL_GRAPH_MIXING_SUPPORT": "1"}
-    assert nccl_environment(env) == {"NCCL_NVLS_ENABLE": "0"}
-    assert env == {"NCCL_GRAPH_MIXING_SUPPORT": "1", "NCCL_NVLS_ENABLE": "0"}
+    assert nccl_environment(env) == {"NCCL_NVLS_ENABLE": "0", "NCCL_RUNTIME_CONNECT": "0"}
+    assert env == {"NCCL_GRAPH_MIXING_SUPPORT": "1", "NCCL_NVLS_ENABLE": "0", "NCCL_RUNTIME_CONNECT": "0"}
 
 
 # --- the runtime over the fake driver -----------------------------------------------------------------
@@ -276,7 +276,8 @@ def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
                                                    "the NCCL communicator was aborted"):
             pipeline.synchronize()
         assert comm.aborted and channel.failures == ["NCCL reported error 5 while the step ran"]
-        fake.not_ready = False
+        with pytest.raises(CollectiveFailed, match="rank 0: the NCCL communicator was aborted"):
+            pipeline.read("x")  # nothing waits on an aborted communicator
     assert not comm.destroyed  # aborted, never destroyed: destroy would wait for the other ranks
 
 
