@@ -326,14 +326,14 @@ def _verify(args, pipeline, info) -> int:
     for line in report.describe_branches():
         print(f"piperun: verify: branches taken (eager) {line}", file=info)
     if pipeline.distributed is not None and report.ok:
-        differences = replicated_differences(pipeline)
+        differences = replicated_differences(pipeline, args.verify)
         for line in differences:
             print(f"{args.prog}: verify: {line}", file=info)
         if differences:
             return EXIT_FAILED
         replicated = sum(b.replicated for b in pipeline.plan.buffers)
         print(f"{args.prog}: verify: the {replicated} replicated buffer(s) hold the same bits on all "
-              f"{pipeline.distributed.launch.world_size} ranks", file=info)
+              f"{pipeline.distributed.launch.world_size} ranks after {args.verify} steps", file=info)
     if report.ok:
         print(f"piperun: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
               f"for bit on all {report.buffers} buffers; two graph runs agree too "

@@ -303,17 +303,24 @@ def connect(plan: Plan, launch: Launch, channel: Channel | None = None, library=
 # --- after start-up --------------------------------------------------------------------------
 
 
-def replicated_differences(pipeline) -> list[str]:
-    """The `replicated` buffers whose bits differ between ranks (compared by digest), one line
-    each; every rank calls it at the same point."""
+def replicated_differences(pipeline, steps: int) -> list[str]:
+    """The `replicated` buffers whose bits differ between ranks (compared by digest) after
+    `steps` graph replays, one line each; leaves the state as it was. Every rank calls it at
+    the same point."""
     names = [b.name for b in pipeline.plan.buffers if b.replicated]
-    mine = {name: hashlib.sha256(pipeline.read(name).tobytes()).hexdigest() for name in names}
+    start = pipeline.snapshot()
+    try:
+        pipeline.step(steps)
+        mine = {name: hashlib.sha256(pipeline.read(name).tobytes()).hexdigest() for name in names}
+    finally:
+        pipeline.restore(start)
     gathered = [json.loads(d) for d in pipeline.distributed.channel.allgather(json.dumps(mine).encode())]
     lines = []
     for name in names:
         ranks = [str(r) for r, digests in enumerate(gathered) if digests.get(name) != gathered[0].get(name)]
         if ranks:
-            lines.append(f"replicated buffer `{name}` differs between rank 0 and rank(s) {', '.join(ranks)}")
+            lines.append(f"replicated buffer `{name}` differs between rank 0 and rank(s) {', '.join(ranks)} "
+                         f"after {steps} steps")
     return lines
 
 

@@ -22,7 +22,7 @@ from pipec.runtime.collectives import CollectiveFailed
 from pipec.runtime.library import LibraryRecordingError
 from pipec.runtime.distributed import (
     Distributed, DistributedError, Launch, LocalChannel, check_collective_sequence, connect,
-    launch_from_environment, nccl_environment, replicated_differences,
+    launch_from_environment, nccl_environment, replicated_differences, stop_other_ranks,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -251,7 +251,9 @@ def test_graph_and_eager_issue_the_same_nccl_calls(tmp_path):
         pipeline.run_eager()
         assert pipeline.snapshot()["x"].tolist() == [3.0] * 8 and len(comm.calls) == 9
         assert pipeline.verify(2).ok
-        assert replicated_differences(pipeline) == []  # one rank: trivially the same
+        assert replicated_differences(pipeline, 2) == []  # one channel: nothing to differ from
+        assert pipeline.snapshot()["x"].tolist() == [3.0] * 8  # verify and the comparison restore the state
+        assert len(comm.calls) == 9 + 4 * 2  # verify's eager steps; the replays issue nothing new
     assert comm.destroyed and not comm.aborted
     assert fake.live() == dict.fromkeys(fake.live(), 0), "recordings must be destroyed with the pipeline"
 
@@ -264,6 +266,26 @@ def test_a_recording_may_hold_nccls_host_node_but_no_event_node(tmp_path):
                        r"library call recorded event_record node\(s\); a library node may hold kernel, memset, "
                        "host nodes only"):
         _load(tmp_path, PROGRAM, extra_node="event_record")
+
+
+class _Disagreeing(_Ranks):
+    """A second rank whose `x` holds other bits."""
+
+    def allgather(self, value: bytes) -> list[bytes]:
+        import json
+        other = {**json.loads(value), "x": "0" * 64}
+        return [value, json.dumps(other).encode()]
+
+
+def test_replicated_buffers_that_differ_are_named_and_a_failing_rank_stops_the_others(tmp_path):
+    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    with pipeline:
+        channel = pipeline.distributed.channel = _Disagreeing(0, [], b"")
+        assert replicated_differences(pipeline, 3) == [
+            "replicated buffer `x` differs between rank 0 and rank(s) 1 after 3 steps"]
+        stop_other_ranks(pipeline, "it exited with status 1")
+        assert channel.failures == ["it exited with status 1"] and comm.aborted
+    assert not comm.destroyed
 
 
 def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):

@@ -42,7 +42,7 @@ try:
             report["eager"] = summary(pipeline)
             report["verify_ok"] = pipeline.verify(3).ok
             from pipec.runtime.distributed import replicated_differences
-            report["replicated_differences"] = replicated_differences(pipeline)
+            report["replicated_differences"] = replicated_differences(pipeline, 3)
         elif launch.rank == 1:
             pipeline.step(5)
             pipeline.synchronize()
