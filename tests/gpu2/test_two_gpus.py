@@ -84,4 +84,5 @@ def test_a_failed_or_stalled_rank_stops_the_other_within_seconds(tmp_path, mode,
     assert run.returncode != 0 and elapsed < 120, (elapsed, run.stderr[-4000:])
     rank0 = json.loads((tmp_path / "rank0.json").read_text())
     assert message in rank0.get("error", ""), rank0
-    assert rank0["seconds"] < (20 if mode == "fail" else 60), rank0
+    # from before loading (compiling, creating the communicator) to the error
+    assert rank0["seconds"] < (60 if mode == "fail" else 90), rank0
