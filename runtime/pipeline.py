@@ -160,7 +160,8 @@ class Pipeline:
         """Per-node times inside `replays` graph replays (CUPTI), the critical path and its
         floor, each node's slack, the replay time per step; leaves the state as it was."""
         return profile(self, lambda: BuiltGraph(self.plan, self.plan.step, self._buffers, self.modules,
-                                                self.device, self.stream, flatten=True), replays)
+                                                self.device, self.stream, flatten=True,
+                                                collectives=self.collectives), replays)
 
     # --- buffers ----------------------------------------------------------------------------
 
