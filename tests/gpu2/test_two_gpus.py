@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -54,6 +55,15 @@ def test_every_collective_gives_the_same_values_in_the_graph_and_eagerly(tmp_pat
                     "piece": 2.0 * (rank + 1), "gathered": [1.0, 2.0]}
         assert report["graph"] == expected and report["eager"] == expected, report
         assert report["verify_ok"] and report["replicated_differences"] == []
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun (Open MPI) on the PATH")
+def test_mpirun_ranks_meet_through_mpi(tmp_path):
+    command = ["mpirun", "-n", "2", "--allow-run-as-root", "--oversubscribe", sys.executable, str(WORKER),
+               "values", str(COLLECTIVES), str(tmp_path)]
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert [r["graph"]["x"] for r in _reports(tmp_path)] == [3.0, 3.0]
 
 
 def test_rl_step_verifies_on_two_ranks_with_its_parameters_identical():
