@@ -210,14 +210,14 @@ def _run_reported(args, pipeline) -> int:
 def _run(args, pipeline) -> int:
     out = sys.stdout
     info = sys.stderr if args.json else sys.stdout
-    print(f"piperun: {pipeline.plan.pipe} on {pipeline.device.describe()}: "
+    print(f"{args.prog}: {pipeline.plan.pipe} on {pipeline.device.describe()}: "
           f"{pipeline.graph.node_count} nodes in {len(list(pipeline.plan.graph_tree(pipeline.plan.step)))} "
           f"graph(s), {pipeline.modules.instance_count} module instance(s)", file=info)
     start_step = 0
     if args.load_state:
         metadata = pipeline.load_state(args.load_state)
         start_step = int(metadata.get("steps", "0"))
-        print(f"piperun: resumed from {args.load_state} at step {start_step}", file=info)
+        print(f"{args.prog}: resumed from {args.load_state} at step {start_step}", file=info)
     if args.verify is not None:
         return _verify(args, pipeline, info)
     if args.profile or args.trace:
@@ -225,10 +225,10 @@ def _run(args, pipeline) -> int:
     log, done = _replay(args, pipeline, start_step, out, info)
     if args.save_state:
         path = pipeline.save_state(args.save_state, start_step + done)
-        print(f"piperun: saved state after step {start_step + done} to {path}", file=info)
+        print(f"{args.prog}: saved state after step {start_step + done} to {path}", file=info)
     if args.plot:
         _plot(log, args.plot, pipeline.plan.pipe)
-        print(f"piperun: wrote {args.plot}", file=info)
+        print(f"{args.prog}: wrote {args.plot}", file=info)
     return EXIT_OK
 
 
@@ -288,10 +288,10 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
         print(json.dumps(summary), file=out)
     else:
         state = "interrupted after" if interrupted else "ran"
-        print(f"piperun: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
+        print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
               f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
         if summary["readback"]:
-            print("piperun: " + _short(summary["readback"]), file=info)
+            print(f"{args.prog}: " + _short(summary["readback"]), file=info)
     return log, done
 
 
@@ -324,7 +324,7 @@ def _short(values: dict) -> str:
 def _verify(args, pipeline, info) -> int:
     report = pipeline.verify(args.verify)
     for line in report.describe_branches():
-        print(f"piperun: verify: branches taken (eager) {line}", file=info)
+        print(f"{args.prog}: verify: branches taken (eager) {line}", file=info)
     if pipeline.distributed is not None and report.ok:
         differences = replicated_differences(pipeline, args.verify)
         for line in differences:
@@ -335,11 +335,11 @@ def _verify(args, pipeline, info) -> int:
         print(f"{args.prog}: verify: the {replicated} replicated buffer(s) hold the same bits on all "
               f"{pipeline.distributed.launch.world_size} ranks after {args.verify} steps", file=info)
     if report.ok:
-        print(f"piperun: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
+        print(f"{args.prog}: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
               f"for bit on all {report.buffers} buffers; two graph runs agree too "
               f"({len(report.poisoned)} output buffers poisoned first)", file=info)
         return EXIT_OK
-    print(f"piperun: verify: {len(report.mismatches)} difference(s) after {report.steps} steps:", file=info)
+    print(f"{args.prog}: verify: {len(report.mismatches)} difference(s) after {report.steps} steps:", file=info)
     for mismatch in report.mismatches:
         print(f"  {mismatch.describe()}", file=info)
     return EXIT_FAILED
@@ -349,7 +349,7 @@ def _profile(args, pipeline, info) -> int:
     from .trace import write_chrome_trace
 
     report = pipeline.profile(PROFILE_REPLAYS)
-    print(f"piperun: profile of {report.node_count} nodes inside {report.replays} graph replays (CUPTI; "
+    print(f"{args.prog}: profile of {report.node_count} nodes inside {report.replays} graph replays (CUPTI; "
           "medians; * on the critical path)", file=info)
     width = max((len(n.name) for n in report.nodes), default=4)
     print(f"    {'node':<{width}}  {'kind':<6}  {'us':>7}  {'latency':>7}  {'slack':>7}  location", file=info)
@@ -369,7 +369,7 @@ def _profile(args, pipeline, info) -> int:
         print(f"  where time goes  node time {kernel}, dependency latency {latency}, idle {idle}", file=info)
     if args.trace:
         write_chrome_trace(report, pipeline.plan.pipe, args.trace, TRACE_REPLAYS)
-        print(f"piperun: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
+        print(f"{args.prog}: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
               file=info)
     return EXIT_OK
 
