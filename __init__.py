@@ -27,12 +27,14 @@ ERRORS = {
     "ProfilerUnavailable": "runtime.profile_cupti", "ConfigError": "compiler.config",
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
     "UsageError": "compiler.cli", "GemmError": "runtime.gemm", "LibraryRecordingError": "runtime.library",
+    "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
 }
 
-__all__ = ["BindError", "ClosedError", "CompileFailed", "ConfigError", "CudaError", "Error", "GemmError",
-           "LaunchLimitsExceeded", "LibraryRecordingError", "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError",
-           "ProfilerUnavailable", "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError",
-           "__version__", "check", "load"]
+__all__ = ["BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
+           "DistributedError", "Error", "GemmError", "LaunchLimitsExceeded", "LibraryRecordingError",
+           "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError", "ProfilerUnavailable",
+           "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError", "__version__", "check",
+           "load"]
 
 
 def __getattr__(name: str):

@@ -112,6 +112,13 @@ RULES: tuple[Rule, ...] = (
          "a device branch or loop does not decide on one element of an integer buffer"),
     Rule("PC321", "condition-written-in-body", _E, "a branch writes the flag that decides it"),
     Rule("PC322", "unbounded-while", _E, "nothing in a `while` body can clear its flag"),
+    # PC6xx: collectives over several GPUs (NCCL)
+    Rule("PC601", "collective-type", _E,
+         "a collective's reduction or element types are ones NCCL does not provide as written"),
+    Rule("PC602", "collective-shape", _E,
+         "a collective's sizes do not match the world size, or its root or views are invalid"),
+    Rule("PC603", "rank-dependent-collective", _E,
+         "a collective runs under a decision that may differ between ranks"),
     # PC4xx: warnings
     Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it",
          suppressible=True),

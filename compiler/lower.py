@@ -21,12 +21,12 @@ from . import codegen
 from .dag import Dag, add_lanes
 from .dtypes import fill_pattern
 from .model import (
-    CONTAINERS, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode, GraphBody, GraphNode,
-    LaunchNode, MatrixView, Mode, PointerArg, Program, ValueArg,
+    CONTAINERS, CollectiveNode, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode, GraphBody,
+    GraphNode, LaunchNode, MatrixView, Mode, PointerArg, Program, ValueArg,
 )
 from .plan_schema import (
-    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, ConditionalNodeSpec, GemmGroupSpec,
-    GemmNodeSpec, GemmUseSpec, GraphSpec, HazardEdge, InitSpec, KernelNodeSpec, Location,
+    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec,
+    GemmGroupSpec, GemmNodeSpec, GemmUseSpec, GraphSpec, HazardEdge, InitSpec, KernelNodeSpec, Location,
     MatrixSpec, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
 )
 
@@ -91,6 +91,8 @@ class _Lowering:
             spec = lower_gemm(index, item, location, accesses)
             self.gemms.append((spec, scope))
             return spec
+        if isinstance(item, CollectiveNode):
+            return lower_collective(index, item, location, accesses)
         if isinstance(item, ConditionalNode):
             # The bodies belong to the node, not cloned like a child graph: they share its scope.
             bodies = tuple(self.lower_body(b, scope) for b in item.bodies)
@@ -214,6 +216,16 @@ def gemm_groups(uses: list[tuple[GemmNodeSpec, str]]) -> tuple[GemmGroupSpec, ..
     return tuple(out)
 
 
+def lower_collective(index: int, item: CollectiveNode, location, accesses) -> CollectiveNodeSpec:
+    size = item.src.buffer.dtype.size
+    # the per-rank count: the source's, except for reducescatter, which sends world x count
+    per_rank = item.dst if item.kind == "reducescatter" else item.src
+    return CollectiveNodeSpec(index, item.name, location, accesses, item.kind, item.op,
+                              item.src.buffer.dtype.name, per_rank.stop - per_rank.start,
+                              item.src.buffer.name, item.src.start * size,
+                              item.dst.buffer.name, item.dst.start * size, item.root)
+
+
 def _step_first_access(program: Program) -> dict[str, str | None]:
     first: dict[str, str] = {}
     if program.step is not None:
@@ -236,7 +248,7 @@ def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
         BufferSpec(
             b.name, b.dtype.name, b.shape, b.memory,
             InitSpec(b.init.kind, b.init.args, b.init.seed, str(b.init.path) if b.init.path else None),
-            b.labels, b.nbytes, _location(b.span), usage[b.name],
+            b.labels, b.nbytes, _location(b.span), usage[b.name], b.replicated,
         )
         for b in program.buffers.values()
     )

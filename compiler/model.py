@@ -47,6 +47,7 @@ class Buffer:
     labels: tuple[str, ...]
     init: Init
     span: Span
+    replicated: bool = False  # declared identical on every rank (checked by `piperun --verify`)
 
     @property
     def count(self) -> int:
@@ -319,7 +320,25 @@ class ConditionalNode:
         return own + tuple(a for body in self.bodies for item in body.items for a in item.accesses)
 
 
-Node = Union[LaunchNode, FillNode, CopyNode, GemmNode, GraphNode, DecideNode, ConditionalNode]
+@dataclass(eq=False)
+class CollectiveNode:
+    """One NCCL collective over every rank (compiler/resolve_collective.py). In place
+    (allreduce, broadcast) `dst` is `src`. Its accesses include the communicator's token,
+    which orders every collective of a program in program order on every rank."""
+
+    name: str
+    kind: str  # allreduce | broadcast | allgather | reducescatter
+    op: str | None  # sum | avg | max | min (allreduce, reducescatter)
+    src: PointerArg
+    dst: PointerArg
+    root: int | None  # broadcast
+    span: Span
+    accesses: tuple[Access, ...] = ()
+    group: int | None = None
+
+
+Node = Union[LaunchNode, FillNode, CopyNode, GraphNode, DecideNode, ConditionalNode, CollectiveNode,
+             GemmNode]
 # Nodes that hold bodies of other nodes: walks visit their contents after them.
 CONTAINERS = (GraphNode, ConditionalNode)
 

@@ -10,6 +10,7 @@ plan that reads back into equal objects. This module imports nothing else of the
 
 from __future__ import annotations
 
+import hashlib
 import types
 from dataclasses import dataclass, fields, is_dataclass
 from functools import cache
@@ -159,10 +160,39 @@ class GemmNodeSpec:
     workspace_bytes: int
 
 
+@dataclass(frozen=True)
+class CollectiveNodeSpec:
+    """One NCCL collective over every rank of the run: `count` elements of `dtype` per rank
+    from `src` (at `src_offset` bytes) to `dst`, the same view for the in-place allreduce and
+    broadcast. allgather writes `count * world size` elements, reducescatter reads them. The
+    runtime records the one NCCL call into a graph of its own (runtime/collectives.py)."""
+
+    id: int
+    name: str
+    location: Location
+    accesses: tuple[AccessSpec, ...]
+    collective: str  # allreduce | broadcast | allgather | reducescatter
+    op: str | None  # sum | avg | max | min (allreduce, reducescatter)
+    dtype: str
+    count: int  # elements each rank sends (allgather, broadcast, allreduce) or receives (reducescatter)
+    src: str
+    src_offset: int
+    dst: str
+    dst_offset: int
+    root: int | None  # broadcast
+
+    def describe(self) -> str:
+        """What every rank must agree on, one line (the collective sequence's entry)."""
+        op = f" {self.op}" if self.op else ""
+        root = f" from {self.root}" if self.root is not None else ""
+        return f"{self.collective}{op} {self.count} x {self.dtype}{root} ({self.name})"
+
+
 NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec, ConditionalNodeSpec,
-                 GemmNodeSpec]
+                 GemmNodeSpec, CollectiveNodeSpec]
 NODE_KINDS = {KernelNodeSpec: "kernel", MemsetNodeSpec: "memset", MemcpyNodeSpec: "memcpy",
-              ChildGraphNodeSpec: "graph", ConditionalNodeSpec: "conditional", GemmNodeSpec: "gemm"}
+              ChildGraphNodeSpec: "graph", ConditionalNodeSpec: "conditional", GemmNodeSpec: "gemm",
+              CollectiveNodeSpec: "collective"}
 
 
 @dataclass(frozen=True)
@@ -211,6 +241,7 @@ class BufferSpec:
     nbytes: int
     location: Location
     step_first_access: str | None  # read | write | None: what the step does to it first
+    replicated: bool = False  # declared the same bits on every rank (`piperun --verify` checks)
 
 
 @dataclass(frozen=True)
@@ -278,6 +309,19 @@ class Plan:
         for node in self.graphs[graph].nodes:
             for child in child_graphs(node):
                 yield from self.graph_tree(child)
+
+
+def collective_sequence(plan: Plan) -> list[CollectiveNodeSpec]:
+    """The collectives a run issues, in the order every rank issues them: the init's, then one
+    step's, in program order (the communicator's token chains them so, runtime and eager)."""
+    return [node for root in (plan.init, plan.step) if root is not None
+            for node in plan.leaves(root) if isinstance(node, CollectiveNodeSpec)]
+
+
+def collective_sequence_hash(plan: Plan) -> str:
+    """A digest of `collective_sequence`: equal on every rank of a run that can work."""
+    text = "\n".join(node.describe() for node in collective_sequence(plan))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def child_graphs(node: NodeSpec) -> tuple[int, ...]:

@@ -9,7 +9,7 @@ gets a control buffer of its own, `pipec.control.K: u32[2]` (the decision, then 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, ContextManager
 
 from ..dsl import ast
 from .model import (
@@ -29,6 +29,7 @@ class ControlFlow(Scope):
     if TYPE_CHECKING:  # the unrolling pass's, which this is mixed into
         _block: Callable[..., None]
         _node_name: Callable[[GraphBody, str], str]
+        diverging: Callable[..., ContextManager[None]]
 
     def device_flag(self, module: LoadedModule, env: dict, expr: ast.Expr) -> Access | None:
         """The buffer element `expr` names (`flag[i]`), or None when `expr` is not one."""
@@ -89,11 +90,14 @@ class ControlFlow(Scope):
         self._decide(body, construct, role, index, control, flag, operand, stmt.span)
         name = self._node_name(body, construct)
         bodies = []
-        for suffix, block in blocks:
-            child = GraphBody(f"{name}/{suffix}", construct, (block or stmt).span)
-            if block is not None:
-                self._block(module, env, block, child, None, stack)
-            bodies.append(child)
+        # A flag may hold different values on different ranks unless it is declared replicated.
+        per_rank = flag is not None and not flag.buffer.replicated
+        with self.diverging(f"`{flag.buffer.name}` decides on the device" if per_rank else None, stmt.span):
+            for suffix, block in blocks:
+                child = GraphBody(f"{name}/{suffix}", construct, (block or stmt).span)
+                if block is not None:
+                    self._block(module, env, block, child, None, stack)
+                bodies.append(child)
         if kind == "while":  # the loop decides again at the end of every iteration
             again = "flag" if construct == "while" else "repeat-next"
             self._decide(bodies[0], construct, again, index, control, flag, operand, stmt.span)

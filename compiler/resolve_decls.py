@@ -14,6 +14,7 @@ from .consteval import Value, literal, representable
 from .diagnostics import DiagnosticSink, Label
 from .kernels import include_closure
 from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options
+from .resolve_collective import LAUNCHER_CONSTANTS, PER_RANK, Collectives, builtin_span
 from .resolve_kernels import KernelImports
 from .resolve_scope import Abort, LoadedModule, Symbol
 
@@ -25,7 +26,7 @@ INT64_MAX = (1 << 63) - 1
 SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
 
-class Declarations(KernelImports):
+class Declarations(KernelImports, Collectives):
     """Owns the chain of modules being loaded (for cycles) and the `-D` definitions."""
 
     def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
@@ -33,6 +34,7 @@ class Declarations(KernelImports):
         self.loading: list[Path] = []
         self.defines: dict[str, tuple[ast.Expr, Span]] = {}
         self.used_defines: set[str] = set()
+        self.launcher_symbols: dict[str, Symbol] = {}
         self.allowed_dirs: tuple[Path, ...] = ()  # set by `resolve` from the main file
 
     def _load(self, path: Path, via: Span) -> LoadedModule | None:
@@ -78,6 +80,13 @@ class Declarations(KernelImports):
 
     def _populate(self, module: LoadedModule) -> None:
         self.loading.append(module.path)
+        if not self.modules and len(self.loading) == 1:  # the main file: the launcher's values
+            self.launcher = self.launcher_constants(self.defines, self.used_defines)
+        for name, value in self.launcher.items():
+            symbol = self.launcher_symbols.setdefault(name, Symbol("const", value, builtin_span(name)))
+            module.scope[name] = symbol
+            if name in PER_RANK:
+                self.per_rank_symbols.add(id(symbol))
         try:
             for decl in module.tree.decls:
                 self._declare_top(module, decl)
@@ -91,10 +100,18 @@ class Declarations(KernelImports):
                 case ast.Import():
                     self._import(module, decl)
                 case ast.ConstDecl(name=name, value=value):
+                    if name.text in LAUNCHER_CONSTANTS:
+                        self.sink.add("PC104", f"`{name.text}` is a launcher constant pipec defines",
+                                      name.span, f"piperun sets it from the launcher; to check a "
+                                      f"value, pass `-D {name.text}=...`")
+                        return
                     if module.path == self.loading[0] and name.text in self.defines:
                         value = self.defines[name.text][0]
                         self.used_defines.add(name.text)
-                    self._declare(module, name, Symbol("const", self._const(module, value), name.span))
+                    symbol = Symbol("const", self._const(module, value), name.span)
+                    self._declare(module, name, symbol)
+                    if self.reads_rank(module, {}, value):
+                        self.per_rank_symbols.add(id(symbol))
                 case ast.BufferDecl():
                     self._declare(module, decl.name, Symbol("buffer", self._buffer(module, decl), decl.name.span))
                 case ast.GraphDecl(name=name):
@@ -203,7 +220,7 @@ class Declarations(KernelImports):
                           "`mapped` buffer", decl.labels[0].span, "add `mapped` or drop the labels")
             raise Abort
         init = self._init(module, decl, dtype, shape)
-        return Buffer(decl.name.text, dtype, shape, decl.mapped, labels, init, decl.span)
+        return Buffer(decl.name.text, dtype, shape, decl.mapped, labels, init, decl.span, decl.replicated)
 
     def _init(self, module: LoadedModule, decl: ast.BufferDecl, dtype, shape) -> Init:
         expr = decl.init

@@ -112,7 +112,7 @@ class Sizing(Scope):
         is the size counted ahead of it (so an enumeration can stop at a limit). With `lower`,
         a lower bound in which whatever reads an unknown variable counts as nothing;
         without, reading one raises _DependsOnLoop."""
-        if isinstance(stmt, (ast.Launch, ast.Fill, ast.Copy, ast.Gemm)):
+        if isinstance(stmt, (ast.Launch, ast.Fill, ast.Copy, ast.Gemm, ast.Collective)):
             return Size(1)
         self.nesting += 1
         try:

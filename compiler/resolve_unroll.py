@@ -12,13 +12,14 @@ from .model import (
     Options, PointerArg, RuntimeValueArg, ValueArg,
 )
 from .ranges import launch_accesses
+from .resolve_collective import Collectives
 from .resolve_control import ControlFlow
 from .resolve_gemm import Gemms
 from .resolve_scope import Abort, LoadedModule
 from .resolve_size import Sizing
 
 
-class Unrolling(ControlFlow, Gemms, Sizing):
+class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
     """Owns the parallel groups and the node names given out so far. The size pass has
     checked the root blocks against the node and iteration limits before any is unrolled."""
 
@@ -59,13 +60,21 @@ class Unrolling(ControlFlow, Gemms, Sizing):
                 body.items.append(self._copy(module, env, stmt, body, group))
             case ast.Gemm():
                 body.items.append(self.gemm(module, env, stmt, body, group))
+            case ast.Collective():
+                body.items.append(self.collective(module, env, stmt, body, group))
             case ast.GraphCall():
+                for arg in stmt.args:
+                    self.check_rank_decision(module, env, arg, "a graph argument depends on the rank",
+                                             arg.span, [stmt])
                 node = self._graph_call(module, env, stmt, body, group, stack)
                 if node is not None:
                     body.items.append(node)
             case ast.For():
                 start = self._int(module, env, stmt.start, "a loop bound", "branch")
                 stop = self._int(module, env, stmt.stop, "a loop bound", "branch")
+                for bound in (stmt.start, stmt.stop):
+                    self.check_rank_decision(module, env, bound, "a loop's bounds depend on the rank",
+                                             bound.span, [stmt.body])
                 for value in range(start, stop):
                     self._block(module, {**env, stmt.var.text: value}, stmt.body, body, group, stack)
             case ast.If() if (flag := self.device_flag(module, env, stmt.cond)) is not None:
@@ -81,6 +90,8 @@ class Unrolling(ControlFlow, Gemms, Sizing):
                                   stmt.cond.span, "compare explicitly, for example `N > 0`")
                     raise Abort
                 chosen = stmt.then if cond else stmt.orelse
+                self.check_rank_decision(module, env, stmt.cond, "a condition depends on the rank",
+                                         stmt.cond.span, [stmt.then, stmt.orelse])
                 if isinstance(chosen, ast.If):
                     self._statement(module, env, chosen, body, group, stack)
                 elif chosen is not None:

@@ -227,7 +227,21 @@ class Gemm:
     span: Span
 
 
-Stmt = Union[Launch, Fill, Copy, Gemm, For, If, Parallel, GraphCall, Switch, DeviceLoop]
+@dataclass(frozen=True)
+class Collective:
+    """`allreduce OP BUF`, `broadcast BUF from ROOT`, `allgather SRC -> DST` or
+    `reducescatter OP SRC -> DST`: one NCCL collective over every rank."""
+
+    kind: str  # allreduce | broadcast | allgather | reducescatter
+    op: Ident | None  # the reduction (allreduce, reducescatter), as written
+    src: Expr  # the buffer (allreduce, broadcast: in place) or the source
+    dst: Expr | None  # allgather, reducescatter
+    root: Expr | None  # broadcast
+    span: Span
+
+
+Stmt = Union[Launch, Fill, Copy, For, If, Parallel, GraphCall, Switch, DeviceLoop, Gemm,
+             Collective]
 
 
 @dataclass(frozen=True)
@@ -264,6 +278,7 @@ class BufferDecl:
     labels: tuple[Ident, ...]
     init: Expr | None
     span: Span
+    replicated: bool = False  # declared the same on every rank (docs/distributed.md)
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,7 @@ class _ToAst(Transformer):
         return ast.BufferDecl(
             self._ident(name), self._ident(dtype), shape, "mapped" in parts,
             parts.get("labels", ()), parts.get("init"), self._span(children),
+            "replicated" in parts,
         )
 
     def shape(self, children):
@@ -117,6 +118,9 @@ class _ToAst(Transformer):
 
     def mapped(self, children):
         return ("mapped", children[0])  # the keyword's token, so that the declaration's span covers it
+
+    def replicated(self, children):
+        return ("replicated", children[0])
 
     def labels(self, children):
         return ("labels", tuple(map(self._ident, self._parts(children))))
@@ -223,6 +227,22 @@ class _ToAst(Transformer):
     def graph_call(self, children):
         name, args = self._parts(children)
         return ast.GraphCall(self._ident(name), args or (), self._span(children))
+
+    def allreduce(self, children):
+        op, view = self._parts(children)
+        return ast.Collective("allreduce", self._ident(op), view, None, None, self._span(children))
+
+    def broadcast(self, children):
+        view, root = self._parts(children)
+        return ast.Collective("broadcast", None, view, None, root, self._span(children))
+
+    def allgather(self, children):
+        src, dst = self._parts(children)
+        return ast.Collective("allgather", None, src, dst, None, self._span(children))
+
+    def reducescatter(self, children):
+        op, src, dst = self._parts(children)
+        return ast.Collective("reducescatter", self._ident(op), src, dst, None, self._span(children))
 
     def call_args(self, children):
         return tuple(c for c in self._parts(children) if c is not None)

@@ -21,6 +21,9 @@ from ..compiler.cli import OneLineParser, ShowVersion, UsageError, add_color_opt
 from ..compiler.config import ConfigError, load_settings
 from ..compiler.render.terminal import finish_stdout, say, use_color
 from ..compiler.toolchain import ToolchainUnavailable
+from .distributed import (
+    DistributedError, launch_from_environment, nccl_environment, replicated_differences, stop_other_ranks,
+)
 from .profile_cupti import ProfilerUnavailable
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -59,7 +62,8 @@ def parser() -> argparse.ArgumentParser:
                    help="from step STEP on, the constant NAME is VALUE, updated in the built graph (repeatable)")
     p.add_argument("--tune-gemms", action="store_true",
                    help="time the heuristic's best algorithms for each GEMM node and keep the fastest")
-    p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    p.add_argument("--device", type=int,
+                   help="CUDA device ordinal (default: the launcher's local rank, else 0)")
     p.add_argument("--lanes", type=int, help="bound the plan's parallel width")
     p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=[],
                    help="also look for imported files here (repeatable)")
@@ -108,10 +112,11 @@ def _preflight(args) -> None:
 
 
 def _error(args, message: str, label: str = "error") -> None:
-    say("piperun", label, message, color=use_color(args.color, sys.stderr))
+    say(args.prog, label, message, color=use_color(args.color, sys.stderr))
 
 
 def _main(args) -> int:
+    args.prog = "piperun"
     if args.steps < 0 or args.log_every < 1 or (args.verify is not None and args.verify < 1):
         parser().error("--steps must be >= 0, --log-every and --verify >= 1")
     per_launch = args.steps_per_launch
@@ -135,58 +140,90 @@ def _main(args) -> int:
         _error(args, str(error))
         return EXIT_USAGE
     try:
+        launch = launch_from_environment()
+    except DistributedError as error:
+        _error(args, str(error))
+        return EXIT_USAGE
+    if launch is not None:
+        args.prog = f"piperun[rank {launch.rank}]"  # which rank says it, in every line it writes
+        nccl_environment()  # before anything in this process can initialise NCCL
+        if launch.rank != 0:  # one progress bar and one plot per run: rank 0's
+            args.no_progress, args.plot = True, None
+    try:
+        from .collectives import CollectiveFailed
         from .driver import CudaError, NoDevice
         from .eager import NodeFailed
-        from .gemm import GemmError
-        from .library import LibraryRecordingError
         from .load import PipelineError, load
         from .memory import BindError, OutOfMemory
-        from .profile import ProfileError
         from .state import StateError
-        from .update import UpdateRefused
     except ImportError as error:  # pragma: no cover - an incomplete installation
         _error(args, str(error))
         return EXIT_USAGE
     try:
-        pipeline = load(args.file, device=args.device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
-                        defines=dict(args.defines), steps_per_launch=per_launch, tune_gemms=args.tune_gemms)
+        device = args.device if args.device is not None else launch.local_rank if launch else 0
+        pipeline = load(args.file, device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
+                        defines=dict(args.defines), steps_per_launch=per_launch, launch=launch,
+                        tune_gemms=args.tune_gemms)
     except PipelineError as error:
         sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
         return EXIT_USAGE
-    except (NoDevice, OSError) as error:
+    except (NoDevice, OSError, DistributedError) as error:
         _error(args, str(error))
         return EXIT_USAGE
-    except (OutOfMemory, BindError, StateError, CudaError, NodeFailed) as error:
+    except (OutOfMemory, BindError, StateError, CudaError, NodeFailed, CollectiveFailed) as error:
         _error(args, str(error))
         return EXIT_FAILED
     with pipeline:
         try:
-            return _run(args, pipeline)
-        except ProfilerUnavailable as error:
-            _error(args, str(error))
-            return EXIT_USAGE
-        except PipelineError as error:  # an update's values that do not check
-            sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
-            return EXIT_FAILED
-        except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused, GemmError,
-                LibraryRecordingError) as error:  # the last two: a GEMM failing eagerly or in the profile's build
-            _error(args, str(error))
-            if isinstance(error, CudaError) and not args.eager:
-                _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")
-            return EXIT_FAILED
+            status = _run_reported(args, pipeline)
+        except BaseException as error:  # an interrupt, or a bug: the other ranks must not wait
+            stop_other_ranks(pipeline, f"it stopped: {type(error).__name__}")
+            raise
+        if status != EXIT_OK:
+            stop_other_ranks(pipeline, f"it exited with status {status}")
+        return status
+
+
+def _run_reported(args, pipeline) -> int:
+    """`_run`, its failures reported as one line and an exit status."""
+    from .collectives import CollectiveFailed
+    from .driver import CudaError
+    from .eager import NodeFailed
+    from .gemm import GemmError
+    from .library import LibraryRecordingError
+    from .load import PipelineError
+    from .memory import OutOfMemory
+    from .profile import ProfileError
+    from .state import StateError
+    from .update import UpdateRefused
+    try:
+        return _run(args, pipeline)
+    except ProfilerUnavailable as error:
+        _error(args, str(error))
+        return EXIT_USAGE
+    except PipelineError as error:  # an update's values that do not check
+        sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
+        return EXIT_FAILED
+    except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused,
+            CollectiveFailed, GemmError, LibraryRecordingError) as error:
+        # GemmError, LibraryRecordingError: a GEMM failing eagerly or in the profile's build
+        _error(args, str(error))
+        if isinstance(error, CudaError) and not args.eager:
+            _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")
+        return EXIT_FAILED
 
 
 def _run(args, pipeline) -> int:
     out = sys.stdout
     info = sys.stderr if args.json else sys.stdout
-    print(f"piperun: {pipeline.plan.pipe} on {pipeline.device.describe()}: "
+    print(f"{args.prog}: {pipeline.plan.pipe} on {pipeline.device.describe()}: "
           f"{pipeline.graph.node_count} nodes in {len(list(pipeline.plan.graph_tree(pipeline.plan.step)))} "
           f"graph(s), {pipeline.modules.instance_count} module instance(s)", file=info)
     start_step = 0
     if args.load_state:
         metadata = pipeline.load_state(args.load_state)
         start_step = int(metadata.get("steps", "0"))
-        print(f"piperun: resumed from {args.load_state} at step {start_step}", file=info)
+        print(f"{args.prog}: resumed from {args.load_state} at step {start_step}", file=info)
     if args.verify is not None:
         return _verify(args, pipeline, info)
     if args.profile or args.trace:
@@ -194,10 +231,10 @@ def _run(args, pipeline) -> int:
     log, done = _replay(args, pipeline, start_step, out, info)
     if args.save_state:
         path = pipeline.save_state(args.save_state, start_step + done)
-        print(f"piperun: saved state after step {start_step + done} to {path}", file=info)
+        print(f"{args.prog}: saved state after step {start_step + done} to {path}", file=info)
     if args.plot:
         _plot(log, args.plot, pipeline.plan.pipe)
-        print(f"piperun: wrote {args.plot}", file=info)
+        print(f"{args.prog}: wrote {args.plot}", file=info)
     return EXIT_OK
 
 
@@ -227,13 +264,15 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
             if done % args.log_every and done < args.steps:
                 continue  # an update is due before the next log point
             call("cuEventRecord", events[1], pipeline.stream)
+            if pipeline.collectives is not None:
+                pipeline.synchronize()  # a wait that stops when another rank fails
             call("cuEventSynchronize", events[1])  # between replays, never inside one
             point = {"step": start_step + done, "wall_s": round(time.perf_counter() - wall_start, 4),
                      "readback": pipeline.readback()}
             log.points.append(point)
             bar.set_postfix_str(_short(point["readback"]), refresh=False)
             if args.json:
-                print(json.dumps({"event": "log", **point}), file=out, flush=True)
+                print(json.dumps({"event": "log", **_rank(pipeline), **point}), file=out, flush=True)
     except KeyboardInterrupt:
         interrupted = True
         pipeline.synchronize()
@@ -244,7 +283,8 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     for event in events:
         call("cuEventDestroy", event)
     summary = {
-        "event": "summary", "pipe": pipeline.plan.pipe, "mode": "eager" if args.eager else "graph",
+        "event": "summary", **_rank(pipeline), "pipe": pipeline.plan.pipe,
+        "mode": "eager" if args.eager else "graph",
         "steps": done, "interrupted": interrupted, "wall_s": round(wall, 4),
         "steps_per_s": round(done / wall, 2) if wall > 0 else None,
         "gpu_us_per_step": round(gpu_ms * 1000 / done, 3) if done else None,
@@ -254,11 +294,17 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
         print(json.dumps(summary), file=out)
     else:
         state = "interrupted after" if interrupted else "ran"
-        print(f"piperun: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
+        print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
               f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
         if summary["readback"]:
-            print("piperun: " + _short(summary["readback"]), file=info)
+            print(f"{args.prog}: " + _short(summary["readback"]), file=info)
     return log, done
+
+
+def _rank(pipeline) -> dict:
+    """The rank and world size, in each JSON line of a run under a launcher."""
+    launch = pipeline.distributed.launch if pipeline.distributed else None
+    return {"rank": launch.rank, "world_size": launch.world_size} if launch and launch.launcher != "none" else {}
 
 
 def _apply_updates(pipeline, schedule: list, step: int, as_json: bool, out, info) -> list:
@@ -284,13 +330,22 @@ def _short(values: dict) -> str:
 def _verify(args, pipeline, info) -> int:
     report = pipeline.verify(args.verify)
     for line in report.describe_branches():
-        print(f"piperun: verify: branches taken (eager) {line}", file=info)
+        print(f"{args.prog}: verify: branches taken (eager) {line}", file=info)
+    if pipeline.distributed is not None and report.ok:
+        differences = replicated_differences(pipeline, args.verify)
+        for line in differences:
+            print(f"{args.prog}: verify: {line}", file=info)
+        if differences:
+            return EXIT_FAILED
+        replicated = sum(b.replicated for b in pipeline.plan.buffers)
+        print(f"{args.prog}: verify: the {replicated} replicated buffer(s) hold the same bits on all "
+              f"{pipeline.distributed.launch.world_size} ranks after {args.verify} steps", file=info)
     if report.ok:
-        print(f"piperun: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
+        print(f"{args.prog}: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
               f"for bit on all {report.buffers} buffers; two graph runs agree too "
               f"({len(report.poisoned)} output buffers poisoned first)", file=info)
         return EXIT_OK
-    print(f"piperun: verify: {len(report.mismatches)} difference(s) after {report.steps} steps:", file=info)
+    print(f"{args.prog}: verify: {len(report.mismatches)} difference(s) after {report.steps} steps:", file=info)
     for mismatch in report.mismatches:
         print(f"  {mismatch.describe()}", file=info)
     return EXIT_FAILED
@@ -300,7 +355,7 @@ def _profile(args, pipeline, info) -> int:
     from .trace import write_chrome_trace
 
     report = pipeline.profile(PROFILE_REPLAYS)
-    print(f"piperun: profile of {report.node_count} nodes inside {report.replays} graph replays (CUPTI; "
+    print(f"{args.prog}: profile of {report.node_count} nodes inside {report.replays} graph replays (CUPTI; "
           "medians; * on the critical path)", file=info)
     width = max((len(n.name) for n in report.nodes), default=4)
     print(f"    {'node':<{width}}  {'kind':<6}  {'us':>7}  {'latency':>7}  {'slack':>7}  location", file=info)
@@ -320,7 +375,7 @@ def _profile(args, pipeline, info) -> int:
         print(f"  where time goes  node time {kernel}, dependency latency {latency}, idle {idle}", file=info)
     if args.trace:
         write_chrome_trace(report, pipeline.plan.pipe, args.trace, TRACE_REPLAYS)
-        print(f"piperun: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
+        print(f"{args.prog}: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
               file=info)
     return EXIT_OK
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
-    NodeSpec, Plan,
+    ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec,
+    MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan,
 )
 from ..errors import Error
+from .collectives import Collectives, require_collectives
 from .driver import CudaError, Driver
 from .gemms import Gemms
 from .launch import KernelArgs
@@ -51,12 +52,13 @@ class _Branch:
 
 class EagerProgram:
     """`gemms` realises the GEMM nodes: the same calls, with the same algorithms, as the graph
-    records."""
+    records; `collectives` the collective nodes, calling NCCL directly."""
 
     def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream,
-                 gemms: Gemms | None = None) -> None:
+                 gemms: Gemms | None = None, collectives: Collectives | None = None) -> None:
         self.driver: Driver = modules.device.driver
         self.gemms = gemms
+        self.collectives = collectives
         self.nodes = plan.leaves(graph)
         self.ops: list[_Op] = []  # one per node of `nodes`, in that order
         self._keep: list[KernelArgs] = []
@@ -94,10 +96,17 @@ class EagerProgram:
             name = {1: "cuMemsetD8Async", 2: "cuMemsetD16Async", 4: "cuMemsetD32Async"}[node.element_size]
             pointer = buffers.pointer(node.buffer, node.byte_offset)
             return _Op(getattr(cu, name), (pointer, node.value, node.count, stream), node, name)
+        if isinstance(node, CollectiveNodeSpec):
+            return _Op(self._issue, (require_collectives(self.collectives, node), node, stream), node, "nccl")
         assert isinstance(node, MemcpyNodeSpec)
         return _Op(cu.cuMemcpyDtoDAsync, (buffers.pointer(node.dst, node.dst_offset),
                                           buffers.pointer(node.src, node.src_offset), node.nbytes, stream),
                    node, "cuMemcpyDtoDAsync")
+
+    def _issue(self, collectives: Collectives, node: CollectiveNodeSpec, stream) -> tuple:
+        """A collective as an op: NCCL's own errors raise; the result reads as the driver's."""
+        collectives.issue(node, stream)
+        return (self.driver.success,)
 
     def update_kernel(self, node: KernelNodeSpec, buffers: BufferSet, modules: Modules, stream) -> None:
         """Launch `node` with its new arguments and launch shape from now on."""

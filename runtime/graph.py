@@ -10,9 +10,10 @@ from __future__ import annotations
 import inspect
 
 from ..compiler.plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
-    NodeSpec, Plan,
+    ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec,
+    MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan,
 )
+from .collectives import Collectives, require_collectives
 from .driver import Device, NoDevice
 from .gemms import Gemms
 from .launch import KernelArgs
@@ -40,9 +41,10 @@ class BuiltGraph:
 
     def __init__(self, plan: Plan, root: int, buffers: BufferSet, modules: Modules, device: Device,
                  stream, drop: frozenset[str] = frozenset(), flatten: bool = False,
-                 gemms: Gemms | None = None) -> None:
+                 gemms: Gemms | None = None, collectives: Collectives | None = None) -> None:
         self.plan, self.buffers, self.modules, self.device = plan, buffers, modules, device
         self.gemms = gemms
+        self.collectives = collectives  # records collective nodes (runtime/collectives.py)
         self.drop = drop
         self.flatten = flatten
         self.call, self.cu = device.driver.call, device.driver.cu
@@ -106,6 +108,10 @@ class BuiltGraph:
             return [handle]
         if isinstance(node, ConditionalNodeSpec):
             return [self._add_conditional(graph, node, deps)]
+        if isinstance(node, CollectiveNodeSpec):
+            # the recorded NCCL call as a child graph (the driver clones the recording into it)
+            recording = require_collectives(self.collectives, node).record(node)
+            return [self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), recording.graph)]
         self.node_count += 1
         if isinstance(node, GemmNodeSpec):
             return self._add_gemm(graph, node, deps)

@@ -37,11 +37,13 @@ class Recording:
             self.graph = None
 
 
-def record_call(device: Device, what: str, call: Callable[[object], None]) -> Recording:
+def record_call(device: Device, what: str, call: Callable[[object], None],
+                allowed: tuple[str, ...] = ALLOWED_NODE_TYPES) -> Recording:
     """Records `call(stream)` on a private stream into a new graph, and inspects it.
 
     `what` names the call in errors ("gemm `fc1` (c51_step.pipe:80:5)"). The caller owns the
-    recording: `cuGraphAddChildGraphNode` clones it into each graph that embeds it."""
+    recording: `cuGraphAddChildGraphNode` clones it into each graph that embeds it. `allowed`
+    widens the node types a library may record, each with its reason at the caller."""
     driver, cu = device.driver, device.driver.cu
     stream = driver.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
     graph = None
@@ -63,12 +65,12 @@ def record_call(device: Device, what: str, call: Callable[[object], None]) -> Re
         raise LibraryRecordingError(f"{what}: recording the library call failed: {error}") from None
     finally:
         driver.call("cuStreamDestroy", stream)
-    refused = [t for t in recording.node_types if t not in ALLOWED_NODE_TYPES]
+    refused = [t for t in recording.node_types if t not in allowed]
     if refused:
         recording.close(device)
         raise LibraryRecordingError(
             f"{what}: the library call recorded {', '.join(sorted(set(refused))).lower()} node(s); "
-            "a library node may hold kernel and memset nodes only")
+            f"a library node may hold {', '.join(allowed).lower()} nodes only")
     return recording
 
 

@@ -16,11 +16,12 @@ from ..compiler.artifacts import module_binaries
 from ..compiler.config import override
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.launch_loop import repeat_step
-from ..compiler.plan_schema import Plan
+from ..compiler.plan_schema import Plan, collective_sequence
 from ..compiler.render import RENDERERS
 from ..compiler.toolchain import CompileFailed
 from ..dsl.source import SourceFile, Span
 from ..errors import Error
+from .distributed import SINGLE, Launch, connect
 from .driver import Driver, open_device, release_device
 from .gemm import GemmError, GemmSettings
 from .library import LibraryRecordingError
@@ -43,7 +44,7 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
          defines: dict[str, object] | None = None, lanes: int | None = None,
          include_dirs: tuple[Path, ...] = (), drop_nodes: frozenset[str] = frozenset(),
          driver: Driver | None = None, steps_per_launch: int = 1, tune_gemms: bool = False,
-         gemm_library=None) -> Pipeline:
+         gemm_library=None, launch: Launch | None = None, connect_ranks=connect) -> Pipeline:
     """Compile and load a pipeline. `defines` overrides constants of the file (`{"ENVS": 1024}`);
     `bind` maps buffer names to existing CUDA arrays (CuPy, PyTorch...) to use instead of
     allocating; `drop_nodes` builds those nodes as empty ones (a planted fault, for testing
@@ -52,7 +53,10 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
     `run_eager(n)` then run n * K steps. GEMM nodes run the heuristic's first algorithm, or with
     `tune_gemms` the fastest of its best candidates timed on the GPU; either choice is kept in
     the artifact cache for later loads. `gemm_library` replaces nvmath-python's cuBLASLt binding
-    (the CPU tests' fake)."""
+    (the CPU tests' fake). `launch` is the launcher's view of this process
+    (runtime/distributed.py): its RANK, WORLD_SIZE and LOCAL_RANK become constants of the file,
+    and its ranks connect (`connect_ranks`, replaced by the CPU tests) before the pipeline is
+    built; a plan with collectives and no launcher runs on a communicator of one rank."""
     path = Path(path)
     settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None)
 
@@ -66,7 +70,8 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
             raise PipelineError([], f"{path}: there is no `step` block to run")
         return repeat_step(compilation.plan, steps_per_launch), compilation.sources
 
-    plan, sources = compile_plan(dict(defines or {}))
+    defines = {**(defines or {}), **(launch.constants() if launch else {})}
+    plan, sources = compile_plan(defines)
     opened = open_device(device, driver)
     try:
         binaries = module_binaries(plan, opened.arch)
@@ -79,8 +84,16 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
         raise
     try:
         gemm = GemmSettings(gemm_library, cache.cache_dir() / "gemm" if cache.enabled() else None, tune_gemms)
+        distributed = None
+        if launch is not None or collective_sequence(plan):
+            distributed = connect_ranks(plan, launch or SINGLE)
+    except BaseException:
+        release_device(opened)
+        raise
+    try:
         return Pipeline(plan, binaries, opened, bind=bind, drop_nodes=drop_nodes,
-                        recompile=lambda values: compile_plan({**(defines or {}), **values})[0], gemm=gemm)
+                        recompile=lambda values: compile_plan({**defines, **values})[0],
+                        gemm=gemm, distributed=distributed)
     except (GemmError, LibraryRecordingError) as error:
         raise PipelineError([], f"{path}: {error}") from None
     except LaunchLimitsExceeded as error:

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..compiler.plan_schema import Plan
+from .collectives import CollectiveFailed, Collectives
+from .distributed import Distributed
 from .driver import CudaError, Device, release_device, wait_for
 from .eager import EagerProgram
 from .gemm import GemmSettings
@@ -41,7 +43,7 @@ class Pipeline:
     def __init__(self, plan: Plan, binaries: Sequence[bytes], device: Device, *,
                  bind: dict[str, object] | None = None, drop_nodes: frozenset[str] = frozenset(),
                  recompile: Callable[[dict[str, object]], Plan] | None = None,
-                 gemm: GemmSettings = GemmSettings()) -> None:
+                 gemm: GemmSettings = GemmSettings(), distributed: Distributed | None = None) -> None:
         self.plan = plan
         self.device = device
         self.driver = device.driver
@@ -59,13 +61,25 @@ class Pipeline:
                 raise LaunchLimitsExceeded(findings)
             self._buffers = BufferSet(plan, self.driver, bind, self.stream)
             self._closers.append(self._buffers.close)
+            # The communicator (if any) belongs to the pipeline from here on: closed with it.
+            self.distributed = distributed
+            self.collectives = None
+            if distributed is not None:
+                self._closers.append(lambda: distributed.close(failed=self.collectives is not None
+                                                               and self.collectives.failed))
+            if distributed is not None and distributed.communicator is not None:
+                self.collectives = Collectives(distributed, self._buffers, self.device)
+                self._closers.append(self.collectives.close)
             self.gemms = Gemms(self.device, self._buffers, self.stream, gemm)
             self._closers.append(self.gemms.close)
             if plan.init is not None:
-                EagerProgram(plan, plan.init, self._buffers, self.modules, self.stream, self.gemms).run(self.stream)
-            self.eager = EagerProgram(plan, plan.step, self._buffers, self.modules, self.stream, self.gemms)
+                EagerProgram(plan, plan.init, self._buffers, self.modules, self.stream,
+                             self.gemms, self.collectives).run(self.stream)
+            self.eager = EagerProgram(plan, plan.step, self._buffers, self.modules, self.stream,
+                                      self.gemms, self.collectives)
             self.graph = BuiltGraph(plan, plan.step, self._buffers, self.modules, self.device,
-                                    self.stream, drop_nodes, gemms=self.gemms)
+                                    self.stream, drop_nodes, gemms=self.gemms,
+                                    collectives=self.collectives)
             self._closers.append(self.graph.close)
             self.synchronize()
         except BaseException:
@@ -135,7 +149,14 @@ class Pipeline:
 
     def synchronize(self) -> None:
         self._check_open()
-        self.driver.call("cuStreamSynchronize", self.stream)
+        self._wait()
+
+    def _wait(self) -> None:
+        """Wait for the stream; with collectives, without hanging on a failed rank."""
+        if self.collectives is not None:
+            self.collectives.wait(self.stream)
+        else:
+            self.driver.call("cuStreamSynchronize", self.stream)
 
     def verify(self, steps: int) -> VerifyReport:
         """`steps` eager steps against `steps` graph replays from the same state, bit for bit;
@@ -146,8 +167,8 @@ class Pipeline:
         """Per-node times inside `replays` graph replays (CUPTI), the critical path and its
         floor, each node's slack, the replay time per step; leaves the state as it was."""
         return profile(self, lambda: BuiltGraph(self.plan, self.plan.step, self._buffers, self.modules,
-                                                self.device, self.stream, flatten=True, gemms=self.gemms),
-                       replays)
+                                                self.device, self.stream, flatten=True, gemms=self.gemms,
+                                                collectives=self.collectives), replays)
 
     # --- buffers ----------------------------------------------------------------------------
 
@@ -203,9 +224,9 @@ class Pipeline:
     def close(self) -> None:
         self.closed = True
         try:
-            self.driver.call("cuStreamSynchronize", self.stream)
-        except (CudaError, AttributeError):
-            pass  # a faulted context cannot synchronise; free what can be freed
+            self._wait()
+        except (CudaError, AttributeError, CollectiveFailed):
+            pass  # a faulted context (or an aborted communicator) cannot synchronise; free what can be freed
         while self._closers:
             closer = self._closers.pop()
             try:

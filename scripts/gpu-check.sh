@@ -31,6 +31,9 @@ if [[ $what == all || $what == tests ]]; then
     # the baselines' tests need PyTorch and JAX, which this machine has
     python3 -m pytest -q -rs tests/test_torch_dqn.py tests/test_jax_dqn.py 2>&1 | tee -a "$OUT/gpu-tests.log"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
+    # two GPUs: the tests start their own ranks with torchrun (skipped, with the reason, on one)
+    python3 -m pytest -m gpu2 -q -rs tests/gpu2 2>&1 | tee -a "$OUT/gpu-tests.log"
+    [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
     for run in "launch_overhead.py" "rl_step.py --scaling" "control_flow.py" "learning.py" "gemm_sharing.py"; do

@@ -1,5 +1,6 @@
 """Test tiers: everything runs without a GPU except tests marked `gpu`, which are skipped
-with the reason when no CUDA device can be opened (`scripts/gpu-check.sh` runs them on one).
+with the reason when no CUDA device can be opened (`scripts/gpu-check.sh` runs them on one),
+and tests marked `gpu2`, which need two devices and torchrun (tests/gpu2/).
 
 Property tests: with CI=true every hypothesis test runs the profile "ci", which derives its
 random seed from the test itself (`derandomize`), so a run passes or fails the same way every
@@ -42,11 +43,28 @@ def gpu_unavailable() -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(config, items):
+@functools.cache
+def two_gpus_unavailable() -> str | None:
+    """Why no two-GPU test can run here (they start their ranks with torchrun), or None."""
     reason = gpu_unavailable()
-    if reason is None:
-        return
-    skip = pytest.mark.skip(reason=f"needs a GPU: {reason}")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    if reason is not None:
+        return reason
+    from cuda.bindings import driver
+    count = driver.cuDeviceGetCount()[1]
+    if count < 2:
+        return "one CUDA device, two needed"
+    try:
+        import torch.distributed.run  # noqa: F401  (torchrun)
+    except ImportError:
+        return "torchrun (PyTorch) is not installed"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for marker, reason in (("gpu", gpu_unavailable()), ("gpu2", two_gpus_unavailable())):
+        if reason is None:
+            continue
+        skip = pytest.mark.skip(reason=f"needs {'a GPU' if marker == 'gpu' else 'two GPUs'}: {reason}")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)

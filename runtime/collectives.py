@@ -1,0 +1,136 @@
+"""Collective nodes on the device: the one NCCL call of each, issued on a stream (eager
+execution) or recorded into a graph pipec owns and added to the step as a child graph node
+(runtime/library.py's rules: a private stream, a capture scoped to the call, kernel and memset
+nodes only).
+
+Waiting is where a failed rank would hang the others: NCCL's kernels spin until every rank has
+joined. So a run with collectives never waits blindly: `wait` polls the stream, NCCL's
+asynchronous error and the other ranks' failure reports, and past `timeout_s` aborts the
+communicator (ncclCommAbort ends the spinning kernels) and raises with a message.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..compiler.plan_schema import CollectiveNodeSpec
+from ..errors import Error
+from .distributed import Distributed
+from .driver import Device
+from .library import ALLOWED_NODE_TYPES, Recording, record_call
+from .memory import BufferSet
+from .nccl import IN_PROGRESS
+
+WAIT_TIMEOUT_S = float(os.environ.get("PIPEC_NCCL_TIMEOUT", "120"))
+# A recorded collective may also hold NCCL's host node: when a collective's plan has proxy
+# operations (a network transport, between machines), NCCL's graph capture adds a host callback
+# that hands the proxy thread its operations at every replay (NCCL's own supported path for
+# graphs; the callback touches none of pipec's memory). Event nodes stay refused: NCCL adds them
+# only with NCCL_GRAPH_MIXING_SUPPORT=1, which runtime/distributed.py turns off.
+COLLECTIVE_NODE_TYPES = (*ALLOWED_NODE_TYPES, "HOST")
+FAILURE_POLL_S = 0.5  # how often a waiting rank asks whether another one failed
+
+
+class CollectiveFailed(Error):
+    """A collective cannot complete: NCCL reported an error, another rank failed, or it timed out."""
+
+
+def require_collectives(collectives: Collectives | None, node: CollectiveNodeSpec) -> Collectives:
+    """The pipeline's collectives, which a plan with collective nodes cannot run without."""
+    if collectives is None:
+        raise CollectiveFailed(f"`{node.name}` ({node.location}) is a collective, but this pipeline "
+                               "was built without a communicator")
+    return collectives
+
+
+class Collectives:
+    """The collective nodes of one pipeline, bound to its buffers and its communicator."""
+
+    def __init__(self, distributed: Distributed, buffers: BufferSet, device: Device,
+                 timeout_s: float = WAIT_TIMEOUT_S) -> None:
+        self.distributed = distributed
+        self.communicator = distributed.communicator
+        self.buffers = buffers
+        self.device = device
+        self.timeout_s = timeout_s
+        self.recordings: list[Recording] = []
+        self.failed = False
+
+    def issue(self, node: CollectiveNodeSpec, stream) -> None:
+        """Enqueue the node's NCCL call on `stream`."""
+        comm, src, dst = self.communicator, self._address(node.src, node.src_offset), self._address(node.dst, node.dst_offset)
+        handle = int(stream)
+        try:
+            if node.collective == "allreduce":
+                comm.allreduce(src, dst, node.count, node.dtype, node.op, handle)
+            elif node.collective == "broadcast":
+                comm.broadcast(src, dst, node.count, node.dtype, node.root, handle)
+            elif node.collective == "allgather":
+                comm.allgather(src, dst, node.count, node.dtype, handle)
+            else:
+                comm.reducescatter(src, dst, node.count, node.dtype, node.op, handle)
+        except Error:
+            raise
+        except Exception as error:  # the bindings' own exception types
+            raise CollectiveFailed(f"`{node.name}` ({node.location}): NCCL refused the call: {error}") from None
+
+    def _address(self, buffer: str, offset: int) -> int:
+        return int(self.buffers.pointer(buffer, offset))
+
+    def record(self, node: CollectiveNodeSpec) -> Recording:
+        """The node's NCCL call recorded into a graph of its own, for a child graph node."""
+        recording = record_call(self.device, f"{node.collective} `{node.name}` ({node.location})",
+                                lambda stream: self.issue(node, stream), COLLECTIVE_NODE_TYPES)
+        self.recordings.append(recording)
+        return recording
+
+    def wait(self, stream) -> None:
+        """Wait for `stream` without hanging on a failed rank (see the module's docstring)."""
+        if self.failed:  # aborted: NCCL can no longer be asked, and the step will not finish
+            raise CollectiveFailed(f"rank {self.distributed.launch.rank}: the NCCL communicator was aborted")
+        driver = self.device.driver
+        query, not_ready = driver.cu.cuStreamQuery, driver.cu.CUresult.CUDA_ERROR_NOT_READY
+        started = last_poll = time.monotonic()
+        pause = 20e-6
+        while True:
+            (err,) = query(stream)
+            if err == driver.success:
+                return
+            if err != not_ready:
+                driver.call("cuStreamSynchronize", stream)  # raises with the driver's own error
+            state = self.communicator.async_error()
+            if state not in (0, IN_PROGRESS):
+                self.fail(f"NCCL reported error {state} while the step ran")
+            now = time.monotonic()
+            if now - last_poll >= FAILURE_POLL_S:
+                last_poll = now
+                other = self.distributed.channel.failure()
+                if other is not None:
+                    self.fail(f"another rank failed ({other})")
+            if now - started > self.timeout_s:
+                self.fail(f"the step did not finish within {self.timeout_s:.0f} s (PIPEC_NCCL_TIMEOUT): "
+                          "a rank stopped issuing its collectives")
+            time.sleep(pause)
+            pause = min(pause * 2, 1e-3)
+
+    def fail(self, message: str) -> None:
+        """Abort the communicator (which ends NCCL's spinning kernels), tell the other ranks,
+        and raise."""
+        rank = self.distributed.launch.rank
+        self.abort(message)
+        raise CollectiveFailed(f"rank {rank}: {message}; the NCCL communicator was aborted")
+
+    def abort(self, message: str) -> None:
+        if self.failed:
+            return
+        self.failed = True
+        try:
+            self.distributed.channel.report_failure(message)
+        finally:
+            self.distributed.close(failed=True)  # ncclCommAbort, once
+
+    def close(self) -> None:
+        for recording in self.recordings:
+            recording.close(self.device)
+        self.recordings.clear()

@@ -1,0 +1,338 @@
+"""Several processes, one GPU each, started by a launcher pipec does not replace: torchrun,
+mpirun (Open MPI) or Slurm's srun. This module reads the launcher's environment, picks the
+GPU from the local rank, opens a host channel between the ranks through the launcher's own
+rendezvous (torch.distributed's TCPStore for torchrun and srun, MPI for mpirun), creates the
+NCCL communicator once, and refuses to start when the ranks' plans would issue different
+collectives.
+
+Nothing here runs without a launcher: `launch_from_environment` returns None, and piperun
+runs on one GPU as before.
+"""
+
+from __future__ import annotations
+
+import os
+import hashlib
+import itertools
+import json
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..compiler.plan_schema import Plan, collective_sequence, collective_sequence_hash
+from ..errors import Error
+from .nccl import Communicator
+
+_CHANNELS = itertools.count()  # store channels opened by this process
+STORE_TIMEOUT_S = float(os.environ.get("PIPEC_RENDEZVOUS_TIMEOUT", "300"))
+DEFAULT_PORT = 29500
+NCCL_SETTINGS = (("NCCL_NVLS_ENABLE", "0"), ("NCCL_GRAPH_MIXING_SUPPORT", "0"), ("NCCL_RUNTIME_CONNECT", "0"))
+
+
+class DistributedError(Error):
+    """The ranks cannot run together: a bad launcher environment, a mismatch, a failed rank."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    launcher: str  # torchrun | mpirun | srun
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str | None = None  # torchrun, srun: the TCPStore's host and port
+    master_port: int | None = None
+    # torchrun's agent hosts the store itself (TORCHELASTIC_USE_AGENT_STORE); keys are then
+    # scoped by its run id and restart count, so that a restarted group reads no stale keys
+    agent_store: bool = False
+    namespace: str = "pipec"
+
+    def constants(self) -> dict[str, int]:
+        """The compile-time constants of this rank (compiler/resolve_collective.py)."""
+        return {"RANK": self.rank, "WORLD_SIZE": self.world_size, "LOCAL_RANK": self.local_rank}
+
+
+def launch_from_environment(env: Mapping[str, str] | None = None) -> Launch | None:
+    """The launcher that started this process, from its variables; None without one."""
+    env = os.environ if env is None else env
+    try:
+        if "TORCHELASTIC_RUN_ID" in env or ("RANK" in env and "WORLD_SIZE" in env and "MASTER_ADDR" in env):
+            return Launch(
+                "torchrun", int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", "0")),
+                env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", DEFAULT_PORT)),
+                env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
+                f"pipec/{env.get('TORCHELASTIC_RUN_ID', 'run')}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}")
+        if "OMPI_COMM_WORLD_RANK" in env:
+            return Launch("mpirun", int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]),
+                          int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
+        if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+            return Launch("srun", int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]),
+                          int(env.get("SLURM_LOCALID", "0")), env.get("MASTER_ADDR") or _slurm_first_host(env),
+                          int(env.get("MASTER_PORT", DEFAULT_PORT)), False,
+                          f"pipec/{env.get('SLURM_JOB_ID', 'job')}.{env.get('SLURM_STEP_ID', '0')}")
+    except (KeyError, ValueError) as error:
+        raise DistributedError(f"the launcher's environment is incomplete or not a number: {error}") from None
+    return None
+
+
+def _slurm_first_host(env: Mapping[str, str]) -> str:
+    """The job's first node, the store's host when MASTER_ADDR is not exported."""
+    nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True,
+                             check=True, timeout=30).stdout.split()
+    except (OSError, subprocess.SubprocessError):
+        out = []
+    if not out:
+        raise DistributedError("under srun, pipec needs MASTER_ADDR (the first node's name) when "
+                               "`scontrol show hostnames` cannot tell it: export it in the batch script")
+    return out[0]
+
+
+def nccl_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """NCCL's settings pipec needs, added where the user set none (the user's values stay):
+    NVLink SHARP (NVLS, multicast objects) off, as the shared H200 machines require; graph
+    mixing off, so that a recorded collective holds no event nodes (with it on, NCCL joins its
+    internal stream by event nodes, which a library recording refuses; pipec never has an eager
+    collective in flight beside a graph); and connections made when the communicator is
+    created, not lazily inside the first collective, which for pipec is a recording."""
+    env = os.environ if env is None else env
+    added = {}
+    for name, value in NCCL_SETTINGS:
+        if name not in env:
+            env[name] = value
+            added[name] = value
+    return added
+
+
+# --- the host channel between the ranks ---------------------------------------------------------
+
+
+class Channel(Protocol):
+    """Small host messages between the ranks, through the launcher's own rendezvous."""
+
+    def broadcast(self, value: bytes, root: int) -> bytes: ...
+    def allgather(self, value: bytes) -> list[bytes]: ...
+    def report_failure(self, message: str) -> None: ...
+    def failure(self) -> str | None: ...  # another rank's failure message, if one was reported
+    def abort_all(self) -> None: ...  # stop every rank now (MPI_Abort), where the launcher can
+
+
+class StoreChannel:
+    """torch.distributed's TCPStore: torchrun's agent store, or one rank 0 hosts (srun)."""
+
+    def __init__(self, launch: Launch) -> None:
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+        self.launch = launch
+        # torchrun's agent store runs already: join it without counting workers; otherwise
+        # rank 0 hosts the store and waits until every rank has joined
+        counted = not launch.agent_store
+        self.store = TCPStore(launch.master_addr, launch.master_port,
+                              world_size=launch.world_size if counted else None,
+                              is_master=counted and launch.rank == 0,
+                              timeout=timedelta(seconds=STORE_TIMEOUT_S), wait_for_workers=counted)
+        # every rank opens its channels in the same order, so the count names the same keys
+        self.prefix = f"{launch.namespace}/{next(_CHANNELS)}"
+        self.rounds = 0
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+    def broadcast(self, value: bytes, root: int) -> bytes:
+        self.rounds += 1
+        key = self._key(f"bcast{self.rounds}")
+        if self.launch.rank == root:
+            self.store.set(key, value)
+        return bytes(self.store.get(key))
+
+    def allgather(self, value: bytes) -> list[bytes]:
+        self.rounds += 1
+        self.store.set(self._key(f"gather{self.rounds}/{self.launch.rank}"), value)
+        return [bytes(self.store.get(self._key(f"gather{self.rounds}/{r}")))
+                for r in range(self.launch.world_size)]
+
+    def report_failure(self, message: str) -> None:
+        self.store.set(self._key("failed"), f"rank {self.launch.rank}: {message}")
+
+    def failure(self) -> str | None:
+        key = self._key("failed")
+        return bytes(self.store.get(key)).decode() if self.store.check([key]) else None
+
+    def abort_all(self) -> None:
+        """torchrun and srun stop the other ranks when this one exits non-zero."""
+
+
+class MpiChannel:
+    def __init__(self) -> None:
+        from mpi4py import MPI
+        self.comm = MPI.COMM_WORLD
+
+    def broadcast(self, value: bytes, root: int) -> bytes:
+        return self.comm.bcast(value, root=root)
+
+    def allgather(self, value: bytes) -> list[bytes]:
+        return self.comm.allgather(value)
+
+    def report_failure(self, message: str) -> None:
+        """MPI_Abort (abort_all) stops every rank; mpirun prints which one called it."""
+
+    def failure(self) -> str | None:
+        return None
+
+    def abort_all(self) -> None:
+        self.comm.Abort(1)
+
+
+class LocalChannel:
+    """One process, no launcher: a plan with collectives runs on a communicator of one rank."""
+
+    def broadcast(self, value: bytes, root: int) -> bytes:
+        return value
+
+    def allgather(self, value: bytes) -> list[bytes]:
+        return [value]
+
+    def report_failure(self, message: str) -> None:
+        """No other rank to tell."""
+
+    def failure(self) -> str | None:
+        return None
+
+    def abort_all(self) -> None:
+        """Nothing else runs."""
+
+
+SINGLE = Launch("none", 0, 1, 0)
+
+
+def open_channel(launch: Launch) -> Channel:
+    if launch.launcher == "none":
+        return LocalChannel()
+    if launch.launcher == "mpirun":
+        try:
+            return MpiChannel()
+        except ImportError:
+            raise DistributedError("mpirun started pipec, but mpi4py is not installed: "
+                                   "pip install mpi4py (or launch with torchrun)") from None
+    try:
+        return StoreChannel(launch)
+    except ImportError:
+        raise DistributedError(f"{launch.launcher} started pipec, which reaches the other ranks "
+                               "through torch.distributed's TCPStore: pip install torch") from None
+    except (RuntimeError, OSError) as error:  # the store's own errors (a timeout, a refused port)
+        raise DistributedError(f"cannot reach the rendezvous at {launch.master_addr}:"
+                               f"{launch.master_port}: {error}") from None
+
+
+# --- start-up ------------------------------------------------------------------------------------
+
+
+def check_collective_sequence(plan: Plan, channel: Channel, rank: int) -> None:
+    """Every rank must issue the same collectives in the same order: the ranks exchange their
+    plan's collective sequence hash, and on a mismatch every rank refuses, naming the first
+    collective that differs from rank 0's."""
+    mine = collective_sequence_hash(plan).encode()
+    hashes = channel.allgather(mine)
+    if all(h == hashes[0] for h in hashes):
+        return
+    ours = [node.describe() for node in collective_sequence(plan)]
+    theirs = json.loads(channel.broadcast(json.dumps(ours).encode(), 0))
+    other = next(r for r, h in enumerate(hashes) if h != hashes[0])
+    raise DistributedError(first_difference(theirs, ours, rank, other))
+
+
+def first_difference(reference: list[str], ours: list[str], rank: int, other: int) -> str:
+    """The refusal's message: rank 0's sequence against this rank's."""
+    if reference == ours:
+        return (f"rank {other}'s plan issues different collectives than rank 0's; this rank "
+                f"({rank}) agrees with rank 0: see rank {other}'s message")
+    for index, (a, b) in enumerate(zip(reference, ours)):
+        if a != b:
+            return (f"rank {rank}'s plan differs from rank 0's at collective {index + 1}: "
+                    f"rank 0 issues `{a}`, rank {rank} `{b}`; every rank must issue the same "
+                    "collectives in the same order")
+    shorter, longer = (reference, ours) if len(reference) < len(ours) else (ours, reference)
+    who = 0 if longer is reference else rank
+    return (f"rank {rank}'s plan differs from rank 0's after {len(shorter)} collective(s): rank "
+            f"{who} also issues `{longer[len(shorter)]}`")
+
+
+@dataclass
+class Distributed:
+    """This rank's part of the run: the launch, the host channel and the communicator."""
+
+    launch: Launch
+    channel: Channel
+    communicator: Communicator | None  # None when the plan has no collectives
+
+    def close(self, failed: bool = False) -> None:
+        """Destroy the communicator after a clean run; abort it after a failure (destroy would
+        wait for ranks that may never come)."""
+        if self.communicator is not None:
+            (self.communicator.abort if failed else self.communicator.destroy)()
+            self.communicator = None
+
+
+def connect(plan: Plan, launch: Launch, channel: Channel | None = None, library=None) -> Distributed:
+    """The channel, and the communicator for `plan`'s collectives once the ranks agree on them.
+    The current CUDA device must already be this rank's (`launch.local_rank`). `library`
+    provides `new_unique_id()` and `open_communicator(unique_id, world_size, rank)`:
+    runtime/nccl.py, or a test's stand-in."""
+    if library is None:
+        from . import nccl as library
+    channel = channel or open_channel(launch)
+    check_collective_sequence(plan, channel, launch.rank)
+    if not collective_sequence(plan):
+        return Distributed(launch, channel, None)
+    nccl_environment()
+    started = time.monotonic()
+    try:
+        unique_id = channel.broadcast(library.new_unique_id() if launch.rank == 0 else b"", 0)
+        communicator = library.open_communicator(unique_id, launch.world_size, launch.rank)
+    except Error:
+        raise
+    except Exception as error:  # the bindings' own exception types
+        raise DistributedError(f"rank {launch.rank}: creating the NCCL communicator failed after "
+                               f"{time.monotonic() - started:.1f} s: {error}") from None
+    return Distributed(launch, channel, communicator)
+
+
+# --- after start-up --------------------------------------------------------------------------
+
+
+def replicated_differences(pipeline, steps: int) -> list[str]:
+    """The `replicated` buffers whose bits differ between ranks (compared by digest) after
+    `steps` graph replays, one line each; leaves the state as it was. Every rank calls it at
+    the same point."""
+    names = [b.name for b in pipeline.plan.buffers if b.replicated]
+    start = pipeline.snapshot()
+    try:
+        pipeline.step(steps)
+        mine = {name: hashlib.sha256(pipeline.read(name).tobytes()).hexdigest() for name in names}
+    finally:
+        pipeline.restore(start)
+    gathered = [json.loads(d) for d in pipeline.distributed.channel.allgather(json.dumps(mine).encode())]
+    lines = []
+    for name in names:
+        ranks = [str(r) for r, digests in enumerate(gathered) if digests.get(name) != gathered[0].get(name)]
+        if ranks:
+            lines.append(f"replicated buffer `{name}` differs between rank 0 and rank(s) {', '.join(ranks)} "
+                         f"after {steps} steps")
+    return lines
+
+
+def stop_other_ranks(pipeline, reason: str) -> None:
+    """This rank failed: tell the others (through the channel, which their waits poll), abort
+    the communicator so that no NCCL kernel waits for this rank, and under mpirun stop every
+    rank at once (MPI_Abort)."""
+    distributed = pipeline.distributed
+    if distributed is None or distributed.launch.world_size == 1:
+        return
+    if pipeline.collectives is not None:
+        pipeline.collectives.abort(reason)
+    else:
+        distributed.channel.report_failure(reason)
+    distributed.channel.abort_all()

@@ -1,0 +1,61 @@
+"""One rank of tests/gpu2/test_two_gpus.py, started by torchrun: `worker.py MODE PIPE OUT_DIR`.
+
+MODE `values`: one graph replay and one eager step of PIPE, their results and `verify`'s;
+`fail`: rank 1 reports a failure and then hangs, as a wedged process would, while rank 0 keeps
+stepping; `stall`: rank 1 stops issuing collectives without a word. Each rank writes what it saw
+to OUT_DIR/rank<R>.json."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import pipec
+from pipec.runtime.distributed import launch_from_environment, nccl_environment, stop_other_ranks
+
+mode, pipe, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+launch = launch_from_environment()
+nccl_environment()
+report: dict = {"rank": launch.rank, "world_size": launch.world_size}
+
+
+def summary(pipeline) -> dict:
+    def first(name):
+        return float(np.asarray(pipeline.read(name), dtype=np.float64).reshape(-1)[0]) \
+            if pipeline.plan.buffer(name).dtype != "bf16" else int(pipeline.read(name).reshape(-1)[0])
+    gathered = pipeline.read("gathered").reshape(launch.world_size, -1)[:, 0].tolist()
+    return {name: first(name) for name in ("x", "mean", "top", "half", "from_one", "piece")} | {"gathered": gathered}
+
+
+started = time.monotonic()
+try:
+    with pipec.load(pipe, device=launch.local_rank, launch=launch) as pipeline:
+        report["backend"] = pipeline.distributed.communicator.backend
+        if mode == "values":
+            pipeline.step()
+            report["graph"] = summary(pipeline)
+            pipeline.run_eager()
+            report["eager"] = summary(pipeline)
+            report["verify_ok"] = pipeline.verify(3).ok
+            from pipec.runtime.distributed import replicated_differences
+            report["replicated_differences"] = replicated_differences(pipeline, 3)
+        elif launch.rank == 1:
+            pipeline.step(5)
+            pipeline.synchronize()
+            if mode == "fail":
+                stop_other_ranks(pipeline, "a planted failure")
+            (out / "rank1.json").write_text(json.dumps(report))
+            time.sleep(600)  # wedged: only the launcher ends it
+        else:
+            while time.monotonic() - started < 300:
+                pipeline.step(5)
+                pipeline.synchronize()
+except pipec.Error as error:
+    report["error"] = f"{type(error).__name__}: {error}"
+report["seconds"] = round(time.monotonic() - started, 2)
+(out / f"rank{launch.rank}.json").write_text(json.dumps(report))
+sys.exit(1 if "error" in report else 0)

@@ -1,0 +1,325 @@
+"""Collectives without a GPU: the statements, their checks and lowering, the collective
+sequence and its hash, the launcher environments, and the runtime built over the fake driver
+with a fake NCCL communicator (tests/fake_nccl.py). The same on two real GPUs: tests/gpu2/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fake_cuda import fake_driver
+from fake_nccl import CapturingCuda, FakeCommunicator
+from pipec.compiler import compile_file, load_settings
+from pipec.compiler.config import override
+from pipec.compiler.plan_schema import (
+    CollectiveNodeSpec, collective_sequence, collective_sequence_hash, from_json, to_json,
+)
+from pipec.dsl import SourceFile, ast, parse
+from pipec.runtime import load
+from pipec.runtime.collectives import CollectiveFailed
+from pipec.runtime.library import LibraryRecordingError
+from pipec.runtime.distributed import (
+    Distributed, DistributedError, Launch, LocalChannel, check_collective_sequence, connect,
+    launch_from_environment, nccl_environment, replicated_differences, stop_other_ranks,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RL_STEP = ROOT / "pipelines" / "rl_step.pipe"
+
+PROGRAM = """
+const N = 8
+buffer x: f32[N] replicated = fill(1.5)
+buffer parts: f32[WORLD_SIZE * N]
+buffer mine: f32[N]
+buffer counts: i32[4] = fill(3)
+init {
+    broadcast x from 0
+}
+step {
+    allreduce sum x
+    allgather x -> parts
+    reducescatter avg parts -> mine
+    allreduce max counts
+}
+"""
+
+
+def _compile(tmp_path: Path, text: str, **defines):
+    path = tmp_path / "prog.pipe"
+    path.write_text(text)
+    settings = override(load_settings(path), defines=tuple((k, str(v)) for k, v in defines.items()) or None)
+    return compile_file(path, settings)
+
+
+def _codes(compilation) -> list[str]:
+    return [d.code for d in compilation.diagnostics]
+
+
+# --- the language ----------------------------------------------------------------------------
+
+
+def test_the_four_statements_parse_and_max_stays_a_function():
+    text = "step {\n allreduce max g\n broadcast g[0:4] from RANK\n allgather a -> b\n reducescatter sum b -> a\n" \
+           " launch k<<<max(1, 2), 1>>>(g)\n}\n"
+    stmts = parse(SourceFile(Path("t.pipe"), text)).decls[0].body.stmts
+    assert [(s.kind, s.op.text if s.op else None) for s in stmts[:4]] == [
+        ("allreduce", "max"), ("broadcast", None), ("allgather", None), ("reducescatter", "sum")]
+    assert isinstance(stmts[1].src, ast.Slice) and stmts[1].root.ident.text == "RANK"
+    assert stmts[2].dst.ident.text == "b" and isinstance(stmts[4].grid, ast.Call)
+
+
+def test_lowering_gives_one_collective_node_per_statement_chained_by_the_token(tmp_path):
+    compilation = _compile(tmp_path, PROGRAM, WORLD_SIZE=2, RANK=1)
+    assert _codes(compilation) == []
+    plan = compilation.plan
+    nodes = [n for n in plan.graphs[plan.step].nodes if isinstance(n, CollectiveNodeSpec)]
+    assert [(n.collective, n.op, n.dtype, n.count, n.src, n.dst, n.root) for n in nodes] == [
+        ("allreduce", "sum", "f32", 8, "x", "x", None), ("allgather", None, "f32", 8, "x", "parts", None),
+        ("reducescatter", "avg", "f32", 8, "parts", "mine", None), ("allreduce", "max", "i32", 4, "counts", "counts", None)]
+    # `counts` shares no buffer with the others: only the communicator's token orders it
+    assert (2, 3) in plan.graphs[plan.step].edges
+    assert [h.buffer for h in plan.graphs[plan.step].hazards if (h.src, h.dst) == (2, 3)] == ["pipec.nccl"]
+    assert plan.buffer("x").replicated and not plan.buffer("parts").replicated
+    assert from_json(to_json(plan)) == plan
+    assert [n.describe() for n in collective_sequence(plan)][0] == "broadcast 8 x f32 from 0 (init/broadcast:x)"
+
+
+@pytest.mark.parametrize("text, code, message", [
+    ("buffer a: f32[8]\nbuffer b: f32[8]\nstep { allgather a -> b }", "PC602", "2 x 8 = 16 elements, found 8"),
+    ("buffer a: f32[16]\nstep { allgather a[0:8] -> a }", None, ""),  # in place: rank 0's slot
+    ("buffer a: f32[16]\nstep { allgather a[8:16] -> a }", "PC602", "outside this rank's slot [0:8]"),
+    ("buffer a: f32[8]\nstep { broadcast a from WORLD_SIZE }", "PC602", "root rank 2 lies outside"),
+    ("const ME = RANK + 1\nbuffer a: f32[8]\nstep { for i in 0 .. ME { allreduce sum a } }", "PC603",
+     "a loop's bounds depend on the rank"),
+    ("buffer a: f32[8]\ngraph g(k) { allreduce sum a }\nstep { g(RANK) }", "PC603", "a graph argument depends"),
+    ("buffer a: f32[8]\nstep { if RANK == 1 { allreduce sum a } }", "PC603", "a condition depends on the rank"),
+    ("buffer a: f32[8]\nstep { every 10 { allreduce sum a } }", None, ""),
+    ("buffer a: f32[8]\nbuffer f: i32[1]\nstep { while f[0] { allreduce sum a\n fill f = 0 } }", "PC603",
+     "`f` decides on the device"),
+    ("const RANK = 3\nbuffer a: f32[8]\nstep { allreduce sum a }", "PC104", "a launcher constant"),
+])
+def test_checks_at_a_world_of_two(tmp_path, text, code, message):
+    compilation = _compile(tmp_path, text, WORLD_SIZE=2)
+    found = [d for d in compilation.diagnostics if d.severity.value == "error"]
+    if code is None:
+        assert found == []
+    else:
+        assert [d.code for d in found] == [code] and message in found[0].message, found
+
+
+def test_launcher_constants_out_of_range(tmp_path):
+    compilation = _compile(tmp_path, "buffer a: f32[8]\nstep { allreduce sum a }", WORLD_SIZE=2, RANK=2)
+    assert _codes(compilation) == ["PC105"] and "RANK 2 lies outside a world of 2" in compilation.diagnostics[0].message
+
+
+# --- the collective sequence ----------------------------------------------------------------------
+
+
+def _plan(path, **defines):
+    settings = override(load_settings(path), defines=tuple((k, str(v)) for k, v in defines.items()) or None)
+    return compile_file(path, settings).plan
+
+
+def test_rl_step_is_data_parallel_beyond_one_rank_and_every_rank_agrees():
+    one = _plan(RL_STEP)
+    assert collective_sequence(one) == []
+    ranks = [_plan(RL_STEP, WORLD_SIZE=2, RANK=r, LOCAL_RANK=r) for r in (0, 1)]
+    sequence = [n.describe().split(" (")[0] for n in collective_sequence(ranks[0])]
+    assert sequence == ["broadcast 4610 x f32 from 0", "allreduce max 1 x i32", "allreduce max 1 x i32",
+                        "allreduce avg 4610 x f32", "allreduce avg 73 x f32", "allreduce avg 1 x f32"]
+    assert collective_sequence_hash(ranks[0]) == collective_sequence_hash(ranks[1])
+    assert collective_sequence_hash(ranks[0]) != collective_sequence_hash(_plan(RL_STEP, WORLD_SIZE=2, UPDATES=2))
+
+
+class _Ranks:
+    """The host channel as rank `rank` sees it, the other ranks' messages given."""
+
+    def __init__(self, rank: int, gathered: list[bytes], broadcast: bytes) -> None:
+        self.rank, self.gathered, self.from_root = rank, gathered, broadcast
+        self.failures: list[str] = []
+
+    def allgather(self, value: bytes) -> list[bytes]:
+        return [value if r == self.rank else v for r, v in enumerate(self.gathered)]
+
+    def broadcast(self, value: bytes, root: int) -> bytes:
+        return value if self.rank == root else self.from_root
+
+    def report_failure(self, message: str) -> None:
+        self.failures.append(message)
+
+    def failure(self):
+        return None
+
+    def abort_all(self) -> None:
+        pass
+
+
+def test_a_rank_whose_plan_differs_refuses_naming_the_first_difference():
+    import json
+    ours, theirs = _plan(RL_STEP, WORLD_SIZE=2, RANK=1, UPDATES=2), _plan(RL_STEP, WORLD_SIZE=2)
+    reference = json.dumps([n.describe() for n in collective_sequence(theirs)]).encode()
+    channel = _Ranks(1, [collective_sequence_hash(theirs).encode(), b""], reference)
+    with pytest.raises(DistributedError) as refused:
+        check_collective_sequence(ours, channel, 1)
+    assert str(refused.value) == (
+        "rank 1's plan differs from rank 0's at collective 6: rank 0 issues `allreduce avg 1 x f32 "
+        "(step/allreduce:loss_ema)`, rank 1 `allreduce avg 4610 x f32 (step/optimize[1]/allreduce:grad)`; "
+        "every rank must issue the same collectives in the same order")
+    same = collective_sequence_hash(theirs).encode()
+    with pytest.raises(DistributedError) as refused:  # a third rank differs; this one agrees with rank 0
+        check_collective_sequence(theirs, _Ranks(1, [same, same, b"other"], reference), 1)
+    assert str(refused.value) == ("rank 2's plan issues different collectives than rank 0's; this rank (1) "
+                                  "agrees with rank 0: see rank 2's message")
+
+
+# --- launchers --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, None),
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "node0", "MASTER_PORT": "29400",
+      "TORCHELASTIC_RUN_ID": "abc", "TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "2"},
+     Launch("torchrun", 1, 2, 1, "node0", 29400, True, "pipec/abc/2")),
+    ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1"},
+     Launch("mpirun", 3, 4, 1)),
+    ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "MASTER_ADDR": "gpu07",
+      "SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}, Launch("srun", 5, 8, 1, "gpu07", 29500, False, "pipec/77.0")),
+])
+def test_launcher_environments(env, expected):
+    assert launch_from_environment(env) == expected
+
+
+def test_a_broken_launcher_environment_is_one_message():
+    with pytest.raises(DistributedError, match="incomplete or not a number"):
+        launch_from_environment({"OMPI_COMM_WORLD_RANK": "x", "OMPI_COMM_WORLD_SIZE": "2"})
+    assert Launch("mpirun", 3, 4, 1).constants() == {"RANK": 3, "WORLD_SIZE": 4, "LOCAL_RANK": 1}
+
+
+def test_nccl_settings_keep_the_users_values():
+    env = {"NCCL_GRAPH_MIXING_SUPPORT": "1"}
+    assert nccl_environment(env) == {"NCCL_NVLS_ENABLE": "0", "NCCL_RUNTIME_CONNECT": "0"}
+    assert env == {"NCCL_GRAPH_MIXING_SUPPORT": "1", "NCCL_NVLS_ENABLE": "0", "NCCL_RUNTIME_CONNECT": "0"}
+
+
+# --- the runtime over the fake driver -----------------------------------------------------------------
+
+
+class _Library:
+    """runtime/nccl.py's two entry points, handing out the fake communicator."""
+
+    def __init__(self, communicator: FakeCommunicator) -> None:
+        self.communicator = communicator
+        self.opened: list[tuple[bytes, int, int]] = []
+
+    def new_unique_id(self) -> bytes:
+        return bytes(range(128))
+
+    def open_communicator(self, unique_id: bytes, world_size: int, rank: int) -> FakeCommunicator:
+        self.opened.append((unique_id, world_size, rank))
+        return self.communicator
+
+
+def _load(tmp_path, text, world_size=2, rank=0, extra_node=None, **kwargs):
+    path = tmp_path / "prog.pipe"
+    path.write_text(text)
+    driver = fake_driver(path, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, world_size, rank, extra_node=extra_node)
+    launch = Launch("torchrun", rank, world_size, rank)
+
+    def ranks(plan, launch):
+        return connect(plan, launch, LocalChannel(), _Library(communicator))
+    return load(path, driver=driver, launch=launch, connect_ranks=ranks, **kwargs), driver.cu, communicator
+
+
+def test_graph_and_eager_issue_the_same_nccl_calls(tmp_path):
+    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    with pipeline:
+        # init ran eagerly (broadcast); the step's four calls were each recorded on a private stream
+        assert [(c[0], c[4]) for c in comm.calls] == [("broadcast", False)] + [
+            (k, True) for k in ("allreduce", "allgather", "reducescatter", "allreduce")]
+        root = fake.executables[pipeline.graph.exec]
+        assert [n.kind for n in root.nodes] == ["graph"] * 4
+        assert [n.child.nodes[0].work.function for n in root.nodes] == [
+            "ncclDevKernel_allreduce", "ncclDevKernel_allgather", "ncclDevKernel_reducescatter", "ncclDevKernel_allreduce"]
+        pipeline.step()
+        graph_state = pipeline.snapshot()
+        assert graph_state["x"].tolist() == [3.0] * 8  # a sum over two ranks holding 1.5
+        assert graph_state["parts"].tolist() == [3.0] * 16 and graph_state["mine"].tolist() == [3.0] * 8
+        pipeline.restore({"x": np.full(8, 1.5, np.float32), "counts": np.full(4, 3, np.int32)})
+        pipeline.run_eager()
+        assert pipeline.snapshot()["x"].tolist() == [3.0] * 8 and len(comm.calls) == 9
+        assert pipeline.verify(2).ok
+        assert replicated_differences(pipeline, 2) == []  # one channel: nothing to differ from
+        assert pipeline.snapshot()["x"].tolist() == [3.0] * 8  # verify and the comparison restore the state
+        assert len(comm.calls) == 9 + 4 * 2  # verify's eager steps; the replays issue nothing new
+    assert comm.destroyed and not comm.aborted
+    assert fake.live() == dict.fromkeys(fake.live(), 0), "recordings must be destroyed with the pipeline"
+
+
+def test_a_recording_may_hold_nccls_host_node_but_no_event_node(tmp_path):
+    pipeline, fake, comm = _load(tmp_path, PROGRAM, extra_node="host")
+    with pipeline:
+        assert [n.kind for n in fake.executables[pipeline.graph.exec].nodes[0].child.nodes] == ["host", "kernel"]
+    with pytest.raises(LibraryRecordingError, match=r"allreduce `step/allreduce:x` \(.*prog.pipe:11:5\): the "
+                       r"library call recorded event_record node\(s\); a library node may hold kernel, memset, "
+                       "host nodes only"):
+        _load(tmp_path, PROGRAM, extra_node="event_record")
+
+
+class _Disagreeing(_Ranks):
+    """A second rank whose `x` holds other bits."""
+
+    def allgather(self, value: bytes) -> list[bytes]:
+        import json
+        other = {**json.loads(value), "x": "0" * 64}
+        return [value, json.dumps(other).encode()]
+
+
+def test_replicated_buffers_that_differ_are_named_and_a_failing_rank_stops_the_others(tmp_path):
+    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    with pipeline:
+        channel = pipeline.distributed.channel = _Disagreeing(0, [], b"")
+        assert replicated_differences(pipeline, 3) == [
+            "replicated buffer `x` differs between rank 0 and rank(s) 1 after 3 steps"]
+        stop_other_ranks(pipeline, "it exited with status 1")
+        assert channel.failures == ["it exited with status 1"] and comm.aborted
+    assert not comm.destroyed
+
+
+def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
+    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    with pipeline:
+        channel = pipeline.distributed.channel = _Ranks(0, [b"", b""], b"")
+        pipeline.step()
+        fake.not_ready, comm.state = True, 5  # the step never finishes; NCCL reports ncclInternalError
+        with pytest.raises(CollectiveFailed, match="rank 0: NCCL reported error 5 while the step ran; "
+                                                   "the NCCL communicator was aborted"):
+            pipeline.synchronize()
+        assert comm.aborted and channel.failures == ["NCCL reported error 5 while the step ran"]
+        with pytest.raises(CollectiveFailed, match="rank 0: the NCCL communicator was aborted"):
+            pipeline.read("x")  # nothing waits on an aborted communicator
+    assert not comm.destroyed  # aborted, never destroyed: destroy would wait for the other ranks
+
+
+def test_a_wait_gives_up_after_its_timeout(tmp_path):
+    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    with pipeline:
+        pipeline.collectives.timeout_s = 0.0
+        fake.not_ready = True
+        with pytest.raises(CollectiveFailed, match="did not finish within 0 s"):
+            pipeline.synchronize()
+        fake.not_ready = False
+    assert comm.aborted
+
+
+def test_rl_step_builds_on_two_fake_ranks():
+    driver = fake_driver(RL_STEP, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, 2, 1)
+    ranks = lambda plan, launch: Distributed(launch, LocalChannel(), communicator)  # noqa: E731
+    with load(RL_STEP, driver=driver, launch=Launch("mpirun", 1, 2, 1), connect_ranks=ranks) as pipeline:
+        assert [c[0] for c in communicator.calls] == ["broadcast", "allreduce", "allreduce", "allreduce",
+                                                     "allreduce", "allreduce"]
+        assert len(pipeline.collectives.recordings) == 5
+        assert [b.name for b in pipeline.plan.buffers if b.replicated][:3] == ["step_ctr", "sched", "learn_on"]
