@@ -10,26 +10,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fake_cublaslt import FakeCublasLt
 from fake_cuda import FunctionAttributes, Memcpy, Memset, fake_driver
 from pipec.compiler.plan_schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
+    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
 )
 from pipec.runtime import PipelineError, load
 from pipec.runtime.memory import OutOfMemory
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe"
-# gemm_mlp's GEMM nodes need the runtime's cuBLASLt realisation and its fake (issue 11, the
-# runtime half): it joins this list with them.
-PIPES = [ROOT / "pipelines" / "rl_step.pipe",
-         *sorted(p for p in (ROOT / "pipelines" / "examples").glob("*.pipe") if p.stem != "gemm_mlp"),
+PIPES = [ROOT / "pipelines" / "rl_step.pipe", *sorted((ROOT / "pipelines" / "examples").glob("*.pipe")),
          NODES, ROOT / "tests" / "fixtures" / "runtime" / "copies.pipe"]
 N = 1000
 
 
 def _load(path: Path, **device):
     driver = fake_driver(path, **device)
-    return load(path, driver=driver), driver.cu
+    return load(path, driver=driver, gemm_library=FakeCublasLt(driver.cu)), driver.cu
 
 
 @pytest.fixture
@@ -212,6 +210,9 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
                     assert built.kind == "memset"
                     assert built.work == Memset(pipeline.buffer(node.buffer).device_ptr + node.byte_offset,
                                                 node.element_size, node.value, node.count)
+                elif isinstance(node, GemmNodeSpec):  # the one library call's recording, as a child graph
+                    assert built.kind == "graph" and built.child.nodes
+                    assert {n.kind for n in built.child.nodes} <= {"kernel", "memset"}
                 else:
                     assert isinstance(node, MemcpyNodeSpec) and built.kind == "memcpy"
                     assert built.work == Memcpy(pipeline.buffer(node.dst).device_ptr + node.dst_offset,
