@@ -276,7 +276,7 @@ class Gemms(Scope):
         m, k = (a.cols, a.rows) if trans_a else (a.rows, a.cols)
         k_b, n = (b.cols, b.rows) if trans_b else (b.rows, b.cols)
         self._check_shapes(stmt, form, a, b, c, bias, (m, k, k_b, n))
-        self._check_types(stmt, a, b, c, bias, options.get("compute", "f32"))
+        self._check_gemm_types(stmt, a, b, c, bias, options.get("compute", "f32"))
         epilogue = self._epilogue(stmt, options, bias)
         aux, aux_ld = self._aux(module, env, stmt, options, epilogue, c, m, n)
         bias_grad = self._bias_grad(module, env, stmt, options, epilogue, c, m, n)
@@ -314,7 +314,7 @@ class Gemms(Scope):
             self._gemm_error("PC502", f"the bias holds {bias.cols} elements, the product has {n} columns",
                              bias.span, f"add a bias of {n} elements, one per column of the target")
 
-    def _check_types(self, stmt, a: MatrixView, b: MatrixView, c: MatrixView, bias, compute: str) -> None:
+    def _check_gemm_types(self, stmt, a: MatrixView, b: MatrixView, c: MatrixView, bias, compute: str) -> None:
         ta, tb, tc = a.buffer.dtype.name, b.buffer.dtype.name, c.buffer.dtype.name
         problem = None
         if ta not in INPUT_TYPES or ta != tb:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fake_cuda import CUresult, FakeCuda, FakeGraph, KernelLaunch
+from fake_cuda import CUresult, FakeCuda, KernelLaunch
 from pipec.compiler.dtypes import DTYPES
 
 
@@ -21,74 +21,17 @@ class CUresultWithQuery(enum.IntEnum):
     CUDA_ERROR_NOT_READY = 600
 
 
-class CUgraphNodeType(enum.IntEnum):
-    CU_GRAPH_NODE_TYPE_KERNEL = 0
-    CU_GRAPH_NODE_TYPE_MEMCPY = 1
-    CU_GRAPH_NODE_TYPE_MEMSET = 2
-    CU_GRAPH_NODE_TYPE_HOST = 3
-    CU_GRAPH_NODE_TYPE_GRAPH = 4
-    CU_GRAPH_NODE_TYPE_EMPTY = 5
-    CU_GRAPH_NODE_TYPE_EVENT_RECORD = 7
-    CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
-
-
-class CUstreamCaptureMode(enum.IntEnum):
-    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
-
-
-@dataclass
-class CollectiveKernel(KernelLaunch):
-    """The kernel a fake NCCL call leaves in a recording; replaying it applies `effect`."""
-
-    effect: object = None
-
-
 class CapturingCuda(FakeCuda):
+    """FakeCuda (which records captures) with a stream that can be made never to finish."""
+
     CUresult = CUresultWithQuery
-    CUgraphNodeType = CUgraphNodeType
-    CUstreamCaptureMode = CUstreamCaptureMode
 
     def __init__(self, **options) -> None:
         super().__init__(**options)
-        self.capturing: dict = {}  # stream -> the graph its capture records into
         self.not_ready = False  # cuStreamQuery answers NOT_READY (a step that never finishes)
-
-    def cuStreamBeginCapture(self, stream, mode):
-        assert mode == CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
-        graph = FakeGraph(self._handle("graph"))
-        self.graphs[graph.handle] = graph
-        self.capturing[stream] = graph
-        return (CUresult.CUDA_SUCCESS,)
-
-    def cuStreamEndCapture(self, stream):
-        return (CUresult.CUDA_SUCCESS, self.capturing.pop(stream).handle)
 
     def cuStreamQuery(self, stream):
         return (CUresultWithQuery.CUDA_ERROR_NOT_READY if self.not_ready else CUresult.CUDA_SUCCESS,)
-
-    def cuGraphGetNodes(self, graph, count):
-        handles = [n.handle for n in self.graphs[graph].nodes]
-        return (CUresult.CUDA_SUCCESS, handles[:count], len(handles))
-
-    def cuGraphNodeGetType(self, node):
-        kind = next(n.kind for g in self.graphs.values() for n in g.nodes if n.handle == node)
-        return (CUresult.CUDA_SUCCESS, getattr(CUgraphNodeType, f"CU_GRAPH_NODE_TYPE_{kind.upper()}"))
-
-    def enqueue(self, stream, name: str, effect, extra: str | None = None) -> None:
-        """A library call's kernel: recorded when `stream` captures (after a node of kind
-        `extra`, as NCCL's host callback or event record), else run now."""
-        work = CollectiveKernel(name, (1, 1, 1), (1, 1, 1), 0, (), effect)
-        if stream in self.capturing:
-            if extra is not None:
-                self._add(self.capturing[stream].handle, [], 0, extra)
-            self._add(self.capturing[stream].handle, [], 0, "kernel", work)
-        else:
-            self._execute(work)
-
-    def _execute(self, work) -> None:
-        if isinstance(work, CollectiveKernel):
-            work.effect()
-        super()._execute(work)
 
 
 @dataclass
@@ -110,9 +53,12 @@ class FakeCommunicator:
         return self.fake._memory(address, count * numpy.itemsize).view(numpy)
 
     def _enqueue(self, what, stream, detail, count, dtype, effect) -> None:
-        handle = next(s for s in self.fake.streams if int(s) == stream)
+        handle = self.fake.CUstream(stream)
         self.calls.append((what, count, dtype, detail, handle in self.fake.capturing))
-        self.fake.enqueue(handle, f"ncclDevKernel_{what}", effect, self.extra_node)
+        if self.extra_node is not None:  # recorded before the kernel, as NCCL's host callback or event
+            self.fake.enqueue(handle, self.extra_node, lambda: None)
+        self.fake.enqueue(handle, "kernel", KernelLaunch(f"ncclDevKernel_{what}", (1, 1, 1), (1, 1, 1), 0, (),
+                                                         run=effect))
 
     def allreduce(self, src, dst, count, dtype, op, stream) -> None:
         factor = self.world_size if op == "sum" else 1
