@@ -54,7 +54,6 @@ class Collectives:
         self.buffers = buffers
         self.device = device
         self.timeout_s = timeout_s
-        self.recordings: list[Recording] = []
         self.failed = False
 
     def issue(self, node: CollectiveNodeSpec, stream) -> None:
@@ -79,11 +78,10 @@ class Collectives:
         return int(self.buffers.pointer(buffer, offset))
 
     def record(self, node: CollectiveNodeSpec) -> Recording:
-        """The node's NCCL call recorded into a graph of its own, for a child graph node."""
-        recording = record_call(self.device, f"{node.collective} `{node.name}` ({node.location})",
-                                lambda stream: self.issue(node, stream), COLLECTIVE_NODE_TYPES)
-        self.recordings.append(recording)
-        return recording
+        """The node's NCCL call recorded into a graph of its own, for a child graph node; the
+        caller closes it."""
+        return record_call(self.device, f"{node.collective} `{node.name}` ({node.location})",
+                           lambda stream: self.issue(node, stream), COLLECTIVE_NODE_TYPES)
 
     def wait(self, stream) -> None:
         """Wait for `stream` without hanging on a failed rank (see the module's docstring)."""
@@ -130,7 +128,3 @@ class Collectives:
         finally:
             self.distributed.close(failed=True)  # ncclCommAbort, once
 
-    def close(self) -> None:
-        for recording in self.recordings:
-            recording.close(self.device)
-        self.recordings.clear()

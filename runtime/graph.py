@@ -108,13 +108,9 @@ class BuiltGraph:
             return [handle]
         if isinstance(node, ConditionalNodeSpec):
             return [self._add_conditional(graph, node, deps)]
-        if isinstance(node, CollectiveNodeSpec):
-            # the recorded NCCL call as a child graph (the driver clones the recording into it)
-            recording = require_collectives(self.collectives, node).record(node)
-            return [self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), recording.graph)]
         self.node_count += 1
-        if isinstance(node, GemmNodeSpec):
-            return self._add_gemm(graph, node, deps)
+        if isinstance(node, (GemmNodeSpec, CollectiveNodeSpec)):
+            return self._add_library(graph, node, deps)
         handle = self._add_leaf(graph, node, deps, scope)
         self.leaf_nodes[node.name] = handle
         return [handle]
@@ -142,13 +138,16 @@ class BuiltGraph:
         params.Depth = 1
         return self.call("cuGraphAddMemcpyNode", graph, deps, len(deps), params, self.device.context)
 
-    def _add_gemm(self, graph, node: GemmNodeSpec, deps: list) -> list:
-        """The node's cuBLASLt call, recorded, as a child graph node (which holds its own clone
-        of the recording, so the recording goes); flattened, the recording's nodes themselves.
-        Returns the handles a successor depends on."""
-        assert self.gemms is not None, "a plan with GEMM nodes is built with the pipeline's Gemms"
-        op = self.gemms.op(node)
-        recording = record_call(self.device, op.what, op.enqueue)
+    def _add_library(self, graph, node: GemmNodeSpec | CollectiveNodeSpec, deps: list) -> list:
+        """A library node: its one call (cuBLASLt's or NCCL's) recorded, as a child graph node
+        (which holds its own clone of the recording, so the recording goes); flattened, the
+        recording's nodes themselves. Returns the handles a successor depends on."""
+        if isinstance(node, GemmNodeSpec):
+            assert self.gemms is not None, "a plan with GEMM nodes is built with the pipeline's Gemms"
+            op = self.gemms.op(node)
+            recording = record_call(self.device, op.what, op.enqueue)
+        else:
+            recording = require_collectives(self.collectives, node).record(node)
         self.library_kernels[node.name] = recording.kernels
         try:
             if self.flatten:

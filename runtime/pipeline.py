@@ -69,7 +69,6 @@ class Pipeline:
                                                                and self.collectives.failed))
             if distributed is not None and distributed.communicator is not None:
                 self.collectives = Collectives(distributed, self._buffers, self.device)
-                self._closers.append(self.collectives.close)
             self.gemms = Gemms(self.device, self._buffers, self.stream, gemm)
             self._closers.append(self.gemms.close)
             if plan.init is not None:

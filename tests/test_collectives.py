@@ -322,5 +322,7 @@ def test_rl_step_builds_on_two_fake_ranks():
     with load(RL_STEP, driver=driver, launch=Launch("mpirun", 1, 2, 1), connect_ranks=ranks) as pipeline:
         assert [c[0] for c in communicator.calls] == ["broadcast", "allreduce", "allreduce", "allreduce",
                                                      "allreduce", "allreduce"]
-        assert len(pipeline.collectives.recordings) == 5
+        step = pipeline.plan.graph_tree(pipeline.plan.step)
+        assert sum(isinstance(n, CollectiveNodeSpec) for g in step for n in g.nodes) == 5
+        assert len(pipeline.graph.library_kernels) == 5  # each recorded, and its recording destroyed
         assert [b.name for b in pipeline.plan.buffers if b.replicated][:3] == ["step_ctr", "sched", "learn_on"]
