@@ -16,19 +16,24 @@ def pointer_mode(param: Param, qualifier: str | None) -> Mode:
     return Mode.READ_WRITE
 
 
-def launch_accesses(node: LaunchNode) -> tuple[Access, ...]:
+def launch_accesses(node: LaunchNode, extents: dict[tuple, dict[int, int | None]]) -> tuple[Access, ...]:
     """The element ranges a launch reads and writes, from its well-formed pointer bindings.
 
     A pointer covers its slice; an extent the kernel declares narrows that to the elements
-    the kernel actually touches, which sharpens the dependency DAG."""
+    the kernel actually touches, which sharpens the dependency DAG. `extents` keeps extent
+    values by `extent_inputs` and parameter: an unrolled loop launches a kernel the same way
+    many times, and evaluating an extent costs far more than looking it up."""
     scalars = scalar_bindings(node)
+    known = extents.setdefault(extent_inputs(node, scalars), {})
     accesses = []
     for param, arg in zip(node.kernel.params, node.args):
         if param.kind != "pointer" or not isinstance(arg, PointerArg):
             continue
         stop = arg.stop
         if param.extent is not None:
-            extent = extent_value(param, node, scalars)
+            if id(param) not in known:
+                known[id(param)] = extent_value(param, node, scalars)
+            extent = known[id(param)]
             if extent is not None and 0 < extent < arg.stop - arg.start:
                 stop = arg.start + extent
         accesses.append(Access(arg.buffer, arg.start, stop, pointer_mode(param, arg.qualifier), arg.span))
@@ -41,6 +46,12 @@ def scalar_bindings(node: LaunchNode) -> dict[str, Value]:
         if param.kind == "scalar" and isinstance(arg, ValueArg):
             values[param.name] = arg.value
     return values
+
+
+def extent_inputs(node: LaunchNode, scalars: dict[str, Value]) -> tuple:
+    """What a launch's extents are computed from besides their parameters: its configuration
+    and scalar arguments, these with their types (1, 1.0 and true are equal as keys)."""
+    return node.grid, node.block, tuple((name, type(v), v) for name, v in scalars.items())
 
 
 def extent_value(param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:

@@ -27,6 +27,7 @@ class Unrolling(ControlFlow, Sizing):
         self.next_group = 0
         self.names_taken: dict[str, dict[str, int]] = {}
         self.control_buffers = {}
+        self.extents: dict[tuple, dict[int, int | None]] = {}  # see launch_accesses
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
@@ -113,7 +114,7 @@ class Unrolling(ControlFlow, Sizing):
             self._node_name(body, kernel.name), kernel, grid, block, shared, args, stmt.span,
             stmt.grid.span.to(config_end.span), group=group,
         )
-        node.accesses = launch_accesses(node)
+        node.accesses = launch_accesses(node, self.extents)
         return node
 
     def _arg(self, module, env, arg: ast.Arg):

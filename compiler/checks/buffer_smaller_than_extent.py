@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..consteval import representable
 from ..diagnostics import Label
 from ..model import PointerArg, ValueArg
-from ..ranges import extent_value, scalar_bindings
+from ..ranges import extent_inputs, extent_value, scalar_bindings
 from .context import CheckContext
 
 
@@ -20,7 +20,7 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                and representable(a.value, p.dtype) for p, a in zip(node.kernel.params, node.args)):
             continue  # scalar_out_of_range reports the value; the kernel would never see it
         scalars = scalar_bindings(node)
-        inputs = (node.grid, node.block, tuple((name, type(v), v) for name, v in scalars.items()))
+        inputs = extent_inputs(node, scalars)
         for param, arg in zip(node.kernel.params, node.args):
             if param.extent is None or not isinstance(arg, PointerArg):
                 continue
