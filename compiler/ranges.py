@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..dsl import ast
 from .consteval import ConstError, RuntimeValue, Value, evaluate
 from .model import Access, LaunchNode, Mode, Param, PointerArg, ValueArg
+from .resolve_scope import names_read
 
 
 def pointer_mode(param: Param, qualifier: str | None) -> Mode:
@@ -16,24 +17,19 @@ def pointer_mode(param: Param, qualifier: str | None) -> Mode:
     return Mode.READ_WRITE
 
 
-def launch_accesses(node: LaunchNode, extents: dict[tuple, dict[int, int | None]]) -> tuple[Access, ...]:
+def launch_accesses(node: LaunchNode, extents: Extents) -> tuple[Access, ...]:
     """The element ranges a launch reads and writes, from its well-formed pointer bindings.
 
     A pointer covers its slice; an extent the kernel declares narrows that to the elements
-    the kernel actually touches, which sharpens the dependency DAG. `extents` keeps extent
-    values by `extent_inputs` and parameter: an unrolled loop launches a kernel the same way
-    many times, and evaluating an extent costs far more than looking it up."""
+    the kernel actually touches, which sharpens the dependency DAG."""
     scalars = scalar_bindings(node)
-    known = extents.setdefault(extent_inputs(node, scalars), {})
     accesses = []
     for param, arg in zip(node.kernel.params, node.args):
         if param.kind != "pointer" or not isinstance(arg, PointerArg):
             continue
         stop = arg.stop
         if param.extent is not None:
-            if id(param) not in known:
-                known[id(param)] = extent_value(param, node, scalars)
-            extent = known[id(param)]
+            extent = extents.value(param, node, scalars)
             if extent is not None and 0 < extent < arg.stop - arg.start:
                 stop = arg.start + extent
         accesses.append(Access(arg.buffer, arg.start, stop, pointer_mode(param, arg.qualifier), arg.span))
@@ -48,10 +44,31 @@ def scalar_bindings(node: LaunchNode) -> dict[str, Value]:
     return values
 
 
-def extent_inputs(node: LaunchNode, scalars: dict[str, Value]) -> tuple:
-    """What a launch's extents are computed from besides their parameters: its configuration
-    and scalar arguments, these with their types (1, 1.0 and true are equal as keys)."""
-    return node.grid, node.block, tuple((name, type(v), v) for name, v in scalars.items())
+_UNBOUND = object()  # a name the extent reads that is no scalar bound to a value
+
+
+class Extents:
+    """Extent values already computed, by parameter and by what the extent reads at a launch:
+    the configuration and the scalars it names, with their types (1, 1.0 and true are equal
+    keys otherwise). An unrolled loop launches a kernel many times with arguments that change,
+    such as the loop variable, while its extents read a few that do not; evaluating an extent
+    costs far more than looking it up."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple, int | None] = {}
+        self.names: dict[int, tuple[str, ...]] = {}  # by id(param): the names its extent reads
+
+    def value(self, param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:
+        """extent_value, computed once per parameter and inputs."""
+        assert param.extent is not None
+        names = self.names.get(id(param))
+        if names is None:
+            names = self.names[id(param)] = names_read(param.extent.expr)
+        inputs = tuple((type(v), v) for v in (scalars.get(name, _UNBOUND) for name in names))
+        key = (id(param), node.grid, node.block, inputs)
+        if key not in self.values:
+            self.values[key] = extent_value(param, node, scalars)
+        return self.values[key]
 
 
 def extent_value(param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:

@@ -126,7 +126,7 @@ class Scope:
         if self.values is not None:
             names = self.free_names.get(id(expr))
             if names is None:
-                names = self.free_names[id(expr)] = _names_read(expr)
+                names = self.free_names[id(expr)] = names_read(expr)
             key = (id(expr), id(module), tuple((type(v), v) for v in (env.get(n, _UNBOUND) for n in names)))
             if key in self.values:
                 return self.values[key]
@@ -174,7 +174,7 @@ class Scope:
 _UNBOUND = object()  # a name that is no loop variable or parameter here
 
 
-def _names_read(expr: ast.Expr) -> tuple[str, ...]:
+def names_read(expr: ast.Expr) -> tuple[str, ...]:
     """The names an expression reads, each once (iteratively: chains may be long)."""
     names: dict[str, None] = {}
     pending = [expr]

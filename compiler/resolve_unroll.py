@@ -11,7 +11,7 @@ from .model import (
     Access, Buffer, CopyNode, FillNode, GraphBody, GraphNode, Kernel, LaunchNode, Mode, NullArg,
     PointerArg, RuntimeValueArg, ValueArg,
 )
-from .ranges import launch_accesses
+from .ranges import Extents, launch_accesses
 from .resolve_control import ControlFlow
 from .resolve_scope import Abort, LoadedModule
 from .resolve_size import Sizing
@@ -27,7 +27,7 @@ class Unrolling(ControlFlow, Sizing):
         self.next_group = 0
         self.names_taken: dict[str, dict[str, int]] = {}
         self.control_buffers = {}
-        self.extents: dict[tuple, dict[int, int | None]] = {}  # see launch_accesses
+        self.extents = Extents()
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
