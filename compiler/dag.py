@@ -71,8 +71,8 @@ class _Elements:
 
     def __init__(self, start: int, stop: int, mode: int, node: int) -> None:
         """The buffer as its first access, `node`'s, leaves it: three segments, before, in and
-        after [start, stop). Built directly, it costs a third of an empty buffer's `add`
-        (most of a small graph's accesses are the first to their buffer)."""
+        after [start, stop). Built directly, not by `add` cutting an empty buffer twice: in a
+        small graph most accesses are the first to their buffer."""
         self.starts: list[float] = [float("-inf"), start, stop]  # segment i is [starts[i], starts[i + 1])
         writes = bool(mode & _WRITE)
         self.writers: list[list[tuple[int, int]]] = [[], [(node, mode)] if writes else [], []]
