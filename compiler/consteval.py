@@ -200,6 +200,17 @@ def _arithmetic(expr: ast.Expr, lookup: Lookup, depth: int) -> Value:
     raise _Unhandled
 
 
+def is_arithmetic(expr: ast.Expr, depth: int = _RECURSION_DEPTH) -> bool:
+    """Whether `_arithmetic` evaluates `expr` by itself: literals and names joined by operators
+    other than `and`/`or`, nested no deeper than it recurses. Such an expression costs less to
+    evaluate again than a key to look its value up."""
+    kind = type(expr)
+    if kind in _LITERALS or kind is ast.Name:
+        return True
+    return (kind is ast.Binary and depth > 0 and expr.op not in ("and", "or")
+            and is_arithmetic(expr.left, depth - 1) and is_arithmetic(expr.right, depth - 1))
+
+
 # What `_arith` computes for two integers, directly; `%` only where C's remainder and Python's
 # agree (a >= 0, b > 0).
 _INTEGER_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "%": operator.mod}

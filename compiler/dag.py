@@ -69,10 +69,14 @@ class _Elements:
     parallel block) and the nodes that read it since. A later access conflicts with nothing
     older there: every older access is ordered before that last write."""
 
-    def __init__(self) -> None:
-        self.starts: list[float] = [float("-inf")]  # segment i is [starts[i], starts[i + 1])
-        self.writers: list[list[tuple[int, int]]] = [[]]
-        self.readers: list[list[int]] = [[]]
+    def __init__(self, start: int, stop: int, mode: int, node: int) -> None:
+        """The buffer as its first access, `node`'s, leaves it: three segments, before, in and
+        after [start, stop). Built directly, not by `add` cutting an empty buffer twice: in a
+        small graph most accesses are the first to their buffer."""
+        self.starts: list[float] = [float("-inf"), start, stop]  # segment i is [starts[i], starts[i + 1])
+        writes = bool(mode & _WRITE)
+        self.writers: list[list[tuple[int, int]]] = [[], [(node, mode)] if writes else [], []]
+        self.readers: list[list[int]] = [[], [] if writes else [node], []]
 
     def predecessors(self, start: int, stop: int, mode: int, buffer: str,
                      found: dict[int, tuple[str, str]]) -> None:
@@ -143,10 +147,12 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
         conflicts += _sibling_conflicts(items, index, end)
         for member in range(index, end):
             for access in items[member].accesses:
-                if _touches(access):
-                    if id(access.buffer) not in elements:
-                        elements[id(access.buffer)] = _Elements()
+                if not _touches(access):
+                    continue
+                if id(access.buffer) in elements:
                     elements[id(access.buffer)].add(access.start, access.stop, int(access.mode), member, index)
+                else:
+                    elements[id(access.buffer)] = _Elements(access.start, access.stop, int(access.mode), member)
         index = end
     return preds, conflicts
 

@@ -35,12 +35,7 @@ def _location(span) -> Location:
     return Location(span.source.display_path(), span.line, span.column)
 
 
-def _mode(mode: Mode) -> str:
-    return {Mode.READ: "r", Mode.WRITE: "w", Mode.READ_WRITE: "rw"}[mode]
-
-
-def _accesses(node) -> tuple[AccessSpec, ...]:
-    return tuple(AccessSpec(a.buffer.name, a.start, a.stop, _mode(a.mode)) for a in node.accesses)
+_MODE_NAMES = {Mode.READ: "r", Mode.WRITE: "w", Mode.READ_WRITE: "rw"}
 
 
 class _Lowering:
@@ -54,6 +49,10 @@ class _Lowering:
         self.graphs: list[GraphSpec | None] = []
         self.modules: dict[str, ModuleSpec] = {}
         self.gemms: list[tuple[GemmNodeSpec, str]] = []  # each lowered gemm node and its scope
+        # One AccessSpec per distinct access, shared by the nodes that have it: an unrolled
+        # program repeats most of its accesses thousands of times, and a frozen dataclass
+        # costs several times more to build than to look up.
+        self.access_specs: dict[tuple, AccessSpec] = {}
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
         if key not in self.modules:
@@ -62,6 +61,16 @@ class _Lowering:
 
     def glue_module(self) -> int:
         return self.module("<glue>", codegen.GLUE_MODULE_NAME, None, codegen.glue_source())
+
+    def accesses(self, node) -> tuple[AccessSpec, ...]:
+        specs = []
+        for a in node.accesses:
+            key = (a.buffer.name, a.start, a.stop, a.mode)
+            spec = self.access_specs.get(key)
+            if spec is None:
+                spec = self.access_specs[key] = AccessSpec(a.buffer.name, a.start, a.stop, _MODE_NAMES[a.mode])
+            specs.append(spec)
+        return tuple(specs)
 
     def lower_body(self, body: GraphBody, scope: str) -> int:
         index = len(self.graphs)
@@ -74,7 +83,7 @@ class _Lowering:
         return index
 
     def lower_node(self, index: int, item, scope: str) -> NodeSpec:
-        location, accesses = _location(item.span), _accesses(item)
+        location, accesses = _location(item.span), self.accesses(item)
         if isinstance(item, LaunchNode):
             source = item.kernel.source
             module = self.module(str(source.path), source.path.name, str(source.path), None)
@@ -233,7 +242,7 @@ def _step_first_access(program: Program) -> dict[str, str | None]:
             if isinstance(node, CONTAINERS):
                 continue
             for access in node.accesses:
-                first.setdefault(access.buffer.name, "read" if access.mode & Mode.READ else "write")
+                first.setdefault(access.buffer.name, "write" if access.mode is Mode.WRITE else "read")
     return {name: first.get(name) for name in program.buffers}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..dsl import ast
 from .consteval import ConstError, RuntimeValue, Value, evaluate
 from .model import Access, LaunchNode, Mode, Param, PointerArg, ValueArg
+from .resolve_scope import names_read
 
 
 def pointer_mode(param: Param, qualifier: str | None) -> Mode:
@@ -16,7 +17,7 @@ def pointer_mode(param: Param, qualifier: str | None) -> Mode:
     return Mode.READ_WRITE
 
 
-def launch_accesses(node: LaunchNode) -> tuple[Access, ...]:
+def launch_accesses(node: LaunchNode, extents: Extents) -> tuple[Access, ...]:
     """The element ranges a launch reads and writes, from its well-formed pointer bindings.
 
     A pointer covers its slice; an extent the kernel declares narrows that to the elements
@@ -28,7 +29,7 @@ def launch_accesses(node: LaunchNode) -> tuple[Access, ...]:
             continue
         stop = arg.stop
         if param.extent is not None:
-            extent = extent_value(param, node, scalars)
+            extent = extents.value(param, node, scalars)
             if extent is not None and 0 < extent < arg.stop - arg.start:
                 stop = arg.start + extent
         accesses.append(Access(arg.buffer, arg.start, stop, pointer_mode(param, arg.qualifier), arg.span))
@@ -41,6 +42,33 @@ def scalar_bindings(node: LaunchNode) -> dict[str, Value]:
         if param.kind == "scalar" and isinstance(arg, ValueArg):
             values[param.name] = arg.value
     return values
+
+
+_UNBOUND = object()  # a name the extent reads that is no scalar bound to a value
+
+
+class Extents:
+    """Extent values already computed, by parameter and by what the extent reads at a launch:
+    the configuration and the scalars it names, with their types (1, 1.0 and true are equal
+    keys otherwise). An unrolled loop launches a kernel many times with arguments that change,
+    such as the loop variable, while its extents read a few that do not; evaluating an extent
+    costs far more than looking it up."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple, int | None] = {}
+        self.names: dict[int, tuple[str, ...]] = {}  # by id(param): the names its extent reads
+
+    def value(self, param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:
+        """extent_value, computed once per parameter and inputs."""
+        assert param.extent is not None
+        names = self.names.get(id(param))
+        if names is None:
+            names = self.names[id(param)] = names_read(param.extent.expr)
+        inputs = tuple((type(v), v) for v in (scalars.get(name, _UNBOUND) for name in names))
+        key = (id(param), node.grid, node.block, inputs)
+        if key not in self.values:
+            self.values[key] = extent_value(param, node, scalars)
+        return self.values[key]
 
 
 def extent_value(param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..dsl import SourceFile, Span, ast
 from ..errors import Error
 from .config import CompileOptions
-from .consteval import ConstError, RuntimeValue, Value, evaluate, literal
+from .consteval import ConstError, RuntimeValue, Value, evaluate, is_arithmetic, literal
 from .diagnostics import DiagnosticSink, Label
 
 
@@ -48,9 +48,12 @@ class Scope:
         self.modules: dict[Path, LoadedModule] = {}
         # Values of expressions by (expression, module, the loop variables and parameters it
         # reads): unrolling evaluates one statement's expressions once per iteration and per
-        # graph use. None until the scopes are complete (they grow while declarations resolve).
+        # graph use. Plain arithmetic (`is_arithmetic`) is not kept: it evaluates faster than
+        # its key is built. None until the scopes are complete (they grow while declarations
+        # resolve).
         self.values: dict[tuple, Value] | None = None
-        self.free_names: dict[int, tuple[str, ...]] = {}
+        # by id(expr): the names it reads, None for an expression whose value is not kept
+        self.free_names: dict[int, tuple[str, ...] | None] = {}
 
     @staticmethod
     def _mark_invalid(module: LoadedModule, names) -> None:
@@ -124,12 +127,13 @@ class Scope:
             return env[expr.ident.text]
         key = None
         if self.values is not None:
-            names = self.free_names.get(id(expr))
-            if names is None:
-                names = self.free_names[id(expr)] = _names_read(expr)
-            key = (id(expr), id(module), tuple((type(v), v) for v in (env.get(n, _UNBOUND) for n in names)))
-            if key in self.values:
-                return self.values[key]
+            if id(expr) not in self.free_names:
+                self.free_names[id(expr)] = None if is_arithmetic(expr) else names_read(expr)
+            names = self.free_names[id(expr)]
+            if names is not None:
+                key = (id(expr), id(module), tuple((type(v), v) for v in (env.get(n, _UNBOUND) for n in names)))
+                if key in self.values:
+                    return self.values[key]
         try:
             value = evaluate(expr, self._lookup(module, env))
             if key is not None:  # only values: a failure is reported at each place
@@ -174,7 +178,7 @@ class Scope:
 _UNBOUND = object()  # a name that is no loop variable or parameter here
 
 
-def _names_read(expr: ast.Expr) -> tuple[str, ...]:
+def names_read(expr: ast.Expr) -> tuple[str, ...]:
     """The names an expression reads, each once (iteratively: chains may be long)."""
     names: dict[str, None] = {}
     pending = [expr]

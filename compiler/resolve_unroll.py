@@ -11,7 +11,7 @@ from .model import (
     Access, Buffer, CopyNode, FillNode, GraphBody, GraphNode, Kernel, LaunchNode, Mode, NullArg,
     Options, PointerArg, RuntimeValueArg, ValueArg,
 )
-from .ranges import launch_accesses
+from .ranges import Extents, launch_accesses
 from .resolve_collective import Collectives
 from .resolve_control import ControlFlow
 from .resolve_gemm import Gemms
@@ -31,6 +31,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
         self.control_buffers = {}
         self.workspaces = {}
         self.gemm_workspace = Options().gemm_workspace  # the program's option, once resolved
+        self.extents = Extents()
 
     def _instantiate_root(self, name: str, block: ast.Block, module: LoadedModule) -> GraphBody:
         body = GraphBody(name, name, block.span)
@@ -129,7 +130,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
             self._node_name(body, kernel.name), kernel, grid, block, shared, args, stmt.span,
             stmt.grid.span.to(config_end.span), group=group,
         )
-        node.accesses = launch_accesses(node)
+        node.accesses = launch_accesses(node, self.extents)
         return node
 
     def _arg(self, module, env, arg: ast.Arg):

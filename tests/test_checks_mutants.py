@@ -412,3 +412,22 @@ def test_a_kernel_launched_in_one_graph_does_not_hide_a_shared_one():
     result = check_text("option share_modules = true\nstep {\n    actor\n    learner\n}\n", header=header)
     assert [d.message.split(" would")[0] for d in result.diagnostics if d.code == "PC308"] == [
         "kernel `add_one`"]
+
+
+def test_extent_values_kept_while_unrolling_follow_what_each_extent_reads():
+    """The unrolling keeps extent values by the names each extent reads: a scalar that changes
+    from launch to launch but is not read (`a`) finds the kept value, one that is read (`n`)
+    or the configuration (`gridDim`) gets a value of its own."""
+    header = (f'from "{EXAMPLES / "kernels.cu"}" import scale_by_value, write_thread_index\n'
+              "buffer x: f32[64]\nbuffer y: f32[64]\nbuffer index: i32[256]\n")
+    result = check_text("""step {
+    for k in 0 .. 3 {
+        launch scale_by_value<<<1, 32>>>(in x, out y, k, 8)
+        launch scale_by_value<<<1, 32>>>(in x, out y, 2, k + 1)
+        launch write_thread_index<<<k + 1, 32>>>(out index)
+    }
+}
+""", header=header)
+    assert [d.code for d in result.diagnostics if d.severity.name == "ERROR"] == []
+    stops = [tuple(a.stop for a in node.accesses) for node in result.program.step.items]
+    assert stops == [(8, 64), (1, 64), (32,), (8, 64), (2, 64), (64,), (8, 64), (3, 64), (96,)]

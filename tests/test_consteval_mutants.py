@@ -8,7 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
-from pipec.compiler.consteval import ConstError, RuntimeValue, evaluate, literal, representable
+from pipec.compiler.consteval import (
+    ConstError, RuntimeValue, _arithmetic, _Unhandled, evaluate, is_arithmetic, literal, representable,
+)
 from pipec.compiler.model import DTYPES
 from pipec.dsl.parser import parse_expression
 from pipec.dsl.source import SourceFile
@@ -177,3 +179,24 @@ def test_a_negative_base_with_a_fractional_exponent_is_an_error_not_a_complex_nu
     with pytest.raises(ConstError, match="not a real number"):
         value("pow(-8, 0.5)")
     assert value("pow(-2.0, 3.0)") == -8.0
+
+
+def _expression(text: str):
+    return parse_expression(SourceFile(Path("t.pipe"), text), 0, len(text))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("3", True), ("N", True), ('"s"', True), ("(N + 1) % 3 * 2", True), ("N < 2", True),
+    ("1" + " + 1" * 32, True), ("1" + " + 1" * 33, False),
+    ("-N", False), ("N > 1 and ON", False), ("min(N, 2)", False), ("1 + max(N, 2)", False),
+])
+def test_is_arithmetic_is_what_the_recursive_evaluation_handles(text, expected):
+    """The resolver keeps no values of these expressions: each is evaluated again, recursively."""
+    expr = _expression(text)
+    assert is_arithmetic(expr) is expected
+    try:
+        _arithmetic(expr, _lookup, 32)
+        handled = True
+    except _Unhandled:
+        handled = False
+    assert handled is expected

@@ -5,14 +5,12 @@ from __future__ import annotations
 from ..consteval import representable
 from ..diagnostics import Label
 from ..model import PointerArg, ValueArg
-from ..ranges import extent_value, scalar_bindings
+from ..ranges import Extents, scalar_bindings
 from .context import CheckContext
 
 
 def buffer_smaller_than_extent(ctx: CheckContext) -> None:
-    # An extent's value by its parameter and what it may read: an unrolled loop launches one
-    # kernel with the same configuration and scalars many times.
-    extents: dict[tuple, int | None] = {}
+    extents = Extents()
     for node in ctx.launches():
         if len(node.args) != len(node.kernel.params):
             continue  # argument_count reports it; the extent's inputs are not all bound
@@ -20,14 +18,10 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                and representable(a.value, p.dtype) for p, a in zip(node.kernel.params, node.args)):
             continue  # scalar_out_of_range reports the value; the kernel would never see it
         scalars = scalar_bindings(node)
-        inputs = (node.grid, node.block, tuple((name, type(v), v) for name, v in scalars.items()))
         for param, arg in zip(node.kernel.params, node.args):
             if param.extent is None or not isinstance(arg, PointerArg):
                 continue
-            key = (id(param), inputs)
-            if key not in extents:
-                extents[key] = extent_value(param, node, scalars)
-            needed = extents[key]
+            needed = extents.value(param, node, scalars)
             extent = Label(param.extent.span, "extent declared here")
             if needed is None:
                 scalars_bound = all(isinstance(a, ValueArg) for p, a in zip(node.kernel.params, node.args)
