@@ -126,7 +126,7 @@ class Collectives(Scope):
         src = self._target(module, env, stmt.src, f"{stmt.kind} buffer" if stmt.dst is None else f"{stmt.kind} source")
         dst = self._target(module, env, stmt.dst, f"{stmt.kind} destination") if stmt.dst is not None else src
         op = self._reduction(stmt)
-        self._check_types(stmt, src, dst, op)
+        self._check_collective_types(stmt, src, dst, op)
         root = self._root(module, env, stmt) if stmt.root is not None else None
         self._check_counts(stmt, src, dst)
         if self.divergence:
@@ -152,7 +152,7 @@ class Collectives(Scope):
             raise Abort
         return stmt.op.text
 
-    def _check_types(self, stmt: ast.Collective, src: PointerArg, dst: PointerArg, op: str | None) -> None:
+    def _check_collective_types(self, stmt: ast.Collective, src: PointerArg, dst: PointerArg, op: str | None) -> None:
         if src.buffer.dtype is not dst.buffer.dtype:
             self.sink.add("PC601", f"`{stmt.kind}` moves {src.buffer.dtype.name} into "
                           f"{dst.buffer.dtype.name}: NCCL converts nothing", stmt.span,
