@@ -37,12 +37,6 @@ class CUstreamCaptureMode(enum.IntEnum):
 
 
 @dataclass
-class CollectiveKernel(KernelLaunch):
-    """The kernel a fake NCCL call leaves in a recording; replaying it applies `effect`."""
-
-    effect: object = None
-
-
 class CapturingCuda(FakeCuda):
     CUresult = CUresultWithQuery
     CUgraphNodeType = CUgraphNodeType
@@ -74,21 +68,16 @@ class CapturingCuda(FakeCuda):
         kind = next(n.kind for g in self.graphs.values() for n in g.nodes if n.handle == node)
         return (CUresult.CUDA_SUCCESS, getattr(CUgraphNodeType, f"CU_GRAPH_NODE_TYPE_{kind.upper()}"))
 
-    def enqueue(self, stream, name: str, effect, extra: str | None = None) -> None:
+    def enqueue_collective(self, stream, name: str, effect, extra: str | None = None) -> None:
         """A library call's kernel: recorded when `stream` captures (after a node of kind
         `extra`, as NCCL's host callback or event record), else run now."""
-        work = CollectiveKernel(name, (1, 1, 1), (1, 1, 1), 0, (), effect)
+        work = KernelLaunch(name, (1, 1, 1), (1, 1, 1), 0, (), run=effect)
         if stream in self.capturing:
             if extra is not None:
                 self._add(self.capturing[stream].handle, [], 0, extra)
             self._add(self.capturing[stream].handle, [], 0, "kernel", work)
         else:
             self._execute(work)
-
-    def _execute(self, work) -> None:
-        if isinstance(work, CollectiveKernel):
-            work.effect()
-        super()._execute(work)
 
 
 @dataclass
@@ -112,7 +101,7 @@ class FakeCommunicator:
     def _enqueue(self, what, stream, detail, count, dtype, effect) -> None:
         handle = next(s for s in self.fake.streams if int(s) == stream)
         self.calls.append((what, count, dtype, detail, handle in self.fake.capturing))
-        self.fake.enqueue(handle, f"ncclDevKernel_{what}", effect, self.extra_node)
+        self.fake.enqueue_collective(handle, f"ncclDevKernel_{what}", effect, self.extra_node)
 
     def allreduce(self, src, dst, count, dtype, op, stream) -> None:
         factor = self.world_size if op == "sum" else 1
