@@ -1,16 +1,20 @@
 """pipelines/c51_step.pipe's bf16 mode (-D BF16=true, docs/c51.md): the plan's GEMMs of layers
 2 and 3 multiply bf16 operands into bf16 activations or f32 logits and gradients; layer 1 and
-every gradient written into `grad` stay f32; the f32 mode has no bf16 operand at all."""
+every gradient written into `grad` stay f32; the f32 mode has no bf16 operand at all; the
+runtime builds the bf16 plan (fake driver and cuBLASLt). tests/gpu/test_c51_step.py runs it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from fake_cublaslt import FakeCublasLt
+from fake_cuda import fake_driver
 
 from pipec.compiler import Settings, compile_file
 from pipec.compiler.config import CompileOptions
 from pipec.compiler.model import GemmNode, LaunchNode
+from pipec.runtime import load
 
 C51 = Path(__file__).resolve().parent.parent / "pipelines" / "c51_step.pipe"
 
@@ -70,3 +74,12 @@ def test_f32_mode_has_no_bf16_operand():
     result = _compile(False)
     assert {_types(n)[:3] for n in _nodes(result, GemmNode)} == {("f32", "f32", "f32")}
     assert not any("c51_to_bf16" in n.name for n in _nodes(result, LaunchNode))
+
+
+def test_the_bf16_plan_builds_and_replays_as_it_runs_eagerly_on_the_fake_driver():
+    driver = fake_driver(C51)
+    small = {"ENVS": 8, "HIDDEN": 128, "CAPACITY": 1024, "BATCH": 16, "UPDATES": 2, "LEARNING_STARTS": 64,
+             "BF16": "true"}
+    with load(C51, driver=driver, gemm_library=FakeCublasLt(driver.cu), defines=small) as pipeline:
+        assert pipeline.buffer("params_bf16").spec.dtype == "bf16"
+        assert pipeline.verify(1).ok
