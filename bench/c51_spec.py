@@ -16,13 +16,15 @@ ACTIONS = 2
 @dataclass(frozen=True)
 class C51Config(Config):
     """docs/dqn.md's sizes and hyper-parameters with c51_step.pipe's defaults, plus the
-    categorical support."""
+    categorical support and the bf16 mode (docs/c51.md: layers 2 and 3 multiply bf16
+    operands, f32 master parameters, gradients and logits)."""
 
     hidden: int = 512
     seed: int = 1
     atoms: int = 51
     v_min: float = 0.0
     v_max: float = 100.0
+    bf16: bool = False
 
     def validate(self) -> None:
         super().validate()

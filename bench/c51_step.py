@@ -4,12 +4,15 @@ torch.cuda.CUDAGraph, torch.compile "reduce-overhead", "max-autotune-no-cudagrap
 CUDAGraph) and JAX (bench/jax_c51.py: the whole step under jax.jit, K steps per dispatch).
 
     python bench/c51_step.py [--hidden 256,512,1024,2048,4096] [--steps 1000]
-                             [--compute tf32|f32] [--out DIR]
+                             [--compute tf32|f32] [--precision f32|bf16] [--out DIR]
 
 The timing is bench/rl_step.py's (median of several runs after warm-up, CUDA events for
 pipec and PyTorch, wall time for JAX), in one process. Every implementation runs docs/c51.md
 with the constants of c51_step.pipe at each HIDDEN; the matmul precision follows --compute
-in all of them (pipec: -D COMPUTE, PyTorch: allow_tf32, JAX: the default matmul precision).
+in all of them (pipec: -D COMPUTE, PyTorch: allow_tf32, JAX: the default matmul precision),
+and --precision bf16 runs the bf16 mode in all of them (pipec: -D BF16=true, PyTorch:
+autocast, JAX: bf16 operands with f32 results; f32 master parameters everywhere, docs/c51.md);
+its results go to c51_step_bf16.json and .png.
 The table gives steps/s per implementation and size, pipec graph's ratio to PyTorch's
 CUDAGraph, to the faster torch.compile mode and to JAX, and the graph replay's time over its
 critical path (the floor the GEMM kernels and the other nodes on it set). A missing or
@@ -45,12 +48,12 @@ def set_precision(compute: str) -> None:
         pass
 
 
-def compare(hidden: int, steps: int, compute: str, torch_modes, jax_per_dispatch: int) -> dict:
+def compare(hidden: int, steps: int, compute: str, precision: str, torch_modes, jax_per_dispatch: int) -> dict:
     from c51_spec import C51Config
 
-    defines = {"HIDDEN": hidden, "COMPUTE": f'"{compute}"'}
+    defines = {"HIDDEN": hidden, "COMPUTE": f'"{compute}"', "BF16": str(precision == "bf16").lower()}
     config = C51Config.from_constants(pipe_constants(defines, PIPE))
-    row = {"hidden": hidden, "compute": compute}
+    row = {"hidden": hidden, "compute": compute, "precision": precision}
     row["pipec_graph"] = time_pipec(defines, steps, eager=False, pipe=PIPE)
     row["pipec_eager"] = time_pipec(defines, max(20, steps // 10), eager=True, pipe=PIPE)
     for mode in TORCH_MODES:
@@ -82,7 +85,7 @@ def print_table(rows: list[dict]) -> None:
                 [_ratio(r["pipec_graph"], [r["torch_compile"], r["torch_compile-graph"]]) for r in rows])
     body.append(["pipec graph vs JAX"] + [_ratio(r["pipec_graph"], [r["jax"]]) for r in rows])
     body.append(["pipec replay / critical path"] + [_floor(r["pipec_graph"]) for r in rows])
-    print(f"steps/s, COMPUTE = {rows[0]['compute']}")
+    print(f"steps/s, COMPUTE = {rows[0]['compute']}, operands {rows[0].get('precision', 'f32')}")
     print(table(header, body))
 
 
@@ -104,7 +107,7 @@ def _chart(results: dict, path: Path) -> None:
     ax.set_ylabel("steps/s")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    ax.set_title(f"c51_step (COMPUTE {results['compute']}) on {results['environment'].get('gpu', 'GPU')}")
+    ax.set_title(f"c51_step (COMPUTE {results['compute']}, {results['precision']}) on {results['environment'].get('gpu', 'GPU')}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -115,6 +118,8 @@ def main(argv=None) -> int:
                         help="comma-separated HIDDEN sizes")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--compute", choices=("tf32", "f32"), default="tf32")
+    parser.add_argument("--precision", choices=("f32", "bf16"), default="f32",
+                        help="bf16: layers 2 and 3 multiply bf16 operands in every implementation")
     parser.add_argument("--torch-modes", nargs="*", choices=TORCH_MODES, default=list(TORCH_MODES))
     parser.add_argument("--jax-steps-per-dispatch", type=int, default=500,
                         help="K, the steps of one jitted lax.scan; 0 leaves JAX out")
@@ -124,12 +129,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(h) for h in args.hidden.split(",")]
     set_precision(args.compute)
-    results = {"environment": environment(), "compute": args.compute,
-               "rows": [compare(h, args.steps, args.compute, args.torch_modes, args.jax_steps_per_dispatch)
-                        for h in sizes]}
-    save_json(args.out / "c51_step.json", results)
+    results = {"environment": environment(), "compute": args.compute, "precision": args.precision,
+               "rows": [compare(h, args.steps, args.compute, args.precision, args.torch_modes,
+                                args.jax_steps_per_dispatch) for h in sizes]}
+    name = "c51_step" if args.precision == "f32" else "c51_step_bf16"
+    save_json(args.out / f"{name}.json", results)
     print_table(results["rows"])
-    _chart(results, args.out / "c51_step.png")
+    _chart(results, args.out / f"{name}.png")
     problems = [p for r in results["rows"] for p in _problems(r)]
     for problem in dict.fromkeys(problems):
         print(f"c51_step: baseline missing or failed: {problem}", file=sys.stderr)

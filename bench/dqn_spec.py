@@ -119,8 +119,15 @@ def diagnostics(cfg: Config, *, step, ret_ring, episodes, loss, loss_ema, lr, re
             "lr": float(lr), "epsilon": epsilon_at(cfg, step), "replay_size": int(replay_size)}
 
 
+def _boolean(text: str) -> bool:
+    """A boolean flag's value as the pipelines write it (`true`/`false`) or 1/0."""
+    if text.lower() not in ("true", "false", "1", "0"):
+        raise argparse.ArgumentTypeError(f"expected true or false, found {text!r}")
+    return text.lower() in ("true", "1")
+
+
 # Field types as strings: this module uses postponed evaluation of annotations.
-_FIELD_TYPES = {"int": int, "float": float}
+_FIELD_TYPES = {"int": int, "float": float, "bool": _boolean}
 
 
 def parser(description: str, devices: tuple, modes: tuple, config: type = Config) -> argparse.ArgumentParser:

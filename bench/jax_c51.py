@@ -6,7 +6,9 @@ over K steps in one jitted dispatch with donated buffers); this module swaps in 
 categorical network 4 -> H -> H -> 2 x ATOMS, its greedy action by expected Q and the
 projected cross-entropy loss (the projection as a dense gather, the hat-function form, which
 XLA fuses). Matmuls use JAX's default precision, TF32 on the H200 like the pipeline's
-COMPUTE = "tf32"; ``--precision highest`` gives full float32.
+COMPUTE = "tf32"; ``--precision highest`` gives full float32. ``--bf16 true`` is the
+pipeline's BF16 mode: layers 2 and 3 multiply bf16 casts of the f32 parameters and
+activations with f32 results (``preferred_element_type``), layer 2's output rounded to bf16.
 
     python bench/jax_c51.py --steps 10000 --steps-per-dispatch 500
 """
@@ -32,8 +34,18 @@ def logits(flat, x, cfg: C51Config):
     w1, b1, w2, b2, w3, b3 = (lax.dynamic_slice_in_dim(flat, o, math.prod(s)).reshape(s)
                               for o, s in param_slices(cfg))
     x = jax.nn.relu(x @ w1.T + b1)
-    x = jax.nn.relu(x @ w2.T + b2)
-    return (x @ w3.T + b3)[:, :ACTIONS * cfg.atoms].reshape(-1, ACTIONS, cfg.atoms)
+    if cfg.bf16:
+        x = jax.nn.relu(_bf16_dot(x, w2) + b2).astype(jnp.bfloat16)
+        out = _bf16_dot(x, w3) + b3
+    else:
+        x = jax.nn.relu(x @ w2.T + b2)
+        out = x @ w3.T + b3
+    return out[:, :ACTIONS * cfg.atoms].reshape(-1, ACTIONS, cfg.atoms)
+
+
+def _bf16_dot(x, w):
+    """x @ w.T with bf16 operands and an f32 result (f32 accumulation)."""
+    return jnp.dot(x.astype(jnp.bfloat16), w.astype(jnp.bfloat16).T, preferred_element_type=F32)
 
 
 def expected_q(flat, x, cfg: C51Config):
@@ -102,7 +114,7 @@ def main(argv=None) -> int:
     setup_s = time.perf_counter() - t0
     summary = train(trainer, args, cfg)
     summary.update(setup_s=round(setup_s, 3), jax=jax.__version__,
-                   steps_per_dispatch=args.steps_per_dispatch, precision=args.precision)
+                   steps_per_dispatch=args.steps_per_dispatch, precision=args.precision, bf16=cfg.bf16)
     print_summary(summary, args.json)
     return 0
 

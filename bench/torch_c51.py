@@ -6,7 +6,8 @@ sampling, AdamW, controllers, diagnostics, the four execution modes); this modul
 the categorical network 4 -> H -> H -> 2 x ATOMS, its greedy action by expected Q and the
 projected cross-entropy loss, written as an expert writes them for speed: ``F.linear`` on
 views of the flat parameter vector (cuBLAS, TF32 when ``--tf32``, like the pipeline's
-default COMPUTE = "tf32"), the projection as a dense gather (the hat-function form: one
+default COMPUTE = "tf32"; with ``--bf16 true`` layers 2 and 3 under ``torch.autocast`` to
+bf16, the f32 parameters the master copy, as the pipeline's BF16 mode), the projection as a dense gather (the hat-function form: one
 batched multiply-add, no scatter, deterministic and fusable by Inductor), and
 ``torch.func.grad_and_value`` for the gradient.
 
@@ -32,12 +33,17 @@ def layers(flat: torch.Tensor, cfg: C51Config) -> tuple:
     return tuple(flat[o:o + math.prod(s)].view(s) for o, s in param_slices(cfg))
 
 
-def logits(weights: tuple, x: torch.Tensor, atoms: int) -> torch.Tensor:
-    """[n, ACTIONS, atoms] logits; the padding rows of W3 are dropped."""
+def logits(weights: tuple, x: torch.Tensor, atoms: int, bf16: bool = False) -> torch.Tensor:
+    """[n, ACTIONS, atoms] logits in the parameters' type; the padding rows of W3 are dropped.
+    `bf16`: layers 2 and 3 under autocast (bf16 operands, f32 accumulation; layer 1 stays
+    f32 as the pipeline's does). Autocast's weight cache is off: it is unsafe under CUDA-graph
+    capture, and the pipeline also rounds the weights once per update."""
     w1, b1, w2, b2, w3, b3 = weights
     x = torch.relu(F.linear(x, w1, b1))
-    x = torch.relu(F.linear(x, w2, b2))
-    return F.linear(x, w3, b3)[:, :ACTIONS * atoms].view(-1, ACTIONS, atoms)
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16, cache_enabled=False):
+        x = torch.relu(F.linear(x, w2, b2))
+        out = F.linear(x, w3, b3)
+    return out.to(w3.dtype)[:, :ACTIONS * atoms].view(-1, ACTIONS, atoms)
 
 
 def project(p: torch.Tensor, ret: torch.Tensor, disc: torch.Tensor, z: torch.Tensor,
@@ -71,13 +77,13 @@ class C51Step(torch_dqn.DQNTrainer):
         return ((2 * u - 1) * bound.to(dev)).to(torch.float32)
 
     def _expected_q(self, weights, x):
-        return torch.softmax(logits(weights, x, self.cfg.atoms), -1) @ self.z
+        return torch.softmax(logits(weights, x, self.cfg.atoms, self.cfg.bf16), -1) @ self.z
 
     def greedy_action(self, obs: torch.Tensor) -> torch.Tensor:
         return torch_dqn.greedy(self._expected_q(layers(self.params, self.cfg), obs))
 
     def _loss(self, weights, obs, act, m, w):
-        log_q = torch.log_softmax(logits(weights, obs, self.cfg.atoms)
+        log_q = torch.log_softmax(logits(weights, obs, self.cfg.atoms, self.cfg.bf16)
                                   .gather(1, act[:, None, None].expand(-1, 1, self.cfg.atoms))
                                   .squeeze(1), -1)
         ce = -(m * log_q).sum(-1)
@@ -90,7 +96,7 @@ class C51Step(torch_dqn.DQNTrainer):
         cfg = self.cfg
         online = layers(self.params, cfg)
         best = torch_dqn.greedy(self._expected_q(online, nxt))
-        target_logits = logits(layers(self.target, cfg), nxt, cfg.atoms)
+        target_logits = logits(layers(self.target, cfg), nxt, cfg.atoms, cfg.bf16)
         p = torch.softmax(target_logits.gather(1, best[:, None, None].expand(-1, 1, cfg.atoms))
                           .squeeze(1), -1)
         m = project(p, ret, disc, self.z, cfg)
@@ -120,7 +126,7 @@ def main(argv=None) -> int:
     trainer.synchronize()
     setup_s = time.perf_counter() - t0
     summary = train(trainer, args, cfg)
-    summary.update(setup_s=round(setup_s, 3), tf32=args.tf32)
+    summary.update(setup_s=round(setup_s, 3), tf32=args.tf32, bf16=cfg.bf16)
     print_summary(summary, args.json)
     return 0
 

@@ -398,6 +398,9 @@ class Program:
     # Statements resolve dropped after reporting an error: the nodes are incomplete, so what
     # no node uses or writes proves nothing (PC401, PC402 stay silent).
     dropped_statements: int = 0
+    # Names in the branches of compile-time `if`s that the constants left out: a buffer named
+    # there serves other constants (`-D`), so it is not unused (PC402).
+    names_in_skipped_branches: frozenset[str] = frozenset()
 
     def bodies(self):
         for body in (self.init, self.step):

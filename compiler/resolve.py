@@ -60,6 +60,7 @@ class Resolver(Waivers, Unrolling):
             kernels={n: s.value for n, s in scope.items() if s.kind == "kernel"},
             step=step, init=init, options=options, waivers=waivers,
             dropped_statements=self.dropped_statements,
+            names_in_skipped_branches=frozenset(self.names_in_skipped_branches),
         )
 
     def _duplicate_block(self, name: str, span: Span) -> None:

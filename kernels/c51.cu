@@ -18,6 +18,8 @@
 // l + 32; sums and maxima over atoms combine by the xor butterfly (h = 16 .. 1), which gives
 // every lane the same bits (IEEE addition is commutative). No atomics; no inter-block
 // communication.
+#include <cuda_bf16.h>
+
 #include "common.cuh"
 
 #define C51_MAX_ATOMS 64  // two atoms per lane of a warp
@@ -269,4 +271,17 @@ extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad
     if (on == 0) return;  // uniform: learning off, nothing written
     const float sum = pipec_block_sum(acc, red);
     if (threadIdx.x == 0) gnorm_part[blockIdx.x] = sum;
+}
+
+/// The bf16 mode's conversion (docs/c51.md, "bf16"): dst[i] = src[i] rounded to the nearest
+/// bf16 (ties to even, __float2bfloat16_rn), for the GEMMs' bf16 operands: the parameters and
+/// the target parameters after every AdamW, layer 1's output, dL/dlogits and layer 2's gradient.
+/// Reads: src[n]. Writes: dst[n].
+/// Launch: 1-D, at least n threads in total (e.g. <<<ceil_div(n, 256), 256>>>).
+/// pipec: extent src = n
+/// pipec: extent dst = n
+/// pipec: out dst
+extern "C" __global__ void c51_to_bf16(const float* src, __nv_bfloat16* dst, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = __float2bfloat16_rn(src[i]);
 }

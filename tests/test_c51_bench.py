@@ -39,3 +39,12 @@ def test_table_has_one_column_per_size_and_the_ratios(capsys):
 def test_learning_output_names():
     assert learning.output_name(learning.PIPE) == "learning"
     assert learning.output_name(ROOT / "pipelines" / "c51_step.pipe") == "c51_learning"
+
+
+def test_bf16_precision_reaches_the_twins_through_the_pipelines_constants():
+    from c51_spec import C51Config
+    from rl_step import pipe_constants
+
+    for flag, bf16 in (("false", False), ("true", True)):
+        config = C51Config.from_constants(pipe_constants({"BF16": flag}, c51_step.PIPE))
+        assert config.bf16 is bf16 and config.hidden == 512

@@ -93,3 +93,19 @@ def test_learns_cartpole():
         if best >= 195:
             break
     assert best >= 195, best
+
+
+def test_bf16_mode_rounds_layers_2_and_3_and_keeps_f32_gradients():
+    """--bf16 true: f32 logits and gradient, within bf16's rounding of the f32 ones
+    (norm-wise 3e-2, as tests/test_torch_c51.py) but not equal to them."""
+    key = jax.random.PRNGKey(2)
+    x = jax.random.normal(key, (24, 4), jnp.float32)
+    grads = {}
+    for bf16 in (False, True):
+        cfg = _small(bf16=bf16)
+        params = jc.init_params(cfg, jax.random.PRNGKey(0))
+        assert jc.logits(params, x, cfg).dtype == jnp.float32
+        grads[bf16] = jax.grad(lambda p, cfg=cfg: jnp.sum(jax.nn.log_softmax(jc.logits(p, x, cfg), -1)[:, 0, :3]))(params)
+    assert grads[True].dtype == jnp.float32
+    err = float(jnp.linalg.norm(grads[True] - grads[False]) / jnp.linalg.norm(grads[False]))
+    assert 0 < err < 3e-2, err

@@ -104,3 +104,25 @@ def test_learns_cartpole_on_the_gpu():
         if best >= 195:
             break
     assert best >= 195, best
+
+
+def test_bf16_mode_rounds_layers_2_and_3_and_keeps_f32_gradients():
+    """--bf16 true: the logits and the gradient stay float32 and the gradient is within bf16's
+    rounding of the f32 one (norm-wise 3e-2: bf16's 8-bit significand on the weights and
+    activations of two layers, the bound of tests/gpu/test_gemm.py's bf16 backward pass),
+    yet differs from it, so the autocast region really runs in bf16."""
+    grads = {}
+    for bf16 in (False, True):
+        cfg = _small(bf16=bf16)
+        module = tc.make_trainer(cfg, "cpu").module
+        gen = torch.Generator().manual_seed(1)
+        b = 24
+        obs, nxt = torch.randn(b, 4, generator=gen), torch.randn(b, 4, generator=gen)
+        act = torch.randint(0, 2, (b,), generator=gen)
+        ret, w = torch.rand(b, generator=gen) * 10, torch.rand(b, generator=gen) + 0.1
+        disc = torch.full((b,), 0.95)
+        assert tc.logits(tc.layers(module.params, cfg), obs, cfg.atoms, bf16).dtype == torch.float32
+        grads[bf16], _, _ = module.loss_and_grad(obs, act, ret, nxt, disc, w)
+    assert grads[True].dtype == torch.float32
+    err = float((grads[True] - grads[False]).norm() / grads[False].norm())
+    assert 0 < err < 3e-2, err

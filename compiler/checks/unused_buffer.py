@@ -1,4 +1,5 @@
-"""PC402: a buffer that no node of the init block or the step reads or writes."""
+"""PC402: a buffer that no node of the init block or the step reads or writes, and that no
+compile-time branch left out by the constants names (it serves other `-D` values)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ def unused_buffer(ctx: CheckContext) -> None:
         return  # a statement with an error may have used the buffer
     used = {a.buffer.name for node in ctx.nodes for a in node.accesses}
     used |= {arg.buffer.name for _, _, arg in ctx.bindings() if getattr(arg, "buffer", None) is not None}
+    used |= program.names_in_skipped_branches
     for name, buffer in program.buffers.items():
         if name not in used and buffer.span.source.path == program.path:
             ctx.sink.add("PC402", f"buffer `{name}` is never used", buffer.span,
