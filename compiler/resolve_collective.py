@@ -22,7 +22,7 @@ from .consteval import ConstError, RuntimeValue, evaluate
 from .diagnostics import Label
 from .model import Access, Buffer, CollectiveNode, GraphBody, Init, Mode, PointerArg
 from .dtypes import DTYPES
-from .resolve_scope import Abort, LoadedModule, Scope, _names_read
+from .resolve_scope import Abort, LoadedModule, Scope, names_read
 
 # The launcher constants and their one-process values; `-D NAME=VALUE` sets them, and
 # piperun passes the launcher's (runtime/distributed.py).
@@ -85,7 +85,7 @@ class Collectives(Scope):
     def reads_rank(self, module: LoadedModule, env: dict, expr: ast.Expr) -> bool:
         """Whether `expr` reads RANK, LOCAL_RANK or a constant computed from them."""
         return any(name not in env and id(module.scope.get(name)) in self.per_rank_symbols
-                   for name in _names_read(expr))
+                   for name in names_read(expr))
 
     def check_rank_decision(self, module: LoadedModule, env: dict, decision: ast.Expr | None,
                             reason: str, span: Span, bodies) -> None:

@@ -15,7 +15,7 @@ from .ranges import Extents, launch_accesses
 from .resolve_collective import Collectives
 from .resolve_control import ControlFlow
 from .resolve_gemm import Gemms
-from .resolve_scope import Abort, LoadedModule, _names_read
+from .resolve_scope import Abort, LoadedModule, names_read
 from .resolve_size import Sizing
 
 
@@ -94,7 +94,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
                 chosen = stmt.then if cond else stmt.orelse
                 skipped = stmt.orelse if cond else stmt.then
                 if skipped is not None:  # other constants take it: its buffers are not unused
-                    self.names_in_skipped_branches.update(_names_read(skipped))
+                    self.names_in_skipped_branches.update(names_read(skipped))
                 self.check_rank_decision(module, env, stmt.cond, "a condition depends on the rank",
                                          stmt.cond.span, [stmt.then, stmt.orelse])
                 if isinstance(chosen, ast.If):
