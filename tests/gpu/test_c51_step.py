@@ -69,7 +69,7 @@ def _forward(flat, x, H):
     return z1, z2, np.maximum(z2, 0) @ w3.T + b3
 
 
-@pytest.mark.parametrize("compute,mode,tol", [("f32", {}, 1e-4), ("tf32", {}, 1e-2), ("f32", BF16, 3e-2)],
+@pytest.mark.parametrize("compute,mode,tol", [("f32", {}, 1e-4), ("tf32", {}, 1e-2), ("f32", BF16, 5e-2)],
                          ids=["f32", "tf32", "bf16"])
 def test_learner_gemms_match_numpy(compute, mode, tol):
     """One learning step with UPDATES = 1: the logits the forward GEMMs wrote, and the flat
@@ -78,8 +78,10 @@ def test_learner_gemms_match_numpy(compute, mode, tol):
     logits, so a near-tie of a* decided differently in float32 cannot make the test flaky.
     Tolerances (norm-wise relative): f32 accumulation over K <= 256 terms; TF32's 10-bit
     inputs; bf16's 8-bit significand (relative rounding 2^-9) on the weights and activations of
-    layers 2 and 3, dL/dlogits and dh2, compounded over up to three layers (the bound of
-    tests/gpu/test_gemm.py's bf16 backward pass)."""
+    layers 2 and 3, dL/dlogits and dh2, compounded over up to three layers and through the
+    cancellations of a gradient's sums: the flat gradient measured 3.3e-2 on an H200
+    (2026-11-30), so 5e-2; a wiring mistake (a wrong operand or transpose) gives errors of
+    order 1."""
     import pipec
 
     defines = {**SMALL, "UPDATES": 1, "COMPUTE": f'"{compute}"', **mode}
