@@ -14,6 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import c51_reference as ref  # noqa: E402 - tests/, after the path
+from flagship_runs import mean_return_curve, two_runs_and_verify  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -30,19 +31,7 @@ BF16 = {"BF16": "true"}
 
 @pytest.mark.parametrize("mode", [{}, BF16], ids=["f32", "bf16"])
 def test_two_runs_agree_and_graph_matches_eager(mode):
-    import pipec
-
-    snapshots = []
-    for _ in range(2):
-        with pipec.load(PIPE, defines={**SMALL, **mode}) as pipeline:
-            pipeline.step(60)
-            snapshots.append(pipeline.snapshot())
-            if len(snapshots) == 2:
-                report = pipeline.verify(60)
-    first, second = snapshots
-    for name in first:
-        np.testing.assert_array_equal(first[name].view(np.uint8), second[name].view(np.uint8), err_msg=name)
-    assert report.ok, [m.describe() for m in report.mismatches]
+    first = two_runs_and_verify(PIPE, {**SMALL, **mode})
     assert first["step_ctr"][0] == 60 and first["learn_on"][0] == 1 and first["adam_t"][0] > 50
     assert np.isfinite(first["params"]).all() and np.isfinite(first["target"]).all()
     assert first["ep_count"][0] > 0 and first["diag"][0] == 60
@@ -119,16 +108,7 @@ def test_learner_gemms_match_numpy(compute, mode, tol):
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_default_pipeline_learns_cartpole(seed):
-    import pipec
-
-    curve = []
-    with pipec.load(PIPE, defines={"SEED": seed}) as pipeline:
-        for _ in range(20):
-            pipeline.step(500)
-            pipeline.synchronize()
-            curve.append(pipeline.readback()["mean_return_100"])
-            if curve[-1] >= 195:
-                break
+    curve = mean_return_curve(PIPE, {"SEED": seed}, stop_at=195)
     assert max(curve) >= 195, f"seed {seed}: mean return of the last 100 episodes, every 500 steps: {curve}"
 
 
@@ -136,14 +116,5 @@ def test_the_bf16_pipeline_learns_cartpole():
     """bf16 mode, seed 1, default size: a looser bar than the f32 mode's (a mean return of the
     last 100 episodes of at least 150, not 195, within 10 000 steps), since bf16 weights move
     in steps of 2^-8 of their size; the run stops as soon as it reaches 195."""
-    import pipec
-
-    curve = []
-    with pipec.load(PIPE, defines={"SEED": 1, **BF16}) as pipeline:
-        for _ in range(20):
-            pipeline.step(500)
-            pipeline.synchronize()
-            curve.append(pipeline.readback()["mean_return_100"])
-            if curve[-1] >= 195:
-                break
+    curve = mean_return_curve(PIPE, {"SEED": 1, **BF16}, stop_at=195)
     assert max(curve) >= 150, f"bf16: mean return of the last 100 episodes, every 500 steps: {curve}"

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from flagship_runs import mean_return_curve, two_runs_and_verify
+
 pytestmark = pytest.mark.gpu
 
 PIPE = Path(__file__).resolve().parents[2] / "pipelines" / "rl_step.pipe"
@@ -20,19 +22,7 @@ SMALL = {
 
 
 def test_two_runs_agree_and_graph_matches_eager():
-    import pipec
-
-    snapshots = []
-    for _ in range(2):
-        with pipec.load(PIPE, defines=SMALL) as pipeline:
-            pipeline.step(60)
-            snapshots.append(pipeline.snapshot())
-            if len(snapshots) == 2:
-                report = pipeline.verify(60)
-    first, second = snapshots
-    for name in first:
-        np.testing.assert_array_equal(first[name].view(np.uint8), second[name].view(np.uint8), err_msg=name)
-    assert report.ok, [m.describe() for m in report.mismatches]
+    first = two_runs_and_verify(PIPE, SMALL)
     assert first["step_ctr"][0] == 60 and first["learn_on"][0] == 1 and first["adam_t"][0] > 50
     assert np.isfinite(first["params"]).all() and np.isfinite(first["target"]).all()
     size = first["replay_size"][0]
@@ -43,12 +33,5 @@ def test_two_runs_agree_and_graph_matches_eager():
 
 
 def test_the_default_pipeline_learns_cartpole():
-    import pipec
-
-    curve = []
-    with pipec.load(PIPE) as pipeline:
-        for _ in range(20):
-            pipeline.step(500)
-            pipeline.synchronize()
-            curve.append(pipeline.readback()["mean_return_100"])
+    curve = mean_return_curve(PIPE, {})
     assert max(curve) >= 195, f"mean return of the last 100 episodes, every 500 steps: {curve}"
