@@ -294,6 +294,9 @@ def connect(plan: Plan, launch: Launch, channel: Channel | None = None, library=
         communicator = library.open_communicator(unique_id, launch.world_size, launch.rank)
     except Error:
         raise
+    except ImportError as error:  # neither nccl4py nor CuPy
+        raise DistributedError(f"collective nodes need NCCL's Python bindings ({error}): install "
+                               "`pipec[nccl12]` or `pipec[nccl13]`") from None
     except Exception as error:  # the bindings' own exception types
         raise DistributedError(f"rank {launch.rank}: creating the NCCL communicator failed after "
                                f"{time.monotonic() - started:.1f} s: {error}") from None

@@ -221,6 +221,23 @@ class _Library:
         return self.communicator
 
 
+class _NoBindings:
+    """Neither nccl4py nor CuPy installed, as runtime/nccl.py meets it."""
+
+    def new_unique_id(self) -> bytes:
+        raise ImportError("No module named 'cupy'")
+
+
+def test_without_nccl_bindings_a_collective_plan_says_what_to_install():
+    plan = _plan(RL_STEP, WORLD_SIZE=1)
+    single = Launch("none", 0, 1, 0)
+    with pytest.raises(DistributedError) as error:
+        connect(_plan(RL_STEP, WORLD_SIZE=2, RANK=0), Launch("torchrun", 0, 2, 0), LocalChannel(), _NoBindings())
+    assert str(error.value) == ("collective nodes need NCCL's Python bindings (No module named 'cupy'): "
+                                "install `pipec[nccl12]` or `pipec[nccl13]`")
+    assert connect(plan, single, LocalChannel(), _NoBindings()).communicator is None  # no collective: no NCCL
+
+
 def _load(tmp_path, text, world_size=2, rank=0, extra_node=None, **kwargs):
     path = tmp_path / "prog.pipe"
     path.write_text(text)
