@@ -76,6 +76,8 @@ RULES: tuple[Rule, ...] = (
          "an import or `load` names a file outside the project and its allowed folders"),
     Rule("PC111", "too-many-nodes", _E, "the unrolled program would exceed the node limit"),
     Rule("PC112", "input-limit", _E, "a file, its nesting or one of its integers is larger than pipec reads"),
+    Rule("PC113", "import-binding-error", _E,
+         "an import's `with (NAME = ...)` names no constant the imported file declares"),
     # PC2xx: binding launches to kernels
     Rule("PC201", "argument-count", _E, "a launch or graph use binds more or fewer arguments than it takes"),
     Rule("PC202", "argument-kind", _E, "a pointer parameter gets a value or a scalar parameter a buffer"),

@@ -27,9 +27,14 @@ class Resolver(Waivers, Unrolling):
         self._populate(main)
         for name, (_, span) in self.defines.items():
             if name not in self.used_defines:
-                self.sink.add("PC103", f"`-D {name}` defines no constant of this file", span,
-                              self._suggest(name, [n for n, s in main.scope.items() if s.kind == "const"],
-                                            "constants"))
+                imported = main.scope.get(name)
+                if imported is not None and imported.kind == "const":
+                    hint = (f"`{name}` is `{imported.span.source.path.name}`'s: declare it in this file "
+                            f"and bind it in the import, `with ({name} = {name})`")
+                else:
+                    hint = self._suggest(name, [n for n, s in main.scope.items() if s.kind == "const"],
+                                         "constants")
+                self.sink.add("PC103", f"`-D {name}` defines no constant of this file", span, hint)
         options = self._options(main)
         self.gemm_workspace = options.gemm_workspace
         waivers = self._waivers(main)
@@ -53,7 +58,8 @@ class Resolver(Waivers, Unrolling):
         scope = main.scope
         return Program(
             path=source.path,
-            sources=[m.source for m in self.modules.values()] + list(self.kernel_files.values()),
+            sources=list({m.path: m.source for m in self.modules.values()}.values())
+            + list(self.kernel_files.values()),
             consts={n: s.value for n, s in scope.items() if s.kind == "const"},
             buffers={**{n: s.value for n, s in scope.items() if s.kind == "buffer"}, **self.control_buffers,
                      **self.workspaces},

@@ -14,7 +14,8 @@ from .consteval import Value, literal, representable
 from .diagnostics import DiagnosticSink, Label
 from .kernels import include_closure
 from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options
-from .resolve_collective import LAUNCHER_CONSTANTS, PER_RANK, Collectives, builtin_span
+from .resolve_bindings import ImportBindings, instance
+from .resolve_collective import LAUNCHER_CONSTANTS, PER_RANK, builtin_span
 from .resolve_kernels import KernelImports
 from .resolve_scope import Abort, LoadedModule, Symbol
 
@@ -26,7 +27,7 @@ INT64_MAX = (1 << 63) - 1
 SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
 
-class Declarations(KernelImports, Collectives):
+class Declarations(KernelImports, ImportBindings):
     """Owns the chain of modules being loaded (for cycles) and the `-D` definitions."""
 
     def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
@@ -37,9 +38,9 @@ class Declarations(KernelImports, Collectives):
         self.launcher_symbols: dict[str, Symbol] = {}
         self.allowed_dirs: tuple[Path, ...] = ()  # set by `resolve` from the main file
 
-    def _load(self, path: Path, via: Span) -> LoadedModule | None:
-        if path in self.modules:
-            return self.modules[path]
+    def _load(self, path: Path, via: Span, bindings: dict) -> LoadedModule | None:
+        if (path, instance(bindings)) in self.modules:
+            return self.modules[path, instance(bindings)]
         if path in self.loading:
             self.sink.add("PC102", f"`{path.name}` imports itself through a cycle", via,
                           "move the shared declarations into a third file both can import")
@@ -56,8 +57,9 @@ class Declarations(KernelImports, Collectives):
             self.sink.add(error.code, error.message, error.span,
                           error.hint or "see docs/language.md for the syntax")
             return None
-        module = LoadedModule(path, source, tree)
+        module = LoadedModule(path, source, tree, bindings=bindings)
         self._populate(module)
+        self._check_bindings(module)
         for decl in tree.decls:
             if isinstance(decl, (ast.StepDecl, ast.InitDecl)):
                 keyword = "step" if isinstance(decl, ast.StepDecl) else "init"
@@ -92,7 +94,7 @@ class Declarations(KernelImports, Collectives):
                 self._declare_top(module, decl)
         finally:
             self.loading.pop()
-        self.modules[module.path] = module
+        self.modules[module.path, instance(module.bindings)] = module
 
     def _declare_top(self, module: LoadedModule, decl) -> None:
         try:
@@ -105,12 +107,18 @@ class Declarations(KernelImports, Collectives):
                                       name.span, f"piperun sets it from the launcher; to check a "
                                       f"value, pass `-D {name.text}=...`")
                         return
-                    if module.path == self.loading[0] and name.text in self.defines:
-                        value = self.defines[name.text][0]
-                        self.used_defines.add(name.text)
-                    symbol = Symbol("const", self._const(module, value), name.span)
+                    if name.text in module.bindings:  # the importer's value replaces this one
+                        bound, _, per_rank = module.bindings[name.text]
+                        symbol = Symbol("const", bound, name.span)
+                        self.bound_names.add((id(module), name.text))
+                    else:
+                        if module.path == self.loading[0] and name.text in self.defines:
+                            value = self.defines[name.text][0]
+                            self.used_defines.add(name.text)
+                        symbol = Symbol("const", self._const(module, value), name.span)
+                        per_rank = self.reads_rank(module, {}, value)
                     self._declare(module, name, symbol)
-                    if self.reads_rank(module, {}, value):
+                    if per_rank:
                         self.per_rank_symbols.add(id(symbol))
                 case ast.BufferDecl():
                     self._declare(module, decl.name, Symbol("buffer", self._buffer(module, decl), decl.name.span))
@@ -133,6 +141,10 @@ class Declarations(KernelImports, Collectives):
             self._mark_invalid(module, decl.names or ())
             return
         if target.suffix in (".cu", ".cuh", ".cuda"):
+            if decl.bindings:
+                self.sink.add("PC113", f"`{decl.path.value}` is a kernel source; it declares no "
+                              "constants to bind", decl.bindings[0].span,
+                              "remove `with (...)`; kernels take values as launch arguments")
             outside = [h for h in include_closure(target, target.read_text(errors="replace"),
                                                   self.options.include_dirs) if not self._allowed(h)]
             if outside:
@@ -141,13 +153,14 @@ class Declarations(KernelImports, Collectives):
                 return
             self._import_kernels(module, decl, target)
             return
-        imported = self._load(target, decl.path.span)
+        imported = self._load(target, decl.path.span, self._bindings(module, decl))
         if imported is None:
             self._mark_invalid(module, decl.names or ())
             return
         if decl.names is None:
             for name, symbol in imported.scope.items():
-                self._declare(module, ast.Ident(name, decl.path.span), symbol)
+                if not self._is_bound(imported, name):  # the importer has the values it bound
+                    self._declare(module, ast.Ident(name, decl.path.span), symbol)
             return
         for ident in decl.names:
             symbol = imported.scope.get(ident.text)
@@ -367,3 +380,4 @@ class Declarations(KernelImports, Collectives):
         if self.options.lanes is not None:
             values["lanes"] = self.options.lanes
         return Options(**values, share_modules_span=share_span)
+

@@ -32,6 +32,9 @@ class LoadedModule:
     source: SourceFile
     tree: ast.Module
     scope: dict[str, Symbol] = field(default_factory=dict)
+    # `import "f" with (NAME = EXPR)`: the importer's values for constants this file declares,
+    # each with its binding and whether it differs per rank (the main file's come from `-D`)
+    bindings: dict[str, tuple[Value, ast.Keyword, bool]] = field(default_factory=dict)
 
 
 class Abort(Error):
@@ -45,7 +48,8 @@ class Scope:
         self.options = options
         self.sink = sink
         self.toolchain = toolchain
-        self.modules: dict[Path, LoadedModule] = {}
+        # by path and the values bound to the file's constants: one instance per set of values
+        self.modules: dict[tuple[Path, tuple], LoadedModule] = {}
         # Values of expressions by (expression, module, the loop variables and parameters it
         # reads): unrolling evaluates one statement's expressions once per iteration and per
         # graph use. Plain arithmetic (`is_arithmetic`) is not kept: it evaluates faster than

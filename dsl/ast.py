@@ -255,11 +255,13 @@ class Block:
 
 @dataclass(frozen=True)
 class Import:
-    """`import "f"` (names is None) or `from "f" import a, b`."""
+    """`import "f"` (names is None) or `from "f" import a, b`, either with
+    `with (NAME = EXPR, ...)`: values for constants the imported file declares."""
 
     path: StrLit
     names: tuple[Ident, ...] | None
     span: Span
+    bindings: tuple[Keyword, ...] = ()
 
 
 @dataclass(frozen=True)

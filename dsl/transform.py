@@ -93,12 +93,20 @@ class _ToAst(Transformer):
         return ast.Module(tuple(self._parts(children)), Span(self.source, 0, len(self.source.text)))
 
     def import_all(self, children):
-        (path,) = self._parts(children)
-        return ast.Import(self._str(path), None, self._span(children))
+        path, bindings = self._parts(children)
+        return ast.Import(self._str(path), None, self._span(children), bindings or ())
 
     def import_names(self, children):
-        path, *names = self._parts(children)
-        return ast.Import(self._str(path), tuple(map(self._ident, names)), self._span(children))
+        path, *names, bindings = self._parts(children)
+        return ast.Import(self._str(path), tuple(map(self._ident, names)), self._span(children),
+                          bindings or ())
+
+    def import_with(self, children):
+        return tuple(self._parts(children))
+
+    def binding(self, children):
+        name, value = self._parts(children)
+        return ast.Keyword(self._ident(name), value, self._span(children))
 
     def const_decl(self, children):
         name, value = self._parts(children)

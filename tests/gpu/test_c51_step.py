@@ -23,7 +23,7 @@ PIPE = Path(__file__).resolve().parents[2] / "pipelines" / "c51_step.pipe"
 SMALL = {
     "ENVS": 64, "HIDDEN": 256, "CAPACITY": 4096, "BATCH": 64, "UPDATES": 2, "LEARNING_STARTS": 200,
     "EPS_DECAY_STEPS": 50, "PER_BETA_STEPS": 100, "LR_CHECK_EVERY": 10, "LR_PATIENCE": 2,
-    "TREE_STAGE": 5, "MAX_EPISODE_STEPS": 40,
+    "MAX_EPISODE_STEPS": 40,
 }
 ATOMS, VMIN, VMAX, OUTS = 51, 0.0, 100.0, 104
 BF16 = {"BF16": "true"}

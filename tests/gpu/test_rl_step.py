@@ -17,7 +17,7 @@ PIPE = Path(__file__).resolve().parents[2] / "pipelines" / "rl_step.pipe"
 SMALL = {
     "ENVS": 64, "HIDDEN": 32, "CAPACITY": 4096, "BATCH": 64, "UPDATES": 2, "LEARNING_STARTS": 200,
     "EPS_DECAY_STEPS": 50, "PER_BETA_STEPS": 100, "LR_CHECK_EVERY": 10, "LR_PATIENCE": 2,
-    "TREE_STAGE": 5, "MAX_EPISODE_STEPS": 40,
+    "MAX_EPISODE_STEPS": 40,
 }
 
 
