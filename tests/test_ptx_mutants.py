@@ -569,18 +569,19 @@ def test_summaries_settle_even_when_every_function_changed_in_one_round():
     assert writes(call, extra=store) == [Written.YES, Written.YES]
 
 
-@pytest.mark.parametrize("stay, leave, polled", [
-    ("%p1", "%p5", False),  # only what jumps past the way out decides it: here a counter
-    ("%p5", "%p1", True),
+@pytest.mark.parametrize("leave, stay, polled", [
+    ("", "%p1", False),  # only the counter decides: it jumps past the way out
+    ("@%p5 bra $L_leave;", "%p1", True),  # and `if (*flag) break;` jumps to it
+    ("@%p1 bra $L_leave;", "%p5", True),
 ])
-def test_an_unconditional_way_out_is_decided_by_the_branches_that_jump_past_it(stay, leave, polled):
+def test_every_branch_to_or_past_a_way_out_decides_it(leave, stay, polled):
     found = spins(f"""
 $L_top:
   ld.volatile.global.u32 %r5, [%rd1];
   setp.ne.s32 %p5, %r5, 0;
   add.s32 %r3, %r3, 1;
   setp.lt.s32 %p1, %r3, 8;
-  @{leave} bra $L_leave;
+  {leave}
   @{stay} bra $L_stay;
 $L_leave:
   bra.uni $L_out;
