@@ -167,6 +167,12 @@ def test_parallel_members_conflict_only_where_one_writes_an_element_the_other_to
     assert [(node_at[id(c.first_node)], node_at[id(c.second_node)]) for c in dag.conflicts] == [(0, 2), (1, 2)]
 
 
+def test_a_members_write_keeps_the_reads_of_the_members_before_it():
+    # a block reads a[3:6] and writes a[4:5]; a later write to a[4:5] follows both members
+    items = _items([([(0, 3, 6, 1)], 0), ([(0, 4, 5, 2)], 0), ([(0, 4, 5, 3)], None)])
+    assert build_dag(GraphBody("step", "step", SPAN, items)).edges == [(0, 2), (1, 2)]
+
+
 def test_a_parallel_block_is_followed_by_every_member_that_wrote():
     items = _items([([(0, 0, 8, 2)], 1), ([(0, 0, 8, 2)], 1), ([(0, 0, 8, 1)], None)])
     dag = build_dag(GraphBody("step", "step", SPAN, items))
