@@ -22,7 +22,7 @@ from .kernel_records import CallSite, FindingRecord, KernelRecord, ParamRecord, 
 from .source_scan import Declaration, scan_declarations
 from .toolchain import CompileRequest
 
-ANALYSIS_VERSION = "6"  # bump when the analysis output format or meaning changes
+ANALYSIS_VERSION = "7"  # bump when the analysis output format or meaning changes
 
 # The probe's code for one parameter type: the scalar at the bottom of its pointers (0 when
 # pipec cannot bind it: a struct, an enum, a reference), how many pointers lead to it (at most

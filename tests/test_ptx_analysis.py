@@ -219,6 +219,100 @@ $L_fill:
     assert rules(waits) == [("spin-wait", 7)] and rules(bounded) == []
 
 
+def test_a_plain_load_at_a_loaded_address_is_polled_unless_a_counter_moves_it():
+    # `while (data[idx[0]] == 0)`: the address is computed in the body, from memory
+    waits = module("""
+$L_wait:
+  .loc 1 7 1
+  ld.global.u32 %r1, [%rd1];
+  mul.wide.s32 %rd3, %r1, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.u32 %r2, [%rd4];
+  st.global.u32 [%rd5], %r2;
+  setp.eq.s32 %p1, %r2, 0;
+  @%p1 bra $L_wait;
+""")
+    # `for (j = idx[0]; data[j] == 0; ++j)`: the counter moves the address
+    walks = module("""
+  ld.global.u32 %r1, [%rd1];
+$L_walk:
+  mul.wide.s32 %rd3, %r1, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.u32 %r2, [%rd4];
+  add.s32 %r1, %r1, 1;
+  setp.eq.s32 %p1, %r2, 0;
+  @%p1 bra $L_walk;
+""")
+    assert rules(waits) == [("spin-wait", 7)] and rules(walks) == []
+
+
+def test_a_backward_branch_to_code_that_never_comes_back_is_no_loop():
+    # NVRTC lays a shared early `return` out before the code that jumps back to it
+    m = module("""
+  bra.uni $L_body;
+$L_done:
+  ret;
+$L_body:
+  ld.global.u32 %r1, [%rd1];
+  setp.eq.s32 %p1, %r1, 0;
+  @%p1 bra $L_done;
+  st.global.u32 [%rd2], %r1;
+""")
+    assert rules(m) == []
+
+
+def test_a_loop_is_its_whole_cycle_wherever_its_blocks_lie():
+    # a slow path laid out before the loop's top, the counter after the branch back into it:
+    # the loop through that branch holds the counter, so the loaded address is no poll
+    m = module("""
+  bra.uni $L_top;
+$L_slow:
+  add.s32 %r5, %r5, 1;
+  bra.uni $L_join;
+$L_top:
+  mul.wide.s32 %rd3, %r1, 4;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.u32 %r2, [%rd4];
+  setp.eq.s32 %p1, %r2, 0;
+  @%p1 bra $L_slow;
+$L_join:
+  add.s32 %r1, %r1, 1;
+  setp.lt.s32 %p2, %r1, 64;
+  @%p2 bra $L_top;
+""")
+    assert rules(m) == []
+
+
+CALLED = """
+.func (.param .b32 peek_retval0) peek(.param .b64 peek_param_0)
+{
+  ld.param.u64 %rd1, [peek_param_0];
+  ld.global.u32 %r1, [%rd1];
+  st.param.b32 [peek_retval0], %r1;
+  ret;
+}
+"""
+
+
+@pytest.mark.parametrize("step, spins", [("", True), ("add.s64 %rd1, %rd1, 4;", False)])
+def test_a_call_reading_plain_memory_polls_unless_its_argument_moves(step, spins):
+    # `while (peek(flag) == 0)` with `peek` not inlined, and `while (peek(x + i) == 0) ++i`
+    m = module(f"""
+$L_wait:
+  .loc 1 6 1
+  {step}
+  {{ .param .b64 param0;
+  st.param.b64 [param0+0], %rd1;
+  .param .b32 retval0;
+  call.uni (retval0), peek, (param0);
+  ld.param.b32 %r1, [retval0];
+  }}
+  setp.eq.s32 %p1, %r1, 0;
+  @%p1 bra $L_wait;
+""", extra=CALLED)
+    assert rules(m) == ([("spin-wait", 6)] if spins else [])
+
+
 def test_a_loop_without_exit_is_a_spin():
     m = module("""
 $L_forever:

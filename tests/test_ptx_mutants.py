@@ -399,7 +399,7 @@ $L_wait:
 """
 
 
-def helper_poll(load: str, body: str = POLLED) -> ptx.PtxModule:
+def helper_poll(load: str, body: str = POLLED, extra: str = "") -> ptx.PtxModule:
     """`while (poll(flag) == 0)` with `poll` not inlined; poll calls itself (never, at run time),
     `vprintf` (not in the module) and `read`, which makes the load."""
     return module(body, extra=f"""
@@ -420,6 +420,7 @@ def helper_poll(load: str, body: str = POLLED) -> ptx.PtxModule:
   st.param.b32 [poll_retval0], %r1;
   ret;
 }}
+{extra}
 """)
 
 
@@ -433,6 +434,48 @@ def test_a_polling_call_whose_result_decides_nothing_is_no_wait():
     counted = POLLED.replace("setp.eq.s32 %p1, %r1, 0;", "ld.param.u32 %r4, [k_param_1];\n"
                              "  add.s32 %r3, %r3, 1;\n  setp.lt.s32 %p1, %r3, %r4;")
     assert helper_poll("ld.volatile.global.u32 %r1, [%rd1]", counted).findings("k") == []
+
+
+def test_a_polling_call_beside_a_counter_is_still_a_wait():
+    # `while (poll(flag) == 0 && ++i < 100)`: a timeout, like an ordered load beside a counter
+    timed = POLLED.replace("setp.eq.s32 %p1, %r1, 0;", "add.s32 %r3, %r3, 1;\n  setp.lt.s32 %p2, %r3, 100;\n"
+                           "  setp.eq.s32 %p3, %r1, 0;\n  and.pred %p1, %p2, %p3;")
+    (finding,) = helper_poll("ld.volatile.global.u32 %r1, [%rd1]", timed).findings("k")
+    assert finding.instruction == "call.uni (retval0), poll, (param0)"
+
+
+def test_only_a_calls_own_arguments_feed_its_result():
+    # `while (poll(flag) == 0) i = bump(i);`: the counter is another call's argument
+    bumped = POLLED.replace("$L_wait:", """$L_wait:
+  { .param .b32 param0;
+  st.param.b32 [param0+0], %r3;
+  .param .b32 retval0;
+  call.uni (retval0), bump, (param0);
+  ld.param.b32 %r3, [retval0];
+  }""")
+    bump = ".func (.param .b32 bump_retval0) bump(.param .b32 bump_param_0)\n{\n  ret;\n}\n"
+    (finding,) = helper_poll("ld.global.u32 %r1, [%rd1]", bumped, extra=bump).findings("k")
+    assert finding.instruction == "call.uni (retval0), poll, (param0)"
+
+
+def test_a_loop_is_every_path_from_its_header_to_its_branch_back():
+    # an `if` inside the loop: the walk back from the branch meets the header along one arm
+    # before it has finished the other, which holds the way out
+    assert spins("""
+$L_top:
+  ld.volatile.global.u32 %r5, [%rd1];
+  setp.ne.s32 %p4, %r5, 0;
+  @%p2 bra $L_else;
+  @%p4 bra $L_out;
+  bra.uni $L_join;
+$L_else:
+  add.s32 %r6, %r6, 1;
+$L_join:
+  add.s32 %r3, %r3, 1;
+  setp.lt.s32 %p1, %r3, 8;
+  @%p1 bra $L_top;
+$L_out:
+""") == ["ld.volatile.global.u32 %r5, [%rd1]"]
 
 
 def test_a_plain_load_beside_a_counter_is_bounded():
@@ -569,18 +612,19 @@ def test_summaries_settle_even_when_every_function_changed_in_one_round():
     assert writes(call, extra=store) == [Written.YES, Written.YES]
 
 
-@pytest.mark.parametrize("stay, leave, polled", [
-    ("%p1", "%p5", False),  # only what jumps past the way out decides it: here a counter
-    ("%p5", "%p1", True),
+@pytest.mark.parametrize("leave, stay, polled", [
+    ("", "%p1", False),  # only the counter decides: it jumps past the way out
+    ("@%p5 bra $L_leave;", "%p1", True),  # and `if (*flag) break;` jumps to it
+    ("@%p1 bra $L_leave;", "%p5", True),
 ])
-def test_an_unconditional_way_out_is_decided_by_the_branches_that_jump_past_it(stay, leave, polled):
+def test_every_branch_to_or_past_a_way_out_decides_it(leave, stay, polled):
     found = spins(f"""
 $L_top:
   ld.volatile.global.u32 %r5, [%rd1];
   setp.ne.s32 %p5, %r5, 0;
   add.s32 %r3, %r3, 1;
   setp.lt.s32 %p1, %r3, 8;
-  @{leave} bra $L_leave;
+  {leave}
   @{stay} bra $L_stay;
 $L_leave:
   bra.uni $L_out;
