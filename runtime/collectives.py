@@ -58,6 +58,8 @@ class Collectives:
 
     def issue(self, node: CollectiveNodeSpec, stream) -> None:
         """Enqueue the node's NCCL call on `stream`."""
+        if self.failed:  # nothing may reach a communicator that is being aborted
+            raise CollectiveFailed(f"rank {self.distributed.launch.rank}: the NCCL communicator is aborted")
         comm, src, dst = self.communicator, self._address(node.src, node.src_offset), self._address(node.dst, node.dst_offset)
         handle = int(stream)
         try:
@@ -85,8 +87,8 @@ class Collectives:
 
     def wait(self, stream) -> None:
         """Wait for `stream` without hanging on a failed rank (see the module's docstring)."""
-        if self.failed:  # aborted: NCCL can no longer be asked, and the step will not finish
-            raise CollectiveFailed(f"rank {self.distributed.launch.rank}: the NCCL communicator was aborted")
+        if self.failed:  # the step will not finish, and NCCL may no longer be asked
+            raise CollectiveFailed(f"rank {self.distributed.launch.rank}: the NCCL communicator is aborted")
         driver = self.device.driver
         query, not_ready = driver.cu.cuStreamQuery, driver.cu.CUresult.CUDA_ERROR_NOT_READY
         started = last_poll = time.monotonic()
@@ -113,18 +115,19 @@ class Collectives:
             pause = min(pause * 2, 1e-3)
 
     def fail(self, message: str) -> None:
-        """Abort the communicator (which ends NCCL's spinning kernels), tell the other ranks,
-        and raise."""
+        """Tell the other ranks, and raise; the communicator is aborted as the pipeline closes."""
         rank = self.distributed.launch.rank
         self.abort(message)
-        raise CollectiveFailed(f"rank {rank}: {message}; the NCCL communicator was aborted")
+        raise CollectiveFailed(f"rank {rank}: {message}; the NCCL communicator is aborted as the pipeline closes")
 
     def abort(self, message: str) -> None:
+        """Mark this rank failed and tell the others. `ncclCommAbort` itself waits until every
+        graph holding a recorded collective is gone (NCCL keeps a reference per recording), so
+        it must come after the step graph is destroyed: `Pipeline.close` destroys the graph
+        first, then aborts the communicator (`Distributed.close(failed=True)`), whose abort flag
+        ends the NCCL kernels still waiting for the other ranks."""
         if self.failed:
             return
         self.failed = True
-        try:
-            self.distributed.channel.report_failure(message)
-        finally:
-            self.distributed.close(failed=True)  # ncclCommAbort, once
+        self.distributed.channel.report_failure(message)
 

@@ -91,19 +91,20 @@ def _slurm_first_host(env: Mapping[str, str]) -> str:
 
 
 def nccl_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """NCCL's settings pipec needs, added where the user set none (the user's values stay):
-    NVLink SHARP (NVLS, multicast objects) off, as the shared H200 machines require; graph
-    mixing off, so that a recorded collective holds no event nodes (with it on, NCCL joins its
-    internal stream by event nodes, which a library recording refuses; pipec never has an eager
-    collective in flight beside a graph); and connections made when the communicator is
-    created, not lazily inside the first collective, which for pipec is a recording."""
+    """NCCL's settings pipec needs, set whatever the environment held (each one is needed for
+    pipec to be safe, not a preference): NVLink SHARP (NVLS, multicast objects) off, as the
+    shared H200 machines require; graph mixing off, so that a recorded collective holds no
+    event nodes (with it on, NCCL joins its internal stream by event nodes, which a library
+    recording refuses; pipec never has an eager collective in flight beside a graph); and
+    connections made when the communicator is created, not lazily inside the first collective,
+    which for pipec is a recording. Returns the values it changed."""
     env = os.environ if env is None else env
-    added = {}
+    changed = {}
     for name, value in NCCL_SETTINGS:
-        if name not in env:
+        if env.get(name) != value:
             env[name] = value
-            added[name] = value
-    return added
+            changed[name] = value
+    return changed
 
 
 # --- the host channel between the ranks ---------------------------------------------------------

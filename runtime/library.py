@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import Error
-from .driver import Device
+from .driver import CudaError, Device
 
 ALLOWED_NODE_TYPES = ("KERNEL", "MEMSET")
 
@@ -49,20 +49,29 @@ def record_call(device: Device, what: str, call: Callable[[object], None],
     graph = None
     try:
         driver.call("cuStreamBeginCapture", stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        failure: BaseException | None = None
         try:
             call(stream)
-        finally:
-            # End the capture even when the call failed, or the stream stays unusable.
-            graph = _end_capture(driver, stream)
+        except BaseException as error:  # noqa: BLE001 - the capture must end whatever happened
+            failure = error
+        # End the capture even when the call failed, or the stream stays unusable.
+        graph, ended = _end_capture(driver, stream)
+        if isinstance(failure, Error) or (failure is not None and not isinstance(failure, Exception)):
+            raise failure  # pipec's own errors name the node already; an interrupt stays one
+        if failure is not None:  # the binding's own exception types
+            raise LibraryRecordingError(f"{what}: the library call failed: "
+                                        f"{type(failure).__name__}: {failure}") from None
+        if graph is None:
+            raise LibraryRecordingError(f"{what}: the library call could not be recorded: "
+                                        f"cuStreamEndCapture failed with {ended} (the call did "
+                                        "something stream capture forbids)")
         recording = _inspect(device, graph)
-    except LibraryRecordingError:
+    except BaseException as error:
         if graph is not None:
             driver.call("cuGraphDestroy", graph)
+        if isinstance(error, CudaError):  # the driver's, around the call
+            raise LibraryRecordingError(f"{what}: recording the library call failed: {error}") from None
         raise
-    except Error as error:
-        if graph is not None:
-            driver.call("cuGraphDestroy", graph)
-        raise LibraryRecordingError(f"{what}: recording the library call failed: {error}") from None
     finally:
         driver.call("cuStreamDestroy", stream)
     refused = [t for t in recording.node_types if t not in allowed]
@@ -74,14 +83,12 @@ def record_call(device: Device, what: str, call: Callable[[object], None],
     return recording
 
 
-def _end_capture(driver, stream):
-    cu = driver.cu
-    result = cu.cuStreamEndCapture(stream)
+def _end_capture(driver, stream) -> tuple[object | None, str]:
+    """(the recorded graph, "") or, when the capture was invalidated, (None, the error's name)."""
+    result = driver.cu.cuStreamEndCapture(stream)
     if result[0] != driver.success:
-        # The capture was invalidated (the call did something capture forbids): no graph.
-        raise LibraryRecordingError(
-            f"the library call could not be recorded: cuStreamEndCapture failed with {driver.error_name(result[0])}")
-    return result[1]
+        return None, driver.error_name(result[0])
+    return result[1], ""
 
 
 def _inspect(device: Device, graph) -> Recording:

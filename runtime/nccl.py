@@ -83,9 +83,11 @@ class _Nccl4pyCommunicator:
         return int(self._comm.get_async_error())
 
     def abort(self) -> None:
+        self._handle = None  # the Comm the raw calls took is freed with it
         self._comm.abort()
 
     def destroy(self) -> None:
+        self._handle = None
         self._comm.destroy()
 
 

@@ -87,6 +87,9 @@ class FakeCommunicator:
         return self.state
 
     def abort(self) -> None:
+        # ncclCommAbort waits for every graph holding a recorded collective to be destroyed
+        # (NCCL's reference per recording): one still alive here would hang a real rank.
+        assert not self.fake.executables, "ncclCommAbort before the graphs holding its collectives are destroyed"
         self.aborted = True
 
     def destroy(self) -> None:

@@ -197,10 +197,11 @@ def test_a_broken_launcher_environment_is_one_message():
     assert Launch("mpirun", 3, 4, 1).constants() == {"RANK": 3, "WORLD_SIZE": 4, "LOCAL_RANK": 1}
 
 
-def test_nccl_settings_keep_the_users_values():
-    env = {"NCCL_GRAPH_MIXING_SUPPORT": "1"}
-    assert nccl_environment(env) == {"NCCL_NVLS_ENABLE": "0", "NCCL_RUNTIME_CONNECT": "0"}
-    assert env == {"NCCL_GRAPH_MIXING_SUPPORT": "1", "NCCL_NVLS_ENABLE": "0", "NCCL_RUNTIME_CONNECT": "0"}
+def test_nccl_settings_are_set_whatever_the_environment_held():
+    env = {"NCCL_NVLS_ENABLE": "1", "NCCL_RUNTIME_CONNECT": "0", "NCCL_DEBUG": "WARN"}
+    assert nccl_environment(env) == {"NCCL_NVLS_ENABLE": "0", "NCCL_GRAPH_MIXING_SUPPORT": "0"}
+    assert env == {"NCCL_NVLS_ENABLE": "0", "NCCL_GRAPH_MIXING_SUPPORT": "0", "NCCL_RUNTIME_CONNECT": "0",
+                   "NCCL_DEBUG": "WARN"}
 
 
 # --- the runtime over the fake driver -----------------------------------------------------------------
@@ -302,8 +303,8 @@ def test_replicated_buffers_that_differ_are_named_and_a_failing_rank_stops_the_o
         assert replicated_differences(pipeline, 3) == [
             "replicated buffer `x` differs between rank 0 and rank(s) 1 after 3 steps"]
         stop_other_ranks(pipeline, "it exited with status 1")
-        assert channel.failures == ["it exited with status 1"] and comm.aborted
-    assert not comm.destroyed
+        assert channel.failures == ["it exited with status 1"] and not comm.aborted  # at close, after the graph
+    assert comm.aborted and not comm.destroyed
 
 
 def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
@@ -313,12 +314,16 @@ def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
         pipeline.step()
         fake.not_ready, comm.state = True, 5  # the step never finishes; NCCL reports ncclInternalError
         with pytest.raises(CollectiveFailed, match="rank 0: NCCL reported error 5 while the step ran; "
-                                                   "the NCCL communicator was aborted"):
+                                                   "the NCCL communicator is aborted as the pipeline closes"):
             pipeline.synchronize()
-        assert comm.aborted and channel.failures == ["NCCL reported error 5 while the step ran"]
-        with pytest.raises(CollectiveFailed, match="rank 0: the NCCL communicator was aborted"):
-            pipeline.read("x")  # nothing waits on an aborted communicator
-    assert not comm.destroyed  # aborted, never destroyed: destroy would wait for the other ranks
+        assert channel.failures == ["NCCL reported error 5 while the step ran"]
+        with pytest.raises(CollectiveFailed, match="rank 0: the NCCL communicator is aborted"):
+            pipeline.read("x")  # nothing waits on a failed communicator
+        with pytest.raises(CollectiveFailed, match="rank 0: the NCCL communicator is aborted"):
+            pipeline.run_eager(1)  # nor issues to it
+    # aborted (after the graph holding its recordings was destroyed), never destroyed: destroy
+    # would wait for the other ranks
+    assert comm.aborted and not comm.destroyed
 
 
 def test_a_wait_gives_up_after_its_timeout(tmp_path):
