@@ -95,7 +95,12 @@ class Gemms:
         return algorithm
 
     def cache_key(self, op: GemmOp) -> str:
-        text = "\0".join((op.problem.key(), self.device.name, str(int(self.library.get_version()))))
+        """The problem, the GPU (name, architecture and the multiprocessors this context has:
+        MPS and green contexts change the count under one name, and the heuristic with it) and
+        the cuBLASLt version."""
+        device = self.device
+        text = "\0".join((op.problem.key(), device.name, device.arch, str(device.multiprocessors),
+                          str(int(self.library.get_version()))))
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _heuristic(self, op: GemmOp, count: int) -> list[np.ndarray]:
@@ -103,7 +108,10 @@ class Gemms:
         lib = self.library
         results = np.zeros(count, dtype=lib.matmul_heuristic_result_dtype)
         returned = np.zeros(1, np.int32)
-        preference = lib.matmul_preference_create()
+        try:
+            preference = lib.matmul_preference_create()
+        except lib.cuBLASLtError as error:
+            raise GemmError(f"{op.what}: cuBLASLt cannot serve this GEMM ({summary(op)}): {error}") from None
         try:
             set_preference = lambda name, value: set_attribute(
                 lib.matmul_preference_set_attribute, preference, lib.MatmulPreferenceAttribute, PREFERENCE_TYPES,
@@ -237,8 +245,11 @@ class AlgorithmCache:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
+        except OSError:
+            return
+        try:
             with os.fdopen(fd, "w") as f:
                 json.dump(entry, f, indent=1, sort_keys=True)
             os.replace(tmp, self.folder / f"{key}.json")
         except OSError:
-            pass
+            Path(tmp).unlink(missing_ok=True)
