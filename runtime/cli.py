@@ -21,13 +21,10 @@ from ..compiler.cli import OneLineParser, ShowVersion, UsageError, add_color_opt
 from ..compiler.config import ConfigError, load_settings
 from ..compiler.render.terminal import finish_stdout, say, use_color
 from ..compiler.toolchain import ToolchainUnavailable
-from .distributed import (
-    DistributedError, launch_from_environment, nccl_environment, replicated_differences, stop_other_ranks,
-)
+from .cli_reports import EXIT_FAILED, EXIT_OK, EXIT_USAGE, plot_run, profile_report, verify_report
+from .distributed import DistributedError, launch_from_environment, nccl_environment, stop_other_ranks
 from .profile_cupti import ProfilerUnavailable
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-PROFILE_REPLAYS, TRACE_REPLAYS = 200, 3
 
 
 def parser() -> argparse.ArgumentParser:
@@ -221,19 +218,19 @@ def _run(args, pipeline) -> int:
           f"graph(s), {pipeline.modules.instance_count} module instance(s)", file=info)
     start_step = 0
     if args.load_state:
-        metadata = pipeline.load_state(args.load_state)
+        metadata = pipeline.load_state(_rank_folder(args.load_state, pipeline))
         start_step = int(metadata.get("steps", "0"))
         print(f"{args.prog}: resumed from {args.load_state} at step {start_step}", file=info)
     if args.verify is not None:
-        return _verify(args, pipeline, info)
+        return verify_report(args, pipeline, info)
     if args.profile or args.trace:
-        return _profile(args, pipeline, info)
+        return profile_report(args, pipeline, info)
     log, done = _replay(args, pipeline, start_step, out, info)
     if args.save_state:
-        path = pipeline.save_state(args.save_state, start_step + done)
+        path = pipeline.save_state(_rank_folder(args.save_state, pipeline), start_step + done)
         print(f"{args.prog}: saved state after step {start_step + done} to {path}", file=info)
     if args.plot:
-        _plot(log, args.plot, pipeline.plan.pipe)
+        plot_run(log, args.plot, pipeline.plan.pipe)
         print(f"{args.prog}: wrote {args.plot}", file=info)
     return EXIT_OK
 
@@ -327,80 +324,13 @@ def _short(values: dict) -> str:
     return " ".join(f"{k}={fmt(v)}" for k, v in list(values.items())[:8])
 
 
-def _verify(args, pipeline, info) -> int:
-    report = pipeline.verify(args.verify)
-    for line in report.describe_branches():
-        print(f"{args.prog}: verify: branches taken (eager) {line}", file=info)
-    if pipeline.distributed is not None and report.ok:
-        differences = replicated_differences(pipeline, args.verify)
-        for line in differences:
-            print(f"{args.prog}: verify: {line}", file=info)
-        if differences:
-            return EXIT_FAILED
-        replicated = sum(b.replicated for b in pipeline.plan.buffers)
-        print(f"{args.prog}: verify: the {replicated} replicated buffer(s) hold the same bits on all "
-              f"{pipeline.distributed.launch.world_size} ranks after {args.verify} steps", file=info)
-    if report.ok:
-        print(f"{args.prog}: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
-              f"for bit on all {report.buffers} buffers; two graph runs agree too "
-              f"({len(report.poisoned)} output buffers poisoned first)", file=info)
-        return EXIT_OK
-    print(f"{args.prog}: verify: {len(report.mismatches)} difference(s) after {report.steps} steps:", file=info)
-    for mismatch in report.mismatches:
-        print(f"  {mismatch.describe()}", file=info)
-    return EXIT_FAILED
-
-
-def _profile(args, pipeline, info) -> int:
-    from .trace import write_chrome_trace
-
-    report = pipeline.profile(PROFILE_REPLAYS)
-    print(f"{args.prog}: profile of {report.node_count} nodes inside {report.replays} graph replays (CUPTI; "
-          "medians; * on the critical path)", file=info)
-    width = max((len(n.name) for n in report.nodes), default=4)
-    print(f"    {'node':<{width}}  {'kind':<6}  {'us':>7}  {'latency':>7}  {'slack':>7}  location", file=info)
-    for node in report.nodes:
-        mark = "*" if node.critical else " "
-        print(f"  {mark} {node.name:<{width}}  {node.kind:<6}  {node.microseconds:7.2f}  "
-              f"{node.latency_us:7.2f}  {node.slack_us:7.2f}  {node.location}", file=info)
-    print(f"  critical path    {len(report.critical_path)} nodes: {report.kernel_us:.1f} us of node time + "
-          f"{report.latency_us:.1f} us of dependency latency = {report.critical_path_us:.1f} us, "
-          "the floor for one step", file=info)
-    print(f"  graph replay     {report.replay_us:.1f} us from first node start to last node end "
-          f"({report.replay_over_floor:.2f}x the floor); {report.event_us:.1f} us per step by CUDA events",
-          file=info)
-    if report.replay_us > 0:
-        kernel, latency, idle = (f"{us:.1f} us ({100 * us / report.replay_us:.0f}%)"
-                                 for us in (report.kernel_us, report.latency_us, report.idle_us))
-        print(f"  where time goes  node time {kernel}, dependency latency {latency}, idle {idle}", file=info)
-    if args.trace:
-        write_chrome_trace(report, pipeline.plan.pipe, args.trace, TRACE_REPLAYS)
-        print(f"{args.prog}: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
-              file=info)
-    return EXIT_OK
-
-
-def _plot(log: RunLog, path: Path, title: str) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise SystemExit("piperun: error: --plot needs matplotlib (pip install 'pipec[plot]')") from None
-    labels = [k for k in (log.points[0]["readback"] if log.points else {}) if k != "step"]
-    if not labels:
-        raise SystemExit("piperun: error: --plot needs a mapped buffer with labels to plot")
-    fig, axes = plt.subplots(len(labels), 1, figsize=(8, 2.2 * len(labels)), sharex=True, squeeze=False)
-    steps = [p["step"] for p in log.points]
-    for ax, label in zip(axes[:, 0], labels):
-        ax.plot(steps, [p["readback"][label] for p in log.points], linewidth=1.2)
-        ax.set_ylabel(label)
-        ax.grid(alpha=0.3)
-    axes[-1, 0].set_xlabel("step")
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+def _rank_folder(folder: Path, pipeline) -> Path:
+    """A state folder's part for this rank: each rank steps its own environments and replay,
+    so each keeps its own state (`DIR/rank<R>`); one process keeps `DIR` itself."""
+    distributed = pipeline.distributed
+    if distributed is None or distributed.launch.world_size == 1:
+        return folder
+    return folder / f"rank{distributed.launch.rank}"
 
 
 if __name__ == "__main__":

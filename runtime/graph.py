@@ -237,7 +237,8 @@ def copy_nodes(call, cu, context, source, graph, deps: list) -> tuple[list, list
                             context)
             copies[int(node)] = copy
     followed = {p for ps in predecessors.values() for p in ps}
-    return list(copies.values()), [c for n, c in copies.items() if n not in followed]
+    # An empty recording leaves its successors after what came before it, as a body does.
+    return list(copies.values()), [c for n, c in copies.items() if n not in followed] or deps
 
 
 def _dependencies(call, node) -> list:

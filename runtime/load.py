@@ -70,6 +70,11 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
             raise PipelineError([], f"{path}: there is no `step` block to run")
         return repeat_step(compilation.plan, steps_per_launch), compilation.sources
 
+    if tune_gemms and launch is not None and launch.world_size > 1:
+        # Each rank would time its own candidates and could keep another algorithm: replicated
+        # results computed by GEMMs would then differ between ranks.
+        raise PipelineError([], f"{path}: --tune-gemms (tune_gemms) runs on one rank only; tune with "
+                                "WORLD_SIZE = 1, and the ranks reuse the cached choices")
     defines = {**(defines or {}), **(launch.constants() if launch else {})}
     plan, sources = compile_plan(defines)
     opened = open_device(device, driver)

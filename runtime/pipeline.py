@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compiler.plan_schema import Plan
+from ..compiler.plan_schema import Plan, collective_sequence
 from .collectives import CollectiveFailed, Collectives
 from .distributed import Distributed
 from .driver import CudaError, Device, release_device, wait_for
@@ -23,7 +23,7 @@ from .gemms import Gemms
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
 from .modules import Modules
-from .profile import ReplayProfile
+from .profile import ProfileError, ReplayProfile
 from .profile_cupti import profile
 from .resources import LaunchLimitsExceeded, check_launch_resources
 from .state import load_state, save_state
@@ -164,7 +164,12 @@ class Pipeline:
 
     def profile(self, replays: int = 200) -> ReplayProfile:
         """Per-node times inside `replays` graph replays (CUPTI), the critical path and its
-        floor, each node's slack, the replay time per step; leaves the state as it was."""
+        floor, each node's slack, the replay time per step; leaves the state as it was.
+        Not for a plan with collective nodes: the profile flattens library recordings into its
+        graph, and NCCL's recorded work lives only as long as its own recording."""
+        if collective_sequence(self.plan):
+            raise ProfileError(f"{self.plan.pipe}: the profile does not cover collective nodes yet; "
+                               "profile the pipeline with WORLD_SIZE = 1")
         return profile(self, lambda: BuiltGraph(self.plan, self.plan.step, self._buffers, self.modules,
                                                 self.device, self.stream, flatten=True, gemms=self.gemms,
                                                 collectives=self.collectives), replays)

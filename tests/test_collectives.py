@@ -19,6 +19,7 @@ from pipec.compiler.plan_schema import (
 from pipec.dsl import SourceFile, ast, parse
 from pipec.runtime import PipelineError, load
 from pipec.runtime.collectives import CollectiveFailed
+from pipec.runtime.profile import ProfileError
 
 from pipec.runtime.distributed import (
     Distributed, DistributedError, Launch, LocalChannel, check_collective_sequence, connect,
@@ -324,6 +325,17 @@ def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
     # aborted (after the graph holding its recordings was destroyed), never destroyed: destroy
     # would wait for the other ranks
     assert comm.aborted and not comm.destroyed
+
+
+def test_the_profile_refuses_collective_nodes_in_one_line(tmp_path):
+    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    with pipeline, pytest.raises(ProfileError, match=r"prog.pipe: the profile does not cover collective nodes yet"):
+        pipeline.profile()
+
+
+def test_tuned_gemms_are_refused_on_several_ranks(tmp_path):
+    with pytest.raises(PipelineError, match=r"--tune-gemms.*rank"):
+        _load(tmp_path, PROGRAM, tune_gemms=True)
 
 
 def test_a_wait_gives_up_after_its_timeout(tmp_path):

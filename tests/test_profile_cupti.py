@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 from fake_cuda import fake_driver
-from pipec.runtime import cli, load, profile_cupti
+from pipec.runtime import cli, cli_reports, load, profile_cupti
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe"
@@ -183,7 +183,7 @@ def test_piperun_profile_prints_the_table_and_writes_the_trace(monkeypatch, tmp_
     assert "critical path    5 nodes" in out and "where time goes" in out
     events = json.loads(trace.read_text())["traceEvents"]
     work = [e for e in events if e.get("cat") in ("kernel", "memset", "memcpy")]
-    assert len(work) == 12 * cli.TRACE_REPLAYS
+    assert len(work) == 12 * cli_reports.TRACE_REPLAYS
 
 
 def test_piperun_profile_without_cupti_names_the_package(monkeypatch, capsys):

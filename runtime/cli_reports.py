@@ -1,0 +1,91 @@
+"""`piperun`'s reports after a run: `--verify` (with the ranks' replicated buffers), `--profile`
+and `--trace`, and `--plot`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .distributed import replicated_differences
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+PROFILE_REPLAYS, TRACE_REPLAYS = 200, 3
+
+
+def verify_report(args, pipeline, info) -> int:
+    report = pipeline.verify(args.verify)
+    for line in report.describe_branches():
+        print(f"{args.prog}: verify: branches taken (eager) {line}", file=info)
+    differences = []
+    if pipeline.distributed is not None:
+        # On every rank, whatever its own comparison gave: the others replay (and so issue
+        # collectives) and exchange digests here too, and would wait for this rank.
+        differences = replicated_differences(pipeline, args.verify)
+        for line in differences:
+            print(f"{args.prog}: verify: {line}", file=info)
+        if not differences:
+            replicated = sum(b.replicated for b in pipeline.plan.buffers)
+            print(f"{args.prog}: verify: the {replicated} replicated buffer(s) hold the same bits on all "
+                  f"{pipeline.distributed.launch.world_size} ranks after {args.verify} steps", file=info)
+    if report.ok and not differences:
+        print(f"{args.prog}: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
+              f"for bit on all {report.buffers} buffers; two graph runs agree too "
+              f"({len(report.poisoned)} output buffers poisoned first)", file=info)
+        return EXIT_OK
+    if not report.ok:
+        print(f"{args.prog}: verify: {len(report.mismatches)} difference(s) after {report.steps} steps:", file=info)
+        for mismatch in report.mismatches:
+            print(f"  {mismatch.describe()}", file=info)
+    return EXIT_FAILED
+
+
+def profile_report(args, pipeline, info) -> int:
+    from .trace import write_chrome_trace
+
+    report = pipeline.profile(PROFILE_REPLAYS)
+    print(f"{args.prog}: profile of {report.node_count} nodes inside {report.replays} graph replays (CUPTI; "
+          "medians; * on the critical path)", file=info)
+    width = max((len(n.name) for n in report.nodes), default=4)
+    print(f"    {'node':<{width}}  {'kind':<6}  {'us':>7}  {'latency':>7}  {'slack':>7}  location", file=info)
+    for node in report.nodes:
+        mark = "*" if node.critical else " "
+        print(f"  {mark} {node.name:<{width}}  {node.kind:<6}  {node.microseconds:7.2f}  "
+              f"{node.latency_us:7.2f}  {node.slack_us:7.2f}  {node.location}", file=info)
+    print(f"  critical path    {len(report.critical_path)} nodes: {report.kernel_us:.1f} us of node time + "
+          f"{report.latency_us:.1f} us of dependency latency = {report.critical_path_us:.1f} us, "
+          "the floor for one step", file=info)
+    print(f"  graph replay     {report.replay_us:.1f} us from first node start to last node end "
+          f"({report.replay_over_floor:.2f}x the floor); {report.event_us:.1f} us per step by CUDA events",
+          file=info)
+    if report.replay_us > 0:
+        kernel, latency, idle = (f"{us:.1f} us ({100 * us / report.replay_us:.0f}%)"
+                                 for us in (report.kernel_us, report.latency_us, report.idle_us))
+        print(f"  where time goes  node time {kernel}, dependency latency {latency}, idle {idle}", file=info)
+    if args.trace:
+        write_chrome_trace(report, pipeline.plan.pipe, args.trace, TRACE_REPLAYS)
+        print(f"{args.prog}: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
+              file=info)
+    return EXIT_OK
+
+
+def plot_run(log, path: Path, title: str) -> None:
+    """The mapped readback's labelled values against the step, one panel each (`log`: the run's RunLog)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise SystemExit("piperun: error: --plot needs matplotlib (pip install 'pipec[plot]')") from None
+    labels = [k for k in (log.points[0]["readback"] if log.points else {}) if k != "step"]
+    if not labels:
+        raise SystemExit("piperun: error: --plot needs a mapped buffer with labels to plot")
+    fig, axes = plt.subplots(len(labels), 1, figsize=(8, 2.2 * len(labels)), sharex=True, squeeze=False)
+    steps = [p["step"] for p in log.points]
+    for ax, label in zip(axes[:, 0], labels):
+        ax.plot(steps, [p["readback"][label] for p in log.points], linewidth=1.2)
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[-1, 0].set_xlabel("step")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
