@@ -52,6 +52,7 @@ class Pipeline:
         self._defines: dict[str, object] = {}
         call = self.driver.call
         self._closers: list = [lambda: release_device(self.device)]
+        owns_distributed = False
         try:
             self.stream = call("cuStreamCreate", self.driver.cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
             self._closers.append(lambda: call("cuStreamDestroy", self.stream))
@@ -67,6 +68,7 @@ class Pipeline:
             if distributed is not None:
                 self._closers.append(lambda: distributed.close(failed=self.collectives is not None
                                                                and self.collectives.failed))
+                owns_distributed = True
             if distributed is not None and distributed.communicator is not None:
                 self.collectives = Collectives(distributed, self._buffers, self.device)
             self.gemms = Gemms(self.device, self._buffers, self.stream, gemm)
@@ -83,6 +85,8 @@ class Pipeline:
             self.synchronize()
         except BaseException:
             self.close()
+            if distributed is not None and not owns_distributed:  # failed before taking it over
+                distributed.close(failed=True)
             raise
         self.buffers = BufferViews(self)
         self._writers = _writer_index(plan)
@@ -231,12 +235,17 @@ class Pipeline:
             self._wait()
         except (CudaError, AttributeError, CollectiveFailed):
             pass  # a faulted context (or an aborted communicator) cannot synchronise; free what can be freed
+        first_error: Exception | None = None
         while self._closers:
             closer = self._closers.pop()
             try:
                 closer()
             except CudaError:
-                pass
+                pass  # a faulted context: free the rest all the same
+            except Exception as error:  # a library's own error: the rest is still freed, then it is raised
+                first_error = first_error or error
+        if first_error is not None:
+            raise first_error
 
     def __enter__(self) -> Pipeline:
         return self

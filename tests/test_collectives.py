@@ -18,6 +18,7 @@ from pipec.compiler.plan_schema import (
 )
 from pipec.dsl import SourceFile, ast, parse
 from pipec.runtime import PipelineError, load
+from pipec.runtime.memory import BindError
 from pipec.runtime.collectives import CollectiveFailed
 from pipec.runtime.profile import ProfileError
 
@@ -325,6 +326,17 @@ def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
     # aborted (after the graph holding its recordings was destroyed), never destroyed: destroy
     # would wait for the other ranks
     assert comm.aborted and not comm.destroyed
+
+
+def test_a_pipeline_that_fails_to_build_aborts_its_communicator(tmp_path):
+    path = tmp_path / "prog.pipe"
+    path.write_text(PROGRAM)
+    driver = fake_driver(path, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, 2, 0)
+    with pytest.raises(BindError):  # a bind of no buffer: BufferSet fails, before any graph
+        load(path, driver=driver, launch=Launch("torchrun", 0, 2, 0), bind={"no_such_buffer": object()},
+             connect_ranks=lambda plan, launch: connect(plan, launch, LocalChannel(), _Library(communicator)))
+    assert communicator.aborted
 
 
 def test_the_profile_refuses_collective_nodes_in_one_line(tmp_path):
