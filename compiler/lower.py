@@ -68,6 +68,8 @@ class _Lowering:
             key = (a.buffer.name, a.start, a.stop, a.mode)
             spec = self.access_specs.get(key)
             if spec is None:
+                assert self.program.buffers.get(a.buffer.name) is a.buffer, \
+                    f"node `{node.name}` names buffer `{a.buffer.name}`, which the plan does not declare"
                 spec = self.access_specs[key] = AccessSpec(a.buffer.name, a.start, a.stop, _MODE_NAMES[a.mode])
             specs.append(spec)
         return tuple(specs)
