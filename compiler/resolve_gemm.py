@@ -160,18 +160,18 @@ class Gemms(MatrixViews):
         b, trans_b = self._operand(module, env, form.b, "right operand")
         alpha = self._scale(module, env, form.alpha, "alpha")
         beta = 0.0
-        bias = None
+        bias = accumulated = None
         if form.bias is not None:
             bias = self._matrix(module, env, form.bias, "bias", least=1)
-            if bias.rows != 1 or bias.batched:
-                if not _same_matrix(bias, c):
-                    self._gemm_error("PC501", f"`{form.bias.span.text}` is a matrix, and a gemm "
-                                     f"accumulates only into its target `{stmt.target.span.text}`",
-                                     form.bias.span, "add a bias vector, or accumulate the target: "
-                                     "`+ beta * c` with `c` the target")
-                form.accumulated, form.beta, bias = form.bias, [], None
+            if _same_matrix(bias, c):  # `+ c`, also of a 1-row target: the accumulated term
+                form.accumulated, form.beta, accumulated, bias = form.bias, [], bias, None
+            elif bias.rows != 1 or bias.batched:
+                self._gemm_error("PC501", f"`{form.bias.span.text}` is a matrix, and a gemm "
+                                 f"accumulates only into its target `{stmt.target.span.text}`",
+                                 form.bias.span, "add a bias vector, or accumulate the target: "
+                                 "`+ beta * c` with `c` the target")
         if form.accumulated is not None:
-            accumulated = self._matrix(module, env, form.accumulated, "accumulated operand")
+            accumulated = accumulated or self._matrix(module, env, form.accumulated, "accumulated operand")
             if not _same_matrix(accumulated, c):
                 self._gemm_error("PC501", f"a gemm accumulates only into its target `{stmt.target.span.text}`, "
                                  f"found `{form.accumulated.span.text}`", form.accumulated.span,
@@ -184,6 +184,9 @@ class Gemms(MatrixViews):
         epilogue = self._epilogue(stmt, options, bias)
         aux, aux_ld = self._aux(module, env, stmt, options, epilogue, c, m, n)
         bias_grad = self._bias_grad(module, env, stmt, options, epilogue, c, m, n)
+        backward = epilogue in ("drelu", "dgelu")
+        self._check_overlaps((c, *([aux] if aux is not None and not backward else []), bias_grad),
+                             (a, b, bias, aux if backward else None))
         for operand in (a, b, c, bias, aux, bias_grad):
             if operand is not None:
                 self._check_alignment(operand)
@@ -298,6 +301,21 @@ class Gemms(MatrixViews):
         if view.count < needed:
             self._gemm_error("PC506", f"`{expr.span.text}` holds {view.count} elements, fewer than "
                              f"the {needed} of {what}", expr.span, f"give it at least {needed} {dtype} elements")
+
+    def _check_overlaps(self, written: tuple, read: tuple) -> None:
+        """cuBLASLt reads its operands while it writes its outputs: a written range may share
+        no element with any other operand. The accumulated target is no other operand: it is
+        the target itself (D == C), the one overlap the library supports."""
+        views = [v for v in (*written, *read) if v is not None]
+        for output in (v for v in written if v is not None):
+            for other in views:
+                if other is not output and other.buffer is output.buffer and \
+                        other.start < output.stop and output.start < other.stop:
+                    self._gemm_error("PC502", f"`{output.span.text}` is written while `{other.span.text}` "
+                                     f"is read or written: elements {max(output.start, other.start)} to "
+                                     f"{min(output.stop, other.stop) - 1} of `{output.buffer.name}` are in "
+                                     "both", output.span, "write into elements no other operand uses; "
+                                     "only the accumulated target (`+ beta * c`) may be the target")
 
     def _check_alignment(self, view: MatrixView) -> None:
         size = view.buffer.dtype.size

@@ -344,3 +344,39 @@ def test_the_alignment_of_a_group_is_the_least_operand_alignment():
 def test_dot_draws_gemm_nodes_as_boxes_of_their_own():
     result = _compile(SHAPES + "step { gemm c = a @ b.T }")
     assert '[shape=box3d, label="gemm c = a @ b.T\\n8x32x16 x 2 f32, none"]' in plan_dot(result.plan)
+
+
+@pytest.mark.parametrize("statement", [
+    "gemm sq = sq @ w",                                                   # the target is an operand
+    "gemm view(x[0:64], 8, 8) = view(x[32:96], 8, 8) @ w",               # overlapping views
+    "gemm h = sq @ w with activation = gelu, aux = h",                   # aux written into the target
+    "gemm h = sq @ w + wide[0] with activation = gelu, aux = wide",      # aux written over the bias
+    "gemm sq = h @ w with gradient = gelu, aux = sq",                    # the target over the read aux
+    "gemm h = sq.T @ w with bias_grad = sq[0]",                          # bias gradient over a
+    "gemm sq = w @ w with bias_grad = sq[0]",                            # bias gradient in the target
+])
+def test_a_written_range_shared_with_another_operand_is_refused(statement):
+    shapes = """
+        buffer sq: f32[8, 8]
+        buffer w: f32[8, 8]
+        buffer h: f32[8, 8]
+        buffer wide: f32[8, 8]
+        buffer x: f32[256]
+        step {{ {} }}"""
+    result = _compile(shapes.format(statement))
+    assert _codes(result) == ["PC502"], result.diagnostics
+    assert "only the accumulated target" in result.diagnostics[0].hint
+
+
+def test_a_one_row_target_added_to_itself_accumulates():
+    result = _compile("""
+        buffer a: f32[1, 16]
+        buffer b: f32[16, 16]
+        buffer c: f32[1, 16]
+        step {
+            gemm c = a @ b + view(c, 1, 16)
+            gemm c = a @ b + c[0]
+        }""")
+    assert _codes(result) == []
+    assert [(n.beta, n.bias) for n in _gemms(result)] == [(1.0, None), (1.0, None)]
+
