@@ -11,9 +11,10 @@ take, so that independent GEMMs share no scratch memory and stay concurrent.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Callable
 
-from ..dsl import ast
+from ..dsl import Span, ast
 from .consteval import ConstError, RuntimeValue, evaluate, literal
 from .model import Access, Buffer, GemmNode, GraphBody, Init, MatrixView, Mode
 from .dtypes import DTYPES
@@ -118,8 +119,13 @@ class Gemms(MatrixViews):
             if isinstance(number, (bool, str)):
                 self._gemm_error("PC105", f"{what} must be a number, found `{literal(number)}`",
                                  factor.span, "use a number")
-            value *= number
-        return float(value)
+            value *= float(number)  # integers stay within MAX_INT_BITS, below a double's range
+        if factors and not math.isfinite(value):
+            span = Span(factors[0].span.source, factors[0].span.start, factors[-1].span.end)
+            self._gemm_error("PC105", f"`{what}` must be a finite number, found {value}", span,
+                             "the node holds its scale as a number the plan writes out: keep it "
+                             "within the range of a double")
+        return value
 
     def _gemm_options(self, module, env, stmt: ast.Gemm) -> dict:
         chosen: dict = {}
@@ -323,6 +329,10 @@ class Gemms(MatrixViews):
             self._gemm_error("PC503", f"`{view.span.text}` starts {view.start * size} bytes into "
                              f"`{view.buffer.name}`, not a multiple of {ALIGNMENT}", view.span,
                              f"start operands at a multiple of {ALIGNMENT // size} elements")
+        if view.batched and view.batch > 1 and view.rows * view.cols * size % ALIGNMENT:
+            self._gemm_error("PC503", f"the matrices of `{view.span.text}` are {view.rows * view.cols * size} "
+                             f"bytes apart, not a multiple of {ALIGNMENT}", view.span,
+                             f"pad each matrix to a multiple of {ALIGNMENT // size} elements")
         if view.rows > 1 and view.cols * size % ALIGNMENT:
             self._gemm_error("PC503", f"the rows of `{view.span.text}` are {view.cols * size} bytes "
                              f"apart, not a multiple of {ALIGNMENT}", view.span,

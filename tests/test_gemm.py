@@ -380,3 +380,25 @@ def test_a_one_row_target_added_to_itself_accumulates():
     assert _codes(result) == []
     assert [(n.beta, n.bias) for n in _gemms(result)] == [(1.0, None), (1.0, None)]
 
+
+def test_the_matrices_of_a_batch_start_sixteen_bytes_apart():
+    body = """
+        buffer x: f32[4, {0}]
+        buffer b: f32[{0}, 4]
+        buffer y: f32[16]
+        step {{ gemm view(y, 4, 1, 4) = view(x, 4, 1, {0}) @ b }}"""
+    result = _compile(body.format(3))
+    assert _codes(result) == ["PC503"] and "matrices of `view(x, 4, 1, 3)` are 12 bytes" in \
+        result.diagnostics[0].message
+    assert _codes(_compile(body.format(4))) == []
+
+
+@pytest.mark.parametrize("scales", ["1e308 * 1e308 * a @ b", "1e308 * 1e308 * 0.0 * a @ b",
+                                    "a @ b + 1e308 * 10.0 * sq", "(1 << 250) * (1 << 250) * (1 << 250) * (1 << 250) * (1 << 250) * a @ b"])
+def test_alpha_and_beta_are_finite(scales):
+    result = _compile(f"""
+        buffer a: f32[8, 8]
+        buffer b: f32[8, 8]
+        buffer sq: f32[8, 8]
+        step {{ gemm sq = {scales} }}""")
+    assert _codes(result) == ["PC105"] and "must be a finite number" in result.diagnostics[0].message
