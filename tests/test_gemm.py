@@ -341,6 +341,29 @@ def test_the_alignment_of_a_group_is_the_least_operand_alignment():
     assert group.alignment == 16  # flat starts 16 bytes in; c[1] 1024
 
 
+def test_the_alignment_of_a_group_counts_the_aux_and_bias_gradient_offsets():
+    result = _compile("""
+        buffer x: f32[64, 32] = uniform(-1.0, 1.0, seed=1)
+        buffer w: f32[128, 32] = uniform(-1.0, 1.0, seed=2)
+        buffer h: f32[64, 128]
+        buffer g: f32[8192 + 4]
+        buffer db: f32[128 + 8]
+        step {
+            gemm h = x @ w.T with activation = gelu, aux = g[4:8196]
+            gemm w = h.T @ x with bias_grad = db[8:136]
+        }""")
+    assert [group.alignment for group in result.plan.gemm_groups] == [16, 32]
+
+
+def test_a_batch_with_a_shared_operand_is_a_group_of_its_own():
+    result = _compile(SHAPES + "buffer w: f32[16, 32] = uniform(-1.0, 1.0, seed=4)\n"
+                      "buffer w2: f32[2, 16, 32] = uniform(-1.0, 1.0, seed=5)\n"
+                      "step {\n gemm c = a @ w\n gemm c = a @ w2\n}")
+    shared, batched = result.plan.gemm_groups
+    assert shared.key == "8x32x16 batch 2 f32/f32/f32 NN none f32 align 256 shared b"
+    assert batched.key == "8x32x16 batch 2 f32/f32/f32 NN none f32 align 256"
+
+
 def test_dot_draws_gemm_nodes_as_boxes_of_their_own():
     result = _compile(SHAPES + "step { gemm c = a @ b.T }")
     assert '[shape=box3d, label="gemm c = a @ b.T\\n8x32x16 x 2 f32, none"]' in plan_dot(result.plan)
