@@ -9,6 +9,8 @@ import pytest
 
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
+from pipec.compiler.resolve_decls import STATEMENT_KEYWORDS
+from pipec.dsl import PipeSyntaxError, SourceFile, parse
 
 LIB = """const N = 4
 const M = N * 2
@@ -112,3 +114,12 @@ def test_two_instances_whose_buffers_share_a_name_are_refused_not_merged(tmp_pat
     errors = _errors(_compile(tmp_path, main, lib=MM))
     assert errors == [("PC104", "two buffers named `c` from two instances of `lib.pipe` loaded with "
                                 "other values (`N` 64 and 128)")], errors
+
+
+@pytest.mark.parametrize("keyword", STATEMENT_KEYWORDS)
+def test_a_graph_named_as_a_statement_keyword_is_refused_where_it_is_declared(tmp_path, keyword):
+    declaration = f"buffer c: f32[4]\ngraph {keyword} {{\n    fill c = 1.0\n}}\n"
+    errors = _errors(_compile(tmp_path, declaration + "step {\n    fill c = 2.0\n}\n"))
+    assert errors == [("PC104", f"`{keyword}` is a statement keyword")], errors
+    with pytest.raises(PipeSyntaxError):  # a call to it reads as the statement
+        parse(SourceFile(Path("main.pipe"), declaration + f"step {{\n    {keyword}\n    fill c = 2.0\n}}\n"))
