@@ -68,6 +68,8 @@ class _Lowering:
             key = (a.buffer.name, a.start, a.stop, a.mode)
             spec = self.access_specs.get(key)
             if spec is None:
+                assert self.program.buffers.get(a.buffer.name) is a.buffer, \
+                    f"node `{node.name}` names buffer `{a.buffer.name}`, which the plan does not declare"
                 spec = self.access_specs[key] = AccessSpec(a.buffer.name, a.start, a.stop, _MODE_NAMES[a.mode])
             specs.append(spec)
         return tuple(specs)
@@ -201,7 +203,8 @@ def lower_gemm(index: int, item: GemmNode, location, accesses) -> GemmNodeSpec:
 
 
 def _alignment(spec: GemmNodeSpec) -> int:
-    offsets = [m.byte_offset for m in (spec.a, spec.b, spec.c, spec.bias) if m is not None]
+    offsets = [m.byte_offset for m in (spec.a, spec.b, spec.c, spec.bias, spec.aux, spec.bias_grad)
+               if m is not None]
     return min(256, *((offset & -offset) or 256 for offset in offsets))
 
 
@@ -210,14 +213,20 @@ def gemm_groups(uses: list[tuple[GemmNodeSpec, str]]) -> tuple[GemmGroupSpec, ..
     each descriptor first appears."""
     groups: dict[tuple, list[tuple[GemmNodeSpec, str]]] = {}
     for spec, scope in uses:
+        # in a batch, an operand read by every matrix (batch stride 0) is another layout
+        shared = tuple(name for name, m in (("a", spec.a), ("b", spec.b)) if spec.batch > 1 and not m.batch_stride)
         key = (spec.m, spec.n, spec.k, spec.batch, (spec.a.dtype, spec.b.dtype, spec.c.dtype),
-               spec.trans_a, spec.trans_b, spec.epilogue, spec.compute, _alignment(spec))
+               spec.trans_a, spec.trans_b, spec.epilogue, spec.compute, _alignment(spec), shared,
+               spec.bias.dtype if spec.bias is not None else None,
+               (spec.aux.dtype, spec.aux.ld) if spec.aux is not None else None)
         groups.setdefault(key, []).append((spec, scope))
     out = []
     for key, members in groups.items():
-        m, n, k, batch, types, trans_a, trans_b, epilogue, compute, alignment = key
+        # the text leaves out the bias and aux types and the aux ld: the types, n and the epilogue imply them
+        m, n, k, batch, types, trans_a, trans_b, epilogue, compute, alignment, shared, _, _ = key
         text = (f"{m}x{n}x{k}" + (f" batch {batch}" if batch > 1 else "") + f" {'/'.join(types)}"
-                f" {'T' if trans_a else 'N'}{'T' if trans_b else 'N'} {epilogue} {compute} align {alignment}")
+                f" {'T' if trans_a else 'N'}{'T' if trans_b else 'N'} {epilogue} {compute} align {alignment}"
+                + "".join(f" shared {name}" for name in shared))
         scopes = tuple(dict.fromkeys([scope for _, scope in members] + ["eager"]))
         out.append(GemmGroupSpec(text, m, n, k, batch, types, trans_a, trans_b, epilogue, compute,
                                  alignment, tuple(GemmUseSpec(s.name, scope) for s, scope in members),

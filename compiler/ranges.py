@@ -56,14 +56,17 @@ class Extents:
 
     def __init__(self) -> None:
         self.values: dict[tuple, int | None] = {}
-        self.names: dict[int, tuple[str, ...]] = {}  # by id(param): the names its extent reads
+        # by id(param): the parameter, held so that its id stays its own while the values
+        # keyed by it live, and the names its extent reads
+        self.names: dict[int, tuple[Param, tuple[str, ...]]] = {}
 
     def value(self, param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:
         """extent_value, computed once per parameter and inputs."""
         assert param.extent is not None
-        names = self.names.get(id(param))
-        if names is None:
-            names = self.names[id(param)] = names_read(param.extent.expr)
+        entry = self.names.get(id(param))
+        if entry is None:
+            entry = self.names[id(param)] = (param, names_read(param.extent.expr))
+        names = entry[1]
         inputs = tuple((type(v), v) for v in (scalars.get(name, _UNBOUND) for name in names))
         key = (id(param), node.grid, node.block, inputs)
         if key not in self.values:

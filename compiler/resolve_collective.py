@@ -119,6 +119,44 @@ class Collectives(Scope):
         finally:
             self.divergence.pop()
 
+    def _check_rank_operands(self, module: LoadedModule, env: dict, stmt: ast.Collective) -> None:
+        """PC603 for a root or an element count that reads the rank: NCCL needs one root and one
+        count on every rank (an offset may differ: `x[RANK * N : (RANK + 1) * N]`). Counts are
+        compared at a few ranks with RANK and LOCAL_RANK read directly; one read through
+        another constant is left to the start-up comparison of the ranks' sequences."""
+        problem = None
+        if stmt.root is not None and self.reads_rank(module, env, stmt.root):
+            problem = (f"`{stmt.kind}`'s root `{stmt.root.span.text}` reads the rank, so each rank "
+                       "names another root", stmt.root.span)
+        for side in (stmt.src, stmt.dst):
+            counts = self._counts_by_rank(module, env, side) if isinstance(side, ast.Slice) else {}
+            if problem is None and len(set(counts.values())) > 1:
+                listed = ", ".join(f"{count} on rank {rank}" for rank, count in counts.items())
+                problem = (f"`{stmt.kind}`'s element count reads the rank: `{side.span.text}` holds "
+                           f"{listed}", side.span)
+        if problem is not None:
+            self.sink.add("PC603", problem[0], problem[1], "every rank must issue the same collective: "
+                          "one root and one element count on all of them (only an offset may read the rank)",
+                          labels=(Label(stmt.span, "the collective"),))
+            raise Abort
+
+    def _counts_by_rank(self, module: LoadedModule, env: dict, view: ast.Slice) -> dict[int, int]:
+        """The slice's length, `stop - start` (a missing bound counts as 0: it is a dimension,
+        the same on every rank), at ranks 0, 1 and the last, when a bound reads the rank."""
+        bounds = [b for b in (view.start, view.stop) if b is not None]
+        if not any(self.reads_rank(module, env, bound) for bound in bounds):
+            return {}
+        counts = {}
+        for rank in sorted({0, 1, self.launcher["WORLD_SIZE"] - 1}):  # 1 too: a program serves any world
+            lookup = self._lookup(module, {**env, "RANK": rank, "LOCAL_RANK": rank})
+            try:
+                start, stop = (evaluate(b, lookup) if b is not None else 0 for b in (view.start, view.stop))
+            except (ConstError, RuntimeValue):
+                continue  # reported where this rank's own value fails
+            if isinstance(start, int) and isinstance(stop, int):
+                counts[rank] = stop - start
+        return counts
+
     # --- collective statements ------------------------------------------------------------------
 
     def collective(self, module: LoadedModule, env: dict, stmt: ast.Collective, body: GraphBody,
@@ -129,6 +167,7 @@ class Collectives(Scope):
         self._check_collective_types(stmt, src, dst, op)
         root = self._root(module, env, stmt) if stmt.root is not None else None
         self._check_counts(stmt, src, dst)
+        self._check_rank_operands(module, env, stmt)
         if self.divergence:
             self._report_divergence(stmt, *self.divergence[-1])
             raise Abort

@@ -30,6 +30,7 @@ class ControlFlow(Scope):
         _block: Callable[..., None]
         _node_name: Callable[[GraphBody, str], str]
         diverging: Callable[..., ContextManager[None]]
+        reads_rank: Callable[..., bool]
 
     def device_flag(self, module: LoadedModule, env: dict, expr: ast.Expr) -> Access | None:
         """The buffer element `expr` names (`flag[i]`), or None when `expr` is not one."""
@@ -84,15 +85,17 @@ class ControlFlow(Scope):
         body.items.append(node)
 
     def _conditional(self, body, construct: str, kind: str, flag, role: str, operand: int,
-                     blocks: list[tuple[str, ast.Block | None]], module, env, stmt, group, stack) -> None:
+                     blocks: list[tuple[str, ast.Block | None]], module, env, stmt, group, stack,
+                     reason: str | None = None) -> None:
         self._no_parallel(stmt, group)
         index, control = self._control(stmt.span)
         self._decide(body, construct, role, index, control, flag, operand, stmt.span)
         name = self._node_name(body, construct)
         bodies = []
         # A flag may hold different values on different ranks unless it is declared replicated.
-        per_rank = flag is not None and not flag.buffer.replicated
-        with self.diverging(f"`{flag.buffer.name}` decides on the device" if per_rank else None, stmt.span):
+        if flag is not None and not flag.buffer.replicated:
+            reason = f"`{flag.buffer.name}` decides on the device"
+        with self.diverging(reason, stmt.span):
             for suffix, block in blocks:
                 child = GraphBody(f"{name}/{suffix}", construct, (block or stmt).span)
                 if block is not None:
@@ -142,9 +145,12 @@ class ControlFlow(Scope):
             self.sink.add("PC105", f"{what} must lie between {least} and {(1 << 32) - 1}, found {operand}",
                           stmt.operand.span, "use a constant in that range")
             raise Abort
+        # a period or count computed from the rank runs the body a different number of times per rank
+        reason = (f"{what}, `{stmt.operand.span.text}`, reads the rank"
+                  if self.reads_rank(module, env, stmt.operand) else None)
         if stmt.kind == "every":
             self._conditional(body, "every", "if", None, "every", operand, [("body", stmt.body)],
-                              module, env, stmt, group, stack)
+                              module, env, stmt, group, stack, reason)
         else:
             self._conditional(body, "repeat", "while", None, "repeat-start", operand,
-                              [("body", stmt.body)], module, env, stmt, group, stack)
+                              [("body", stmt.body)], module, env, stmt, group, stack, reason)

@@ -22,6 +22,10 @@ from .resolve_scope import Abort, LoadedModule, Symbol
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
 MAX_GEMM_WORKSPACE = 1 << 30  # per GEMM node; cuBLASLt's heuristics ask for tens of MiB at most
 _OPTIONS = ("lanes", "copy", "share_modules", "gemm_workspace")
+# The words dsl/grammar.lark starts statements with: a graph of one of these names could never
+# be called, as its call would read as that statement.
+STATEMENT_KEYWORDS = ("launch", "fill", "copy", "gemm", "for", "if", "parallel", "switch", "every",
+                      "while", "repeat", "allreduce", "broadcast", "allgather", "reducescatter")
 INT64_MAX = (1 << 63) - 1
 # the kernels shipped with pipec: importable from any project
 SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
@@ -122,6 +126,11 @@ class Declarations(KernelImports, ImportBindings):
                         self.per_rank_symbols.add(id(symbol))
                 case ast.BufferDecl():
                     self._declare(module, decl.name, Symbol("buffer", self._buffer(module, decl), decl.name.span))
+                case ast.GraphDecl(name=name) if name.text in STATEMENT_KEYWORDS:
+                    self.sink.add("PC104", f"`{name.text}` is a statement keyword", name.span,
+                                  f"a statement that starts with `{name.text}` is a `{name.text}` "
+                                  "statement, so no call could name this graph: rename it")
+                    self._mark_invalid(module, (name,))
                 case ast.GraphDecl(name=name):
                     self._declare(module, name, Symbol("graph", decl, name.span, module))
         except Abort:

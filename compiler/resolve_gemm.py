@@ -11,9 +11,10 @@ take, so that independent GEMMs share no scratch memory and stay concurrent.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Callable
 
-from ..dsl import ast
+from ..dsl import Span, ast
 from .consteval import ConstError, RuntimeValue, evaluate, literal
 from .model import Access, Buffer, GemmNode, GraphBody, Init, MatrixView, Mode
 from .dtypes import DTYPES
@@ -118,8 +119,13 @@ class Gemms(MatrixViews):
             if isinstance(number, (bool, str)):
                 self._gemm_error("PC105", f"{what} must be a number, found `{literal(number)}`",
                                  factor.span, "use a number")
-            value *= number
-        return float(value)
+            value *= float(number)  # integers stay within MAX_INT_BITS, below a double's range
+        if factors and not math.isfinite(value):
+            span = Span(factors[0].span.source, factors[0].span.start, factors[-1].span.end)
+            self._gemm_error("PC105", f"`{what}` must be a finite number, found {value}", span,
+                             "the node holds its scale as a number the plan writes out: keep it "
+                             "within the range of a double")
+        return value
 
     def _gemm_options(self, module, env, stmt: ast.Gemm) -> dict:
         chosen: dict = {}
@@ -160,18 +166,18 @@ class Gemms(MatrixViews):
         b, trans_b = self._operand(module, env, form.b, "right operand")
         alpha = self._scale(module, env, form.alpha, "alpha")
         beta = 0.0
-        bias = None
+        bias = accumulated = None
         if form.bias is not None:
             bias = self._matrix(module, env, form.bias, "bias", least=1)
-            if bias.rows != 1 or bias.batched:
-                if not _same_matrix(bias, c):
-                    self._gemm_error("PC501", f"`{form.bias.span.text}` is a matrix, and a gemm "
-                                     f"accumulates only into its target `{stmt.target.span.text}`",
-                                     form.bias.span, "add a bias vector, or accumulate the target: "
-                                     "`+ beta * c` with `c` the target")
-                form.accumulated, form.beta, bias = form.bias, [], None
+            if _same_matrix(bias, c):  # `+ c`, also of a 1-row target: the accumulated term
+                form.accumulated, form.beta, accumulated, bias = form.bias, [], bias, None
+            elif bias.rows != 1 or bias.batched:
+                self._gemm_error("PC501", f"`{form.bias.span.text}` is a matrix, and a gemm "
+                                 f"accumulates only into its target `{stmt.target.span.text}`",
+                                 form.bias.span, "add a bias vector, or accumulate the target: "
+                                 "`+ beta * c` with `c` the target")
         if form.accumulated is not None:
-            accumulated = self._matrix(module, env, form.accumulated, "accumulated operand")
+            accumulated = accumulated or self._matrix(module, env, form.accumulated, "accumulated operand")
             if not _same_matrix(accumulated, c):
                 self._gemm_error("PC501", f"a gemm accumulates only into its target `{stmt.target.span.text}`, "
                                  f"found `{form.accumulated.span.text}`", form.accumulated.span,
@@ -184,6 +190,9 @@ class Gemms(MatrixViews):
         epilogue = self._epilogue(stmt, options, bias)
         aux, aux_ld = self._aux(module, env, stmt, options, epilogue, c, m, n)
         bias_grad = self._bias_grad(module, env, stmt, options, epilogue, c, m, n)
+        backward = epilogue in ("drelu", "dgelu")
+        self._check_overlaps((c, *([aux] if aux is not None and not backward else []), bias_grad),
+                             (a, b, bias, aux if backward else None))
         for operand in (a, b, c, bias, aux, bias_grad):
             if operand is not None:
                 self._check_alignment(operand)
@@ -299,12 +308,31 @@ class Gemms(MatrixViews):
             self._gemm_error("PC506", f"`{expr.span.text}` holds {view.count} elements, fewer than "
                              f"the {needed} of {what}", expr.span, f"give it at least {needed} {dtype} elements")
 
+    def _check_overlaps(self, written: tuple, read: tuple) -> None:
+        """cuBLASLt reads its operands while it writes its outputs: a written range may share
+        no element with any other operand. The accumulated target is no other operand: it is
+        the target itself (D == C), the one overlap the library supports."""
+        views = [v for v in (*written, *read) if v is not None]
+        for output in (v for v in written if v is not None):
+            for other in views:
+                if other is not output and other.buffer is output.buffer and \
+                        other.start < output.stop and output.start < other.stop:
+                    self._gemm_error("PC502", f"`{output.span.text}` is written while `{other.span.text}` "
+                                     f"is read or written: elements {max(output.start, other.start)} to "
+                                     f"{min(output.stop, other.stop) - 1} of `{output.buffer.name}` are in "
+                                     "both", output.span, "write into elements no other operand uses; "
+                                     "only the accumulated target (`+ beta * c`) may be the target")
+
     def _check_alignment(self, view: MatrixView) -> None:
         size = view.buffer.dtype.size
         if view.start * size % ALIGNMENT:
             self._gemm_error("PC503", f"`{view.span.text}` starts {view.start * size} bytes into "
                              f"`{view.buffer.name}`, not a multiple of {ALIGNMENT}", view.span,
                              f"start operands at a multiple of {ALIGNMENT // size} elements")
+        if view.batched and view.batch > 1 and view.rows * view.cols * size % ALIGNMENT:
+            self._gemm_error("PC503", f"the matrices of `{view.span.text}` are {view.rows * view.cols * size} "
+                             f"bytes apart, not a multiple of {ALIGNMENT}", view.span,
+                             f"pad each matrix to a multiple of {ALIGNMENT // size} elements")
         if view.rows > 1 and view.cols * size % ALIGNMENT:
             self._gemm_error("PC503", f"the rows of `{view.span.text}` are {view.cols * size} bytes "
                              f"apart, not a multiple of {ALIGNMENT}", view.span,

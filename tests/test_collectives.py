@@ -101,6 +101,12 @@ def test_lowering_gives_one_collective_node_per_statement_chained_by_the_token(t
     ("buffer a: f32[8]\nbuffer f: i32[1]\nstep { while f[0] { allreduce sum a\n fill f = 0 } }", "PC603",
      "`f` decides on the device"),
     ("const RANK = 3\nbuffer a: f32[8]\nstep { allreduce sum a }", "PC104", "a launcher constant"),
+    ("buffer a: f32[8]\nstep { broadcast a from RANK }", "PC603", "root `RANK` reads the rank"),
+    ("buffer a: f32[8]\nstep { allreduce sum a[0:8 - RANK] }", "PC603", "holds 8 on rank 0, 7 on rank 1"),
+    ("buffer a: f32[16]\nstep { allgather a[RANK * 8:(RANK + 1) * 8] -> a }", None, ""),  # an offset only
+    ("buffer a: f32[8]\nstep { every RANK + 1 { allreduce sum a } }", "PC603", "`RANK + 1`, reads the rank"),
+    ("buffer a: f32[8]\nstep { repeat RANK { allreduce sum a } }", "PC603", "`RANK`, reads the rank"),
+    ("buffer a: f32[8]\nstep { repeat WORLD_SIZE { allreduce sum a } }", None, ""),
 ])
 def test_checks_at_a_world_of_two(tmp_path, text, code, message):
     compilation = _compile(tmp_path, text, WORLD_SIZE=2)

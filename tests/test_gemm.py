@@ -341,6 +341,87 @@ def test_the_alignment_of_a_group_is_the_least_operand_alignment():
     assert group.alignment == 16  # flat starts 16 bytes in; c[1] 1024
 
 
+def test_the_alignment_of_a_group_counts_the_aux_and_bias_gradient_offsets():
+    result = _compile("""
+        buffer x: f32[64, 32] = uniform(-1.0, 1.0, seed=1)
+        buffer w: f32[128, 32] = uniform(-1.0, 1.0, seed=2)
+        buffer h: f32[64, 128]
+        buffer g: f32[8192 + 4]
+        buffer db: f32[128 + 8]
+        step {
+            gemm h = x @ w.T with activation = gelu, aux = g[4:8196]
+            gemm w = h.T @ x with bias_grad = db[8:136]
+        }""")
+    assert [group.alignment for group in result.plan.gemm_groups] == [16, 32]
+
+
+def test_a_batch_with_a_shared_operand_is_a_group_of_its_own():
+    result = _compile(SHAPES + "buffer w: f32[16, 32] = uniform(-1.0, 1.0, seed=4)\n"
+                      "buffer w2: f32[2, 16, 32] = uniform(-1.0, 1.0, seed=5)\n"
+                      "step {\n gemm c = a @ w\n gemm c = a @ w2\n}")
+    shared, batched = result.plan.gemm_groups
+    assert shared.key == "8x32x16 batch 2 f32/f32/f32 NN none f32 align 256 shared b"
+    assert batched.key == "8x32x16 batch 2 f32/f32/f32 NN none f32 align 256"
+
+
 def test_dot_draws_gemm_nodes_as_boxes_of_their_own():
     result = _compile(SHAPES + "step { gemm c = a @ b.T }")
     assert '[shape=box3d, label="gemm c = a @ b.T\\n8x32x16 x 2 f32, none"]' in plan_dot(result.plan)
+
+
+@pytest.mark.parametrize("statement", [
+    "gemm sq = sq @ w",                                                   # the target is an operand
+    "gemm view(x[0:64], 8, 8) = view(x[32:96], 8, 8) @ w",               # overlapping views
+    "gemm h = sq @ w with activation = gelu, aux = h",                   # aux written into the target
+    "gemm h = sq @ w + wide[0] with activation = gelu, aux = wide",      # aux written over the bias
+    "gemm sq = h @ w with gradient = gelu, aux = sq",                    # the target over the read aux
+    "gemm h = sq.T @ w with bias_grad = sq[0]",                          # bias gradient over a
+    "gemm sq = w @ w with bias_grad = sq[0]",                            # bias gradient in the target
+])
+def test_a_written_range_shared_with_another_operand_is_refused(statement):
+    shapes = """
+        buffer sq: f32[8, 8]
+        buffer w: f32[8, 8]
+        buffer h: f32[8, 8]
+        buffer wide: f32[8, 8]
+        buffer x: f32[256]
+        step {{ {} }}"""
+    result = _compile(shapes.format(statement))
+    assert _codes(result) == ["PC502"], result.diagnostics
+    assert "only the accumulated target" in result.diagnostics[0].hint
+
+
+def test_a_one_row_target_added_to_itself_accumulates():
+    result = _compile("""
+        buffer a: f32[1, 16]
+        buffer b: f32[16, 16]
+        buffer c: f32[1, 16]
+        step {
+            gemm c = a @ b + view(c, 1, 16)
+            gemm c = a @ b + c[0]
+        }""")
+    assert _codes(result) == []
+    assert [(n.beta, n.bias) for n in _gemms(result)] == [(1.0, None), (1.0, None)]
+
+
+def test_the_matrices_of_a_batch_start_sixteen_bytes_apart():
+    body = """
+        buffer x: f32[4, {0}]
+        buffer b: f32[{0}, 4]
+        buffer y: f32[16]
+        step {{ gemm view(y, 4, 1, 4) = view(x, 4, 1, {0}) @ b }}"""
+    result = _compile(body.format(3))
+    assert _codes(result) == ["PC503"] and "matrices of `view(x, 4, 1, 3)` are 12 bytes" in \
+        result.diagnostics[0].message
+    assert _codes(_compile(body.format(4))) == []
+
+
+@pytest.mark.parametrize("scales", ["1e308 * 1e308 * a @ b", "1e308 * 1e308 * 0.0 * a @ b",
+                                    "a @ b + 1e308 * 10.0 * sq", "(1 << 250) * (1 << 250) * (1 << 250) * (1 << 250) * (1 << 250) * a @ b"])
+def test_alpha_and_beta_are_finite(scales):
+    result = _compile(f"""
+        buffer a: f32[8, 8]
+        buffer b: f32[8, 8]
+        buffer sq: f32[8, 8]
+        step {{ gemm sq = {scales} }}""")
+    assert _codes(result) == ["PC105"] and "must be a finite number" in result.diagnostics[0].message

@@ -9,6 +9,8 @@ import pytest
 
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
+from pipec.compiler.resolve_decls import STATEMENT_KEYWORDS
+from pipec.dsl import PipeSyntaxError, SourceFile, parse
 
 LIB = """const N = 4
 const M = N * 2
@@ -95,3 +97,29 @@ def test_a_rank_dependent_binding_is_rank_dependent_in_the_imported_file(tmp_pat
     main = f'const PER_RANK = {binding}\nimport "lib.pipe" with (N = PER_RANK)\nstep {{\n    reduce_lib\n}}\n'
     errors = _errors(_compile(tmp_path, main, WORLD_SIZE=2))
     assert [c for c, _ in errors] == ([code] if code else []), errors
+
+
+MM = "const N = 4\nbuffer c: f32[N]\ngraph mm {\n    fill c = 1.0\n}\n"
+
+
+def test_a_buffer_used_only_through_an_imported_graph_is_in_the_plan(tmp_path):
+    (tmp_path / "mid.pipe").write_text('import "lib.pipe" with (N = 8)\ngraph outer {\n    mm\n}\n')
+    compilation = _compile(tmp_path, 'from "mid.pipe" import outer\nstep {\n    outer\n}\n', lib=MM)
+    assert _errors(compilation) == [] and _shapes(compilation) == {"c": (8,)}
+
+
+def test_two_instances_whose_buffers_share_a_name_are_refused_not_merged(tmp_path):
+    main = ('from "lib.pipe" import mm with (N = 128)\nfrom "lib.pipe" import c with (N = 64)\n'
+            "step {\n    mm\n    fill c = 2.0\n}\n")
+    errors = _errors(_compile(tmp_path, main, lib=MM))
+    assert errors == [("PC104", "two buffers named `c` from two instances of `lib.pipe` loaded with "
+                                "other values (`N` 64 and 128)")], errors
+
+
+@pytest.mark.parametrize("keyword", STATEMENT_KEYWORDS)
+def test_a_graph_named_as_a_statement_keyword_is_refused_where_it_is_declared(tmp_path, keyword):
+    declaration = f"buffer c: f32[4]\ngraph {keyword} {{\n    fill c = 1.0\n}}\n"
+    errors = _errors(_compile(tmp_path, declaration + "step {\n    fill c = 2.0\n}\n"))
+    assert errors == [("PC104", f"`{keyword}` is a statement keyword")], errors
+    with pytest.raises(PipeSyntaxError):  # a call to it reads as the statement
+        parse(SourceFile(Path("main.pipe"), declaration + f"step {{\n    {keyword}\n    fill c = 2.0\n}}\n"))
