@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import c51_reference as ref  # noqa: E402 - tests/
 import jax_c51 as jc  # noqa: E402 - after the skip, from bench/
 from c51_spec import C51Config, outputs, param_count, param_slices  # noqa: E402 - from bench/
+from baseline_runs import best_mean_return  # noqa: E402 - after the skip
 
 jnp = jax.numpy
 
@@ -86,12 +87,7 @@ def test_learns_cartpole():
     """docs/c51.md's bar within 2 000 steps at the default size (HIDDEN 512): the mean return
     of the last 100 episodes reaches 195 under seed 1 (CPU, 250 steps per dispatch)."""
     trainer = jc.Trainer(C51Config(), 250)
-    best = 0.0
-    for _ in range(8):
-        trainer.advance(250)
-        best = max(best, trainer.diagnostics()["mean_return_100"])
-        if best >= 195:
-            break
+    best = best_mean_return(trainer, 250, 8)
     assert best >= 195, best
 
 

@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import jax_dqn as jdqn  # noqa: E402 - after the skip, from bench/
 from dqn_spec import Config  # noqa: E402 - after the skip, from bench/
 from sum_tree_reference import sum_tree_walk  # noqa: E402 - after the skip, from bench/
+from baseline_runs import best_mean_return  # noqa: E402 - after the skip
 
 jnp = jax.numpy
 
@@ -158,12 +159,7 @@ def test_learns_cartpole():
     """docs/dqn.md's bar within 2 000 steps: the mean return of the last 100 episodes reaches
     195 under seed 0 (CPU, 100 steps per dispatch)."""
     trainer = jdqn.Trainer(Config(), 100)
-    best = 0.0
-    for _ in range(20):
-        trainer.advance(100)
-        best = max(best, trainer.diagnostics()["mean_return_100"])
-        if best >= 195:
-            break
+    best = best_mean_return(trainer, 100, 20)
     assert best >= 195, best
 
 

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import c51_reference as ref  # noqa: E402 - tests/
 import torch_c51 as tc  # noqa: E402 - after the skip, from bench/
 from c51_spec import C51Config, outputs, param_slices  # noqa: E402 - from bench/
+from baseline_runs import best_mean_return  # noqa: E402 - after the skip
 
 
 def _small(**overrides):
@@ -97,12 +98,7 @@ def test_learns_cartpole_on_the_gpu():
     if not torch.cuda.is_available():
         pytest.skip(f"PyTorch {torch.__version__} sees no CUDA device")
     trainer = tc.make_trainer(C51Config(), "cuda", "cudagraph")
-    best = 0.0
-    for _ in range(20):
-        trainer.advance(500)
-        best = max(best, trainer.diagnostics()["mean_return_100"])
-        if best >= 195:
-            break
+    best = best_mean_return(trainer, 500, 20)
     assert best >= 195, best
 
 

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import torch_dqn as tdqn  # noqa: E402 - after the skip, from bench/
 from dqn_spec import Config  # noqa: E402 - after the skip, from bench/
 from sum_tree_reference import sum_tree_walk  # noqa: E402 - after the skip, from bench/
+from baseline_runs import best_mean_return  # noqa: E402 - after the skip
 
 
 def test_cartpole_matches_gymnasium():
@@ -166,12 +167,7 @@ def test_learns_cartpole():
     """docs/dqn.md's bar, within the 2 000 steps that pipec's own learning check allows:
     the mean return of the last 100 episodes reaches 195 under seed 0 (CPU, eager)."""
     trainer = tdqn.make_trainer(Config(), "cpu")
-    best = 0.0
-    for _ in range(20):
-        trainer.advance(100)
-        best = max(best, trainer.diagnostics()["mean_return_100"])
-        if best >= 195:
-            break
+    best = best_mean_return(trainer, 100, 20)
     assert best >= 195, best
 
 
