@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import jax_dqn as jdqn  # noqa: E402 - after the skip, from bench/
 from dqn_spec import Config  # noqa: E402 - after the skip, from bench/
 from sum_tree_reference import sum_tree_walk  # noqa: E402 - after the skip, from bench/
-from baseline_runs import best_mean_return  # noqa: E402 - after the skip
+from baseline_runs import NStepReference, best_mean_return  # noqa: E402 - after the skip
 
 jnp = jax.numpy
 
@@ -86,30 +86,15 @@ def test_flush_matches_reference():
     e, n, g = cfg.envs, cfg.nstep, cfg.gamma
     step = jax.jit(lambda s: jdqn.train_step(cfg, s))
     s = jdqn.init_state(cfg)
-    episodes = [[] for _ in range(e)]
-    expected, returns = [], []
+    reference = NStepReference(e, n, g)
     for _ in range(160):
         state, t = np.asarray(s.env_state), np.asarray(s.env_t)
         s = step(s)
         action = np.asarray(s.window)[np.arange(e), t % n, 4].astype(int)
         nxt, terminated = jdqn.cartpole_step(jnp.asarray(state), jnp.asarray(action))
-        nxt, terminated = np.asarray(nxt), np.asarray(terminated)
-        for env in range(e):
-            episodes[env].append((state[env].astype(np.float32), action[env]))
-            ep_t = int(t[env])
-            done = bool(terminated[env]) or ep_t + 1 >= 500
-            if done:
-                js = range(max(0, ep_t + 1 - n), ep_t + 1)
-                returns.append(ep_t + 1)
-            else:
-                js = [ep_t + 1 - n] if ep_t + 1 >= n else []
-            for j in js:
-                disc = 0.0 if terminated[env] else g ** (ep_t - j + 1)
-                ret = sum(g ** (k - j) for k in range(j, ep_t + 1))
-                expected.append((episodes[env][j][0], episodes[env][j][1], ret,
-                                 nxt[env].astype(np.float32), disc))
-            if done:
-                episodes[env] = []
+        reference.observe(state.astype(np.float32), t, action, np.asarray(nxt).astype(np.float32),
+                          np.asarray(terminated))
+    expected, returns = reference.expected, reference.returns
     assert int(s.size) == int(s.head) == len(expected) < cfg.capacity
     assert int(s.episodes) == len(returns) > 100
     assert float(np.asarray(s.ret_ring).sum()) == pytest.approx(sum(returns[-100:]))

@@ -6,6 +6,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the PyTorch baseline needs torch")
@@ -14,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import torch_dqn as tdqn  # noqa: E402 - after the skip, from bench/
 from dqn_spec import Config  # noqa: E402 - after the skip, from bench/
 from sum_tree_reference import sum_tree_walk  # noqa: E402 - after the skip, from bench/
-from baseline_runs import best_mean_return  # noqa: E402 - after the skip
+from baseline_runs import NStepReference, best_mean_return  # noqa: E402 - after the skip
 
 
 def test_cartpole_matches_gymnasium():
@@ -68,31 +69,16 @@ def test_flush_matches_reference():
     trainer = tdqn.make_trainer(cfg, "cpu")
     m = trainer.module
     e, n, c, g = cfg.envs, cfg.nstep, cfg.capacity, cfg.gamma
-    episodes = [[] for _ in range(e)]  # per env: (obs, action) of the running episode
-    expected = []  # (obs, action, R, next_obs, discount) in slot order
-    returns = []  # of finished episodes, in (step, env) order
+    reference = NStepReference(e, n, g)
     for _ in range(160):
         state = m.env_state.clone()
         t = m.env_t.clone()
         trainer.step()
         action = m.window[torch.arange(e), t % n, 4].long()
         nxt, terminated = tdqn.cartpole_step(state, action)
-        for env in range(e):
-            episodes[env].append((state[env].float(), int(action[env])))
-            ep_t = int(t[env])
-            done = bool(terminated[env]) or ep_t + 1 >= 500
-            if done:
-                js = range(max(0, ep_t + 1 - n), ep_t + 1)
-                returns.append(ep_t + 1)
-            else:
-                js = [ep_t + 1 - n] if ep_t + 1 >= n else []
-            for j in js:
-                disc = 0.0 if bool(terminated[env]) else g ** (ep_t - j + 1)
-                ret = sum(g ** (k - j) for k in range(j, ep_t + 1))
-                expected.append((episodes[env][j][0], episodes[env][j][1], ret,
-                                 nxt[env].float(), disc))
-            if done:
-                episodes[env] = []
+        reference.observe(state.float().numpy(), t.numpy(), action.numpy(), nxt.float().numpy(),
+                          terminated.numpy())
+    expected, returns = reference.expected, reference.returns
     assert len(expected) < c
     assert int(m.size) == len(expected) and int(m.head) == len(expected)
     assert int(m.episodes) == len(returns) > 100
@@ -100,10 +86,10 @@ def test_flush_matches_reference():
     assert trainer.diagnostics()["mean_return_100"] == pytest.approx(sum(last100) / 100)
     for slot, (obs, act, ret, nobs, disc) in enumerate(expected):
         row = m.replay[slot]
-        assert torch.equal(row[0:4], obs)
+        np.testing.assert_array_equal(row[0:4].numpy(), obs)
         assert int(row[4]) == act
         assert math.isclose(float(row[5]), ret, rel_tol=1e-6)
-        assert torch.equal(row[6:10], nobs)
+        np.testing.assert_array_equal(row[6:10].numpy(), nobs)
         assert math.isclose(float(row[10]), disc, rel_tol=1e-6)
     leaves = m.priorities[:c]
     assert torch.all(leaves[:len(expected)] == 1.0) and torch.all(leaves[len(expected):] == 0)
