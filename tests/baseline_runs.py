@@ -45,3 +45,14 @@ class NStepReference:
                 self.expected.append((episode[j][0], episode[j][1], ret, nxt[env], disc))
             if done:
                 self.episodes[env] = []
+
+
+# The sizes the twins' tests run at: a few environments and a small network, quick on a CPU.
+SMALL_DQN = {"envs": 5, "hidden": 8, "nstep": 3, "capacity": 256, "batch": 16, "updates": 2, "seed": 3}
+SMALL_C51 = {"envs": 8, "hidden": 32, "nstep": 3, "capacity": 1024, "batch": 16, "updates": 2,
+             "learning_starts": 64, "seed": 3}
+
+
+def small_config(config_class, sizes: dict, **overrides):
+    """`config_class` (bench/dqn_spec.py's Config or a subclass) at `sizes`, with `overrides`."""
+    return config_class(**{**sizes, **overrides})

@@ -15,16 +15,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import jax_dqn as jdqn  # noqa: E402 - after the skip, from bench/
 from dqn_spec import Config  # noqa: E402 - after the skip, from bench/
 from sum_tree_reference import sum_tree_walk  # noqa: E402 - after the skip, from bench/
-from baseline_runs import NStepReference, best_mean_return  # noqa: E402 - after the skip
+from baseline_runs import NStepReference, SMALL_DQN, best_mean_return, small_config  # noqa: E402 - after the skip
 
 jnp = jax.numpy
 
 
 def _small_config(**overrides):
-    values = {"envs": 5, "hidden": 8, "nstep": 3, "capacity": 256, "batch": 16, "updates": 2,
-              "seed": 3}
-    values.update(overrides)
-    return Config(**values)
+    return small_config(Config, SMALL_DQN, **overrides)
 
 
 def test_cartpole_matches_gymnasium():

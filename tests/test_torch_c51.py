@@ -14,14 +14,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import c51_reference as ref  # noqa: E402 - tests/
 import torch_c51 as tc  # noqa: E402 - after the skip, from bench/
 from c51_spec import C51Config, outputs, param_slices  # noqa: E402 - from bench/
-from baseline_runs import best_mean_return  # noqa: E402 - after the skip
+from baseline_runs import SMALL_C51, best_mean_return, small_config  # noqa: E402 - after the skip
 
 
 def _small(**overrides):
-    values = {"envs": 8, "hidden": 32, "nstep": 3, "capacity": 1024, "batch": 16, "updates": 2,
-              "learning_starts": 64, "seed": 3}
-    values.update(overrides)
-    return C51Config(**values)
+    return small_config(C51Config, SMALL_C51, **overrides)
 
 
 def _w3(params, cfg):
