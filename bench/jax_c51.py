@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 
 import jax_dqn  # sets XLA_PYTHON_CLIENT_PREALLOCATE and jax_enable_x64 before jax is used
 import jax
 import jax.numpy as jnp
 from c51_spec import ACTIONS, C51Config, init_bounds, param_count, param_slices, support
-from dqn_spec import config_of, parser, print_summary, train
+from dqn_spec import config_of, print_summary
 from jax import lax
 
 F32 = jnp.float32
@@ -99,22 +98,14 @@ class Trainer(jax_dqn.Trainer):
 
 
 def main(argv=None) -> int:
-    p = parser(__doc__.split("\n\n")[0], (jax.default_backend(),), ("jit-scan",), C51Config)
-    p.add_argument("--steps-per-dispatch", type=int, default=500,
-                   help="K, the steps one lax.scan runs per jitted call")
+    p = jax_dqn.jax_parser(__doc__.split("\n\n")[0], C51Config)
     p.add_argument("--precision", choices=("default", "highest"), default="default",
                    help="jax_default_matmul_precision: default (TF32 on the GPU) or highest")
     args = p.parse_args(argv)
     jax.config.update("jax_default_matmul_precision", args.precision)
     cfg = config_of(args, C51Config)
-    t0 = time.perf_counter()
-    trainer = Trainer(cfg, args.steps_per_dispatch)
-    trainer.advance(0)
-    trainer.synchronize()
-    setup_s = time.perf_counter() - t0
-    summary = train(trainer, args, cfg)
-    summary.update(setup_s=round(setup_s, 3), jax=jax.__version__,
-                   steps_per_dispatch=args.steps_per_dispatch, precision=args.precision, bf16=cfg.bf16)
+    summary = jax_dqn.run(args, cfg, Trainer)
+    summary.update(precision=args.precision, bf16=cfg.bf16)
     print_summary(summary, args.json)
     return 0
 

@@ -341,21 +341,29 @@ class Trainer:
         jax.block_until_ready(self.state)
 
 
-def main(argv=None) -> int:
-    p = parser(__doc__.split("\n\n")[0], (jax.default_backend(),), ("jit-scan",))
+def jax_parser(description: str, config_class=Config):
+    """The twins' command line (bench/dqn_spec.py) and K, the steps of one dispatch."""
+    p = parser(description, (jax.default_backend(),), ("jit-scan",), config_class)
     p.add_argument("--steps-per-dispatch", type=int, default=500,
                    help="K, the steps one lax.scan runs per jitted call")
-    args = p.parse_args(argv)
-    cfg = config_of(args)
+    return p
+
+
+def run(args, cfg, trainer_class=None) -> dict:
+    """Compile (timed as set-up), train as `args` says, and the summary with JAX's figures."""
     t0 = time.perf_counter()
-    trainer = Trainer(cfg, args.steps_per_dispatch)
+    trainer = (trainer_class or Trainer)(cfg, args.steps_per_dispatch)
     trainer.advance(0)
     trainer.synchronize()
     setup_s = time.perf_counter() - t0
     summary = train(trainer, args, cfg)
-    summary.update(setup_s=round(setup_s, 3), jax=jax.__version__,
-                   steps_per_dispatch=args.steps_per_dispatch)
-    print_summary(summary, args.json)
+    summary.update(setup_s=round(setup_s, 3), jax=jax.__version__, steps_per_dispatch=args.steps_per_dispatch)
+    return summary
+
+
+def main(argv=None) -> int:
+    args = jax_parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    print_summary(run(args, config_of(args)), args.json)
     return 0
 
 
