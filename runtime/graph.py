@@ -17,7 +17,7 @@ from .collectives import Collectives, require_collectives
 from .driver import Device, NoDevice
 from .gemms import Gemms
 from .launch import KernelArgs
-from .library import record_call
+from .library import graph_nodes, record_call
 from .memory import BufferSet
 from .modules import Modules
 
@@ -219,8 +219,7 @@ def copy_nodes(call, cu, context, source, graph, deps: list) -> tuple[list, list
     """The kernel and memset nodes of `source` (a library's recording) added to `graph`, with
     their dependencies among them (the first ones after `deps`) and each kernel's launch
     attributes (a cluster shape, for one). Returns the copies and the copies no other follows."""
-    count = call("cuGraphGetNodes", source, 0)[-1]
-    nodes = list(call("cuGraphGetNodes", source, count)[0])[:count]
+    nodes = graph_nodes(call, source)
     predecessors = {int(n): [int(p) for p in _dependencies(call, n)] for n in nodes}
     kernel = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
     copies: dict[int, object] = {}

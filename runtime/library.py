@@ -91,13 +91,16 @@ def _end_capture(driver, stream) -> tuple[object | None, str]:
     return result[1], ""
 
 
+def graph_nodes(call, graph) -> list:
+    """The nodes of `graph` (`cuGraphGetNodes`, asked for the count first)."""
+    count = call("cuGraphGetNodes", graph, 0)[-1]
+    return list(call("cuGraphGetNodes", graph, count)[0])[:count] if count else []
+
+
 def _inspect(device: Device, graph) -> Recording:
     driver, cu = device.driver, device.driver.cu
-    nodes, count = driver.call("cuGraphGetNodes", graph, 0)
-    if count:
-        nodes, count = driver.call("cuGraphGetNodes", graph, count)
     types, kernels = [], []
-    for node in nodes[:count]:
+    for node in graph_nodes(driver.call, graph):
         kind = driver.call("cuGraphNodeGetType", node)
         name = cu.CUgraphNodeType(kind).name.removeprefix("CU_GRAPH_NODE_TYPE_")
         types.append(name)
