@@ -121,6 +121,8 @@ RULES: tuple[Rule, ...] = (
          "a collective's sizes do not match the world size, or its root or views are invalid"),
     Rule("PC603", "rank-dependent-collective", _E,
          "a collective runs under a decision that may differ between ranks"),
+    Rule("PC604", "collective-group-overlap", _E,
+         "a grouped allreduce or broadcast names some elements twice"),
     # PC4xx: warnings
     Rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it",
          suppressible=True),

@@ -21,12 +21,12 @@ from . import codegen
 from .dag import Dag, add_lanes
 from .dtypes import fill_pattern
 from .model import (
-    CONTAINERS, CollectiveNode, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode, GraphBody,
-    GraphNode, LaunchNode, MatrixView, Mode, PointerArg, Program, ValueArg,
+    CONTAINERS, CollectiveNode, CollectiveOperand, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode,
+    GraphBody, GraphNode, LaunchNode, MatrixView, Mode, PointerArg, Program, ValueArg,
 )
 from .plan_schema import (
-    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec,
-    GemmGroupSpec, GemmNodeSpec, GemmUseSpec, GraphSpec, HazardEdge, InitSpec, KernelNodeSpec, Location,
+    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, CollectiveOperandSpec,
+    ConditionalNodeSpec, GemmGroupSpec, GemmNodeSpec, GemmUseSpec, GraphSpec, HazardEdge, InitSpec, KernelNodeSpec, Location,
     MatrixSpec, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
 )
 
@@ -235,13 +235,18 @@ def gemm_groups(uses: list[tuple[GemmNodeSpec, str]]) -> tuple[GemmGroupSpec, ..
 
 
 def lower_collective(index: int, item: CollectiveNode, location, accesses) -> CollectiveNodeSpec:
-    size = item.src.buffer.dtype.size
-    # the per-rank count: the source's, except for reducescatter, which sends world x count
-    per_rank = item.dst if item.kind == "reducescatter" else item.src
     return CollectiveNodeSpec(index, item.name, location, accesses, item.kind, item.op,
-                              item.src.buffer.dtype.name, per_rank.stop - per_rank.start,
-                              item.src.buffer.name, item.src.start * size,
-                              item.dst.buffer.name, item.dst.start * size, item.root)
+                              tuple(_collective_operand(item.kind, operand) for operand in item.operands),
+                              item.root)
+
+
+def _collective_operand(kind: str, operand: CollectiveOperand) -> CollectiveOperandSpec:
+    src, dst = operand.src, operand.dst
+    size = src.buffer.dtype.size
+    # the per-rank count: the source's, except for reducescatter, which sends world x count
+    per_rank = dst if kind == "reducescatter" else src
+    return CollectiveOperandSpec(src.buffer.dtype.name, per_rank.stop - per_rank.start,
+                                 src.buffer.name, src.start * size, dst.buffer.name, dst.start * size)
 
 
 def _step_first_access(program: Program) -> dict[str, str | None]:

@@ -320,17 +320,26 @@ class ConditionalNode:
         return own + tuple(a for body in self.bodies for item in body.items for a in item.accesses)
 
 
+@dataclass(frozen=True)
+class CollectiveOperand:
+    """One NCCL call of a collective node: its source and destination; in place (allreduce,
+    broadcast) `dst` is `src`."""
+
+    src: PointerArg
+    dst: PointerArg
+
+
 @dataclass(eq=False)
 class CollectiveNode:
-    """One NCCL collective over every rank (compiler/resolve_collective.py). In place
-    (allreduce, broadcast) `dst` is `src`. Its accesses include the communicator's token,
-    which orders every collective of a program in program order on every rank."""
+    """One NCCL collective over every rank (compiler/resolve_collective.py): one call per
+    operand, several of them issued as one NCCL group (one kernel, one synchronisation of the
+    ranks). Its accesses include the communicator's token, which orders every collective of a
+    program in program order on every rank."""
 
     name: str
     kind: str  # allreduce | broadcast | allgather | reducescatter
     op: str | None  # sum | avg | max | min (allreduce, reducescatter)
-    src: PointerArg
-    dst: PointerArg
+    operands: tuple[CollectiveOperand, ...]  # one, or several of allreduce or broadcast
     root: int | None  # broadcast
     span: Span
     accesses: tuple[Access, ...] = ()

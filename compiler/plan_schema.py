@@ -161,11 +161,28 @@ class GemmNodeSpec:
 
 
 @dataclass(frozen=True)
+class CollectiveOperandSpec:
+    """One NCCL call of a collective node: `count` elements of `dtype` per rank from `src` (at
+    `src_offset` bytes) to `dst`, the same view for the in-place allreduce and broadcast.
+    allgather writes `count * world size` elements, reducescatter reads them."""
+
+    dtype: str
+    count: int  # elements each rank sends (allgather, broadcast, allreduce) or receives (reducescatter)
+    src: str
+    src_offset: int
+    dst: str
+    dst_offset: int
+
+    def describe(self) -> str:
+        return f"{self.count} x {self.dtype}"
+
+
+@dataclass(frozen=True)
 class CollectiveNodeSpec:
-    """One NCCL collective over every rank of the run: `count` elements of `dtype` per rank
-    from `src` (at `src_offset` bytes) to `dst`, the same view for the in-place allreduce and
-    broadcast. allgather writes `count * world size` elements, reducescatter reads them. The
-    runtime records the one NCCL call into a graph of its own (runtime/collectives.py)."""
+    """One NCCL collective over every rank of the run: one call per operand (several only for
+    allreduce and broadcast), issued between ncclGroupStart and ncclGroupEnd when there are
+    several, so that NCCL runs them as one kernel. The runtime records the call or the group
+    into a graph of its own (runtime/collectives.py)."""
 
     id: int
     name: str
@@ -173,19 +190,15 @@ class CollectiveNodeSpec:
     accesses: tuple[AccessSpec, ...]
     collective: str  # allreduce | broadcast | allgather | reducescatter
     op: str | None  # sum | avg | max | min (allreduce, reducescatter)
-    dtype: str
-    count: int  # elements each rank sends (allgather, broadcast, allreduce) or receives (reducescatter)
-    src: str
-    src_offset: int
-    dst: str
-    dst_offset: int
+    operands: tuple[CollectiveOperandSpec, ...]
     root: int | None  # broadcast
 
     def describe(self) -> str:
         """What every rank must agree on, one line (the collective sequence's entry)."""
         op = f" {self.op}" if self.op else ""
         root = f" from {self.root}" if self.root is not None else ""
-        return f"{self.collective}{op} {self.count} x {self.dtype}{root} ({self.name})"
+        operands = ", ".join(operand.describe() for operand in self.operands)
+        return f"{self.collective}{op} {operands}{root} ({self.name})"
 
 
 NodeSpec = Union[KernelNodeSpec, MemsetNodeSpec, MemcpyNodeSpec, ChildGraphNodeSpec, ConditionalNodeSpec,

@@ -4,7 +4,9 @@ and `allreduce`, `broadcast`, `allgather` and `reducescatter` statements as coll
 NCCL needs every rank to issue the same collectives in the same order. The order inside one
 rank comes from the communicator's token, `pipec.nccl: u8[1]`, which every collective reads and
 writes: the hazard DAG then chains the collectives in program order (two independent ones
-could otherwise run in either order, differently on each rank, and deadlock). The same
+could otherwise run in either order, differently on each rank, and deadlock). An allreduce or
+broadcast of several views is one node, one NCCL group: its calls run as one kernel, so no
+element may appear twice in it (PC604). The same
 sequence on every rank is checked here where it can be (PC603: no collective under a decision
 that may differ between ranks) and at start-up for the rest (the ranks compare the plan's
 collective sequence, runtime/distributed.py).
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 from ..dsl import SourceFile, Span, ast
 from .consteval import ConstError, RuntimeValue, evaluate
 from .diagnostics import Label
-from .model import Access, Buffer, CollectiveNode, GraphBody, Init, Mode, PointerArg
+from .model import Access, Buffer, CollectiveNode, CollectiveOperand, GraphBody, Init, Mode, PointerArg
 from .dtypes import DTYPES
 from .resolve_scope import Abort, LoadedModule, Scope, names_read
 
@@ -128,7 +130,7 @@ class Collectives(Scope):
         if stmt.root is not None and self.reads_rank(module, env, stmt.root):
             problem = (f"`{stmt.kind}`'s root `{stmt.root.span.text}` reads the rank, so each rank "
                        "names another root", stmt.root.span)
-        for side in (stmt.src, stmt.dst):
+        for side in (*stmt.views, stmt.dst):
             counts = self._counts_by_rank(module, env, side) if isinstance(side, ast.Slice) else {}
             if problem is None and len(set(counts.values())) > 1:
                 listed = ", ".join(f"{count} on rank {rank}" for rank, count in counts.items())
@@ -161,24 +163,34 @@ class Collectives(Scope):
 
     def collective(self, module: LoadedModule, env: dict, stmt: ast.Collective, body: GraphBody,
                    group) -> CollectiveNode:
-        src = self._target(module, env, stmt.src, f"{stmt.kind} buffer" if stmt.dst is None else f"{stmt.kind} source")
-        dst = self._target(module, env, stmt.dst, f"{stmt.kind} destination") if stmt.dst is not None else src
+        if stmt.dst is None:  # allreduce, broadcast: in place, one call per view
+            views = [self._target(module, env, view, f"{stmt.kind} buffer") for view in stmt.views]
+            operands = tuple(CollectiveOperand(view, view) for view in views)
+        else:
+            src = self._target(module, env, stmt.views[0], f"{stmt.kind} source")
+            operands = (CollectiveOperand(src, self._target(module, env, stmt.dst, f"{stmt.kind} destination")),)
         op = self._reduction(stmt)
-        self._check_collective_types(stmt, src, dst, op)
+        for operand, view in zip(operands, stmt.views):
+            self._check_collective_types(stmt, view, operand, op)
         root = self._root(module, env, stmt) if stmt.root is not None else None
-        self._check_counts(stmt, src, dst)
+        if stmt.dst is None:
+            self._check_distinct(stmt, operands)
+        else:
+            self._check_counts(stmt, operands[0].src, operands[0].dst)
         self._check_rank_operands(module, env, stmt)
         if self.divergence:
             self._report_divergence(stmt, *self.divergence[-1])
             raise Abort
-        target = dst.buffer.name if stmt.dst is not None else src.buffer.name
-        node = CollectiveNode(self._node_name(body, f"{stmt.kind}:{target}"), stmt.kind, op, src, dst,
+        target = "+".join(operand.dst.buffer.name for operand in operands)
+        node = CollectiveNode(self._node_name(body, f"{stmt.kind}:{target}"), stmt.kind, op, operands,
                               root, stmt.span, group=group)
         token = Access(self._token(), 0, 1, Mode.READ_WRITE, stmt.span)
         if stmt.dst is None:
-            node.accesses = (Access(src.buffer, src.start, src.stop, Mode.READ_WRITE, stmt.src.span), token)
+            node.accesses = (*(Access(o.src.buffer, o.src.start, o.src.stop, Mode.READ_WRITE, view.span)
+                               for o, view in zip(operands, stmt.views)), token)
         else:
-            node.accesses = (Access(src.buffer, src.start, src.stop, Mode.READ, stmt.src.span),
+            src, dst = operands[0].src, operands[0].dst
+            node.accesses = (Access(src.buffer, src.start, src.stop, Mode.READ, stmt.views[0].span),
                              Access(dst.buffer, dst.start, dst.stop, Mode.WRITE, stmt.dst.span), token)
         return node
 
@@ -191,16 +203,18 @@ class Collectives(Scope):
             raise Abort
         return stmt.op.text
 
-    def _check_collective_types(self, stmt: ast.Collective, src: PointerArg, dst: PointerArg, op: str | None) -> None:
+    def _check_collective_types(self, stmt: ast.Collective, view: ast.Expr, operand: CollectiveOperand,
+                                op: str | None) -> None:
+        src, dst = operand.src, operand.dst
         if src.buffer.dtype is not dst.buffer.dtype:
             self.sink.add("PC601", f"`{stmt.kind}` moves {src.buffer.dtype.name} into "
                           f"{dst.buffer.dtype.name}: NCCL converts nothing", stmt.span,
                           "give the source and the destination the same element type")
             raise Abort
         if op == "avg" and src.buffer.dtype.kind != "f":
-            self.sink.add("PC601", f"`avg` of {src.buffer.dtype.name} would truncate each element's "
-                          "mean", stmt.op.span, "average floating-point data, or `sum` and divide "
-                          "where the remainder is handled")
+            self.sink.add("PC601", f"`avg` of {src.buffer.dtype.name} `{view.span.text}` would truncate "
+                          "each element's mean", view.span, "average floating-point data, or `sum` and "
+                          "divide where the remainder is handled", labels=(Label(stmt.op.span, "the reduction"),))
             raise Abort
 
     def _root(self, module, env, stmt: ast.Collective) -> int:
@@ -234,6 +248,20 @@ class Collectives(Scope):
                               "in place, the smaller side must be this rank's slot of the larger: "
                               "`x[RANK * N : (RANK + 1) * N]`")
                 raise Abort
+
+    def _check_distinct(self, stmt: ast.Collective, operands: tuple[CollectiveOperand, ...]) -> None:
+        """PC604: a group's calls run in one NCCL kernel, concurrently, so two views sharing an
+        element would race (reduced twice, or read while the other call writes it)."""
+        for later, (operand, view) in enumerate(zip(operands, stmt.views)):
+            for earlier, other in enumerate(operands[:later]):
+                a, b = other.src, operand.src
+                if a.buffer is b.buffer and a.start < b.stop and b.start < a.stop:
+                    self.sink.add("PC604", f"`{stmt.kind}` names elements [{max(a.start, b.start)}:"
+                                  f"{min(a.stop, b.stop)}] of `{a.buffer.name}` twice", view.span,
+                                  "a group's calls run concurrently in one NCCL kernel: name each "
+                                  "element once (one slice covering both views)",
+                                  labels=(Label(stmt.views[earlier].span, "first named here"),))
+                    raise Abort
 
     def _token(self) -> Buffer:
         token = self.control_buffers.get(NCCL_TOKEN)

@@ -229,12 +229,13 @@ class Gemm:
 
 @dataclass(frozen=True)
 class Collective:
-    """`allreduce OP BUF`, `broadcast BUF from ROOT`, `allgather SRC -> DST` or
-    `reducescatter OP SRC -> DST`: one NCCL collective over every rank."""
+    """`allreduce OP BUF, ...`, `broadcast BUF, ... from ROOT`, `allgather SRC -> DST` or
+    `reducescatter OP SRC -> DST`: one NCCL collective over every rank (a group of them, one
+    per view, for several views of allreduce or broadcast)."""
 
     kind: str  # allreduce | broadcast | allgather | reducescatter
     op: Ident | None  # the reduction (allreduce, reducescatter), as written
-    src: Expr  # the buffer (allreduce, broadcast: in place) or the source
+    views: tuple[Expr, ...]  # the buffers (allreduce, broadcast: in place, one or more) or the one source
     dst: Expr | None  # allgather, reducescatter
     root: Expr | None  # broadcast
     span: Span

@@ -237,20 +237,20 @@ class _ToAst(Transformer):
         return ast.GraphCall(self._ident(name), args or (), self._span(children))
 
     def allreduce(self, children):
-        op, view = self._parts(children)
-        return ast.Collective("allreduce", self._ident(op), view, None, None, self._span(children))
+        op, *views = self._parts(children)
+        return ast.Collective("allreduce", self._ident(op), tuple(views), None, None, self._span(children))
 
     def broadcast(self, children):
-        view, root = self._parts(children)
-        return ast.Collective("broadcast", None, view, None, root, self._span(children))
+        *views, root = self._parts(children)
+        return ast.Collective("broadcast", None, tuple(views), None, root, self._span(children))
 
     def allgather(self, children):
         src, dst = self._parts(children)
-        return ast.Collective("allgather", None, src, dst, None, self._span(children))
+        return ast.Collective("allgather", None, (src,), dst, None, self._span(children))
 
     def reducescatter(self, children):
         op, src, dst = self._parts(children)
-        return ast.Collective("reducescatter", self._ident(op), src, dst, None, self._span(children))
+        return ast.Collective("reducescatter", self._ident(op), (src,), dst, None, self._span(children))
 
     def call_args(self, children):
         return tuple(c for c in self._parts(children) if c is not None)

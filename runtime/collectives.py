@@ -1,7 +1,7 @@
-"""Collective nodes on the device: the one NCCL call of each, issued on a stream (eager
-execution) or recorded into a graph pipec owns and added to the step as a child graph node
-(runtime/library.py's rules: a private stream, a capture scoped to the call, kernel and memset
-nodes only).
+"""Collective nodes on the device: the one NCCL call of each (the one NCCL group of a node with
+several operands), issued on a stream (eager execution) or recorded into a graph pipec owns
+and added to the step as a child graph node (runtime/library.py's rules: a private stream, a
+capture scoped to the call or the group, kernel and memset nodes only).
 
 Waiting is where a failed rank would hang the others: NCCL's kernels spin until every rank has
 joined. So a run with collectives never waits blindly: `wait` polls the stream, NCCL's
@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..compiler.plan_schema import CollectiveNodeSpec
+from ..compiler.plan_schema import CollectiveNodeSpec, CollectiveOperandSpec
 from ..errors import Error
 from .distributed import Distributed
 from .driver import Device
@@ -57,31 +57,43 @@ class Collectives:
         self.failed = False
 
     def issue(self, node: CollectiveNodeSpec, stream) -> None:
-        """Enqueue the node's NCCL call on `stream`."""
+        """Enqueue the node's NCCL call on `stream`; several operands as one NCCL group, whose
+        calls NCCL runs as one kernel (one synchronisation of the ranks for all of them)."""
         if self.failed:  # nothing may reach a communicator that is being aborted
             raise CollectiveFailed(f"rank {self.distributed.launch.rank}: the NCCL communicator is aborted")
-        comm, src, dst = self.communicator, self._address(node.src, node.src_offset), self._address(node.dst, node.dst_offset)
-        handle = int(stream)
+        comm, handle, grouped = self.communicator, int(stream), len(node.operands) > 1
         try:
-            if node.collective == "allreduce":
-                comm.allreduce(src, dst, node.count, node.dtype, node.op, handle)
-            elif node.collective == "broadcast":
-                comm.broadcast(src, dst, node.count, node.dtype, node.root, handle)
-            elif node.collective == "allgather":
-                comm.allgather(src, dst, node.count, node.dtype, handle)
-            else:
-                comm.reducescatter(src, dst, node.count, node.dtype, node.op, handle)
+            if grouped:
+                comm.group_start()
+            try:
+                for operand in node.operands:
+                    self._call(node, operand, handle)
+            finally:  # NCCL's group depth stays balanced even when a call is refused
+                if grouped:
+                    comm.group_end()
         except Error:
             raise
         except Exception as error:  # the bindings' own exception types
             raise CollectiveFailed(f"`{node.name}` ({node.location}): NCCL refused the call: {error}") from None
 
+    def _call(self, node: CollectiveNodeSpec, operand: CollectiveOperandSpec, handle: int) -> None:
+        comm, count, dtype = self.communicator, operand.count, operand.dtype
+        src, dst = self._address(operand.src, operand.src_offset), self._address(operand.dst, operand.dst_offset)
+        if node.collective == "allreduce":
+            comm.allreduce(src, dst, count, dtype, node.op, handle)
+        elif node.collective == "broadcast":
+            comm.broadcast(src, dst, count, dtype, node.root, handle)
+        elif node.collective == "allgather":
+            comm.allgather(src, dst, count, dtype, handle)
+        else:
+            comm.reducescatter(src, dst, count, dtype, node.op, handle)
+
     def _address(self, buffer: str, offset: int) -> int:
         return int(self.buffers.pointer(buffer, offset))
 
     def record(self, node: CollectiveNodeSpec) -> Recording:
-        """The node's NCCL call recorded into a graph of its own, for a child graph node; the
-        caller closes it."""
+        """The node's NCCL call (or group) recorded into a graph of its own, for a child graph
+        node; the caller closes it."""
         return record_call(self.device, f"{node.collective} `{node.name}` ({node.location})",
                            lambda stream: self.issue(node, stream), COLLECTIVE_NODE_TYPES)
 

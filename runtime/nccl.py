@@ -29,6 +29,9 @@ class Communicator(Protocol):
     def broadcast(self, src: int, dst: int, count: int, dtype: str, root: int, stream: int) -> None: ...
     def allgather(self, src: int, dst: int, count: int, dtype: str, stream: int) -> None: ...
     def reducescatter(self, src: int, dst: int, count: int, dtype: str, op: str, stream: int) -> None: ...
+    # ncclGroupStart, ncclGroupEnd: the calls between them run as one NCCL kernel
+    def group_start(self) -> None: ...
+    def group_end(self) -> None: ...
     def async_error(self) -> int: ...  # ncclResult_t: 0 success, 7 in progress, else an error
     def abort(self) -> None: ...
     def destroy(self) -> None: ...
@@ -62,8 +65,9 @@ class _Nccl4pyCommunicator:
 
     def __init__(self, unique_id: bytes, world_size: int, rank: int) -> None:
         from nccl.bindings import nccl as bindings
-        from nccl.core import Communicator, UniqueId
+        from nccl.core import Communicator, UniqueId, group_end, group_start
         self._bindings = bindings
+        self.group_start, self.group_end = group_start, group_end
         self._comm = Communicator.init(world_size, rank, UniqueId.from_bytes(unique_id))
         self._handle = self._comm._comm  # the bindings' Comm, which the raw calls take
 
@@ -100,6 +104,7 @@ class _CupyCommunicator:
         from cupy.cuda import nccl
         signed = tuple(b - 256 if b > 127 else b for b in unique_id)  # CuPy's id: C chars
         self._comm = nccl.NcclCommunicator(world_size, signed, rank)
+        self.group_start, self.group_end = nccl.groupStart, nccl.groupEnd
 
     def allreduce(self, src, dst, count, dtype, op, stream) -> None:
         self._comm.allReduce(src, dst, count, NCCL_DTYPES[dtype], NCCL_OPS[op], stream)

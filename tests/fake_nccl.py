@@ -1,7 +1,8 @@
 """Collectives on CPU: a `FakeCuda` that can record one call on a capturing stream (what
 runtime/library.py's `record_call` does), and a fake NCCL communicator whose calls act on the
 fake device memory as if every other rank held the same data as this one (so a sum over W
-ranks is W times this rank's values, a gather W copies)."""
+ranks is W times this rank's values, a gather W copies). Between group_start and group_end its
+calls wait, as NCCL's do, and group_end enqueues them as one kernel."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fake_cuda import CUresult, FakeCuda, KernelLaunch
+from fake_cuda import CUresult, FakeCuda, KernelLaunch, fake_driver
 from pipec.compiler.dtypes import DTYPES
+from pipec.runtime import load
+from pipec.runtime.distributed import Launch, LocalChannel, connect
 
 
 class CUresultWithQuery(enum.IntEnum):
@@ -42,11 +45,13 @@ class FakeCommunicator:
     world_size: int = 2
     rank: int = 0
     backend: str = "fake"
-    calls: list = field(default_factory=list)  # (collective, count, dtype, op or root, captured)
+    calls: list = field(default_factory=list)  # (collective, count, dtype, op or root, captured, grouped)
+    groups: list = field(default_factory=list)  # the calls of each group ended, by collective
     state: int = 0  # what async_error answers
     aborted: bool = False
     destroyed: bool = False
     extra_node: str | None = None  # a node kind each recorded call adds before its kernel
+    _group: list | None = None  # the open group's (collective, stream, effect), or None outside one
 
     def _array(self, address: int, count: int, dtype: str) -> np.ndarray:
         numpy = np.dtype(DTYPES[dtype].numpy)
@@ -54,11 +59,30 @@ class FakeCommunicator:
 
     def _enqueue(self, what, stream, detail, count, dtype, effect) -> None:
         handle = self.fake.CUstream(stream)
-        self.calls.append((what, count, dtype, detail, handle in self.fake.capturing))
+        self.calls.append((what, count, dtype, detail, handle in self.fake.capturing, self._group is not None))
+        if self._group is not None:
+            self._group.append((what, handle, effect))
+        else:
+            self._launch(what, handle, effect)
+
+    def _launch(self, what: str, handle, effect) -> None:
         if self.extra_node is not None:  # recorded before the kernel, as NCCL's host callback or event
             self.fake.enqueue(handle, self.extra_node, lambda: None)
         self.fake.enqueue(handle, "kernel", KernelLaunch(f"ncclDevKernel_{what}", (1, 1, 1), (1, 1, 1), 0, (),
                                                          run=effect))
+
+    def group_start(self) -> None:
+        assert self._group is None, "ncclGroupStart inside a group pipec opened"
+        self._group = []
+
+    def group_end(self) -> None:
+        group, self._group = self._group, None
+        assert group, "ncclGroupEnd without ncclGroupStart, or around no call"
+        streams = {handle for _, handle, _ in group}
+        assert len(streams) == 1, "one group's calls on several streams"
+        self.groups.append([what for what, _, _ in group])
+        effects = [effect for _, _, effect in group]
+        self._launch("group", streams.pop(), lambda: [effect() for effect in effects])
 
     def allreduce(self, src, dst, count, dtype, op, stream) -> None:
         factor = self.world_size if op == "sum" else 1
@@ -94,3 +118,32 @@ class FakeCommunicator:
 
     def destroy(self) -> None:
         self.destroyed = True
+
+
+class FakeLibrary:
+    """runtime/nccl.py's two entry points, handing out the fake communicator."""
+
+    def __init__(self, communicator: FakeCommunicator) -> None:
+        self.communicator = communicator
+        self.opened: list[tuple[bytes, int, int]] = []
+
+    def new_unique_id(self) -> bytes:
+        return bytes(range(128))
+
+    def open_communicator(self, unique_id: bytes, world_size: int, rank: int) -> FakeCommunicator:
+        self.opened.append((unique_id, world_size, rank))
+        return self.communicator
+
+
+def load_on_fake_ranks(tmp_path, text, world_size=2, rank=0, extra_node=None, **kwargs):
+    """`text`, saved in `tmp_path`, loaded over the fake driver as rank `rank` of `world_size`:
+    (the pipeline, the fake CUDA, the fake communicator)."""
+    path = tmp_path / "prog.pipe"
+    path.write_text(text)
+    driver = fake_driver(path, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, world_size, rank, extra_node=extra_node)
+    launch = Launch("torchrun", rank, world_size, rank)
+
+    def ranks(plan, launch):
+        return connect(plan, launch, LocalChannel(), FakeLibrary(communicator))
+    return load(path, driver=driver, launch=launch, connect_ranks=ranks, **kwargs), driver.cu, communicator

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fake_cuda import fake_driver
-from fake_nccl import CapturingCuda, FakeCommunicator
+from fake_nccl import CapturingCuda, FakeCommunicator, FakeLibrary, load_on_fake_ranks
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
 from pipec.compiler.plan_schema import (
@@ -68,7 +68,7 @@ def test_the_four_statements_parse_and_max_stays_a_function():
     stmts = parse(SourceFile(Path("t.pipe"), text)).decls[0].body.stmts
     assert [(s.kind, s.op.text if s.op else None) for s in stmts[:4]] == [
         ("allreduce", "max"), ("broadcast", None), ("allgather", None), ("reducescatter", "sum")]
-    assert isinstance(stmts[1].src, ast.Slice) and stmts[1].root.ident.text == "RANK"
+    assert isinstance(stmts[1].views[0], ast.Slice) and stmts[1].root.ident.text == "RANK"
     assert stmts[2].dst.ident.text == "b" and isinstance(stmts[4].grid, ast.Call)
 
 
@@ -77,7 +77,7 @@ def test_lowering_gives_one_collective_node_per_statement_chained_by_the_token(t
     assert _codes(compilation) == []
     plan = compilation.plan
     nodes = [n for n in plan.graphs[plan.step].nodes if isinstance(n, CollectiveNodeSpec)]
-    assert [(n.collective, n.op, n.dtype, n.count, n.src, n.dst, n.root) for n in nodes] == [
+    assert [(n.collective, n.op, o.dtype, o.count, o.src, o.dst, n.root) for n in nodes for o in n.operands] == [
         ("allreduce", "sum", "f32", 8, "x", "x", None), ("allgather", None, "f32", 8, "x", "parts", None),
         ("reducescatter", "avg", "f32", 8, "parts", "mine", None), ("allreduce", "max", "i32", 4, "counts", "counts", None)]
     # `counts` shares no buffer with the others: only the communicator's token orders it
@@ -135,8 +135,9 @@ def test_rl_step_is_data_parallel_beyond_one_rank_and_every_rank_agrees():
     assert collective_sequence(one) == []
     ranks = [_plan(RL_STEP, WORLD_SIZE=2, RANK=r, LOCAL_RANK=r) for r in (0, 1)]
     sequence = [n.describe().split(" (")[0] for n in collective_sequence(ranks[0])]
-    assert sequence == ["broadcast 4610 x f32 from 0", "allreduce max 1 x i32", "allreduce max 1 x i32",
-                        "allreduce avg 4610 x f32", "allreduce avg 73 x f32", "allreduce avg 1 x f32"]
+    # the flag and the update count grouped, the gradient and its norm parts grouped
+    assert sequence == ["broadcast 4610 x f32 from 0", "allreduce max 1 x i32, 1 x i32",
+                        "allreduce avg 4610 x f32, 73 x f32", "allreduce avg 1 x f32"]
     assert collective_sequence_hash(ranks[0]) == collective_sequence_hash(ranks[1])
     assert collective_sequence_hash(ranks[0]) != collective_sequence_hash(_plan(RL_STEP, WORLD_SIZE=2, UPDATES=2))
 
@@ -172,8 +173,9 @@ def test_a_rank_whose_plan_differs_refuses_naming_the_first_difference():
     with pytest.raises(DistributedError) as refused:
         check_collective_sequence(ours, channel, 1)
     assert str(refused.value) == (
-        "rank 1's plan differs from rank 0's at collective 6: rank 0 issues `allreduce avg 1 x f32 "
-        "(step/allreduce:loss_ema)`, rank 1 `allreduce avg 4610 x f32 (step/optimize[1]/allreduce:grad)`; "
+        "rank 1's plan differs from rank 0's at collective 4: rank 0 issues `allreduce avg 1 x f32 "
+        "(step/allreduce:loss_ema)`, rank 1 `allreduce avg 4610 x f32, 73 x f32 "
+        "(step/optimize[1]/allreduce:grad+gnorm_part)`; "
         "every rank must issue the same collectives in the same order")
     same = collective_sequence_hash(theirs).encode()
     with pytest.raises(DistributedError) as refused:  # a third rank differs; this one agrees with rank 0
@@ -215,21 +217,6 @@ def test_nccl_settings_are_set_whatever_the_environment_held():
 # --- the runtime over the fake driver -----------------------------------------------------------------
 
 
-class _Library:
-    """runtime/nccl.py's two entry points, handing out the fake communicator."""
-
-    def __init__(self, communicator: FakeCommunicator) -> None:
-        self.communicator = communicator
-        self.opened: list[tuple[bytes, int, int]] = []
-
-    def new_unique_id(self) -> bytes:
-        return bytes(range(128))
-
-    def open_communicator(self, unique_id: bytes, world_size: int, rank: int) -> FakeCommunicator:
-        self.opened.append((unique_id, world_size, rank))
-        return self.communicator
-
-
 class _NoBindings:
     """Neither nccl4py nor CuPy installed, as runtime/nccl.py meets it."""
 
@@ -247,20 +234,8 @@ def test_without_nccl_bindings_a_collective_plan_says_what_to_install():
     assert connect(plan, single, LocalChannel(), _NoBindings()).communicator is None  # no collective: no NCCL
 
 
-def _load(tmp_path, text, world_size=2, rank=0, extra_node=None, **kwargs):
-    path = tmp_path / "prog.pipe"
-    path.write_text(text)
-    driver = fake_driver(path, fake=CapturingCuda)
-    communicator = FakeCommunicator(driver.cu, world_size, rank, extra_node=extra_node)
-    launch = Launch("torchrun", rank, world_size, rank)
-
-    def ranks(plan, launch):
-        return connect(plan, launch, LocalChannel(), _Library(communicator))
-    return load(path, driver=driver, launch=launch, connect_ranks=ranks, **kwargs), driver.cu, communicator
-
-
 def test_graph_and_eager_issue_the_same_nccl_calls(tmp_path):
-    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    pipeline, fake, comm = load_on_fake_ranks(tmp_path, PROGRAM)
     with pipeline:
         # init ran eagerly (broadcast); the step's four calls were each recorded on a private stream
         assert [(c[0], c[4]) for c in comm.calls] == [("broadcast", False)] + [
@@ -285,14 +260,14 @@ def test_graph_and_eager_issue_the_same_nccl_calls(tmp_path):
 
 
 def test_a_recording_may_hold_nccls_host_node_but_no_event_node(tmp_path):
-    pipeline, fake, comm = _load(tmp_path, PROGRAM, extra_node="host")
+    pipeline, fake, comm = load_on_fake_ranks(tmp_path, PROGRAM, extra_node="host")
     with pipeline:
         assert [n.kind for n in fake.executables[pipeline.graph.exec].nodes[0].child.nodes] == ["host", "kernel"]
     # pipec.load reports a refused recording as one PipelineError line, naming the node
     with pytest.raises(PipelineError, match=r"prog.pipe: allreduce `step/allreduce:x` \(.*prog.pipe:11:5\): the "
                        r"library call recorded event_record node\(s\); a library node may hold kernel, memset, "
                        "host nodes only"):
-        _load(tmp_path, PROGRAM, extra_node="event_record")
+        load_on_fake_ranks(tmp_path, PROGRAM, extra_node="event_record")
 
 
 class _Disagreeing(_Ranks):
@@ -305,7 +280,7 @@ class _Disagreeing(_Ranks):
 
 
 def test_replicated_buffers_that_differ_are_named_and_a_failing_rank_stops_the_others(tmp_path):
-    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    pipeline, fake, comm = load_on_fake_ranks(tmp_path, PROGRAM)
     with pipeline:
         channel = pipeline.distributed.channel = _Disagreeing(0, [], b"")
         assert replicated_differences(pipeline, 3) == [
@@ -316,7 +291,7 @@ def test_replicated_buffers_that_differ_are_named_and_a_failing_rank_stops_the_o
 
 
 def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
-    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    pipeline, fake, comm = load_on_fake_ranks(tmp_path, PROGRAM)
     with pipeline:
         channel = pipeline.distributed.channel = _Ranks(0, [b"", b""], b"")
         pipeline.step()
@@ -341,23 +316,23 @@ def test_a_pipeline_that_fails_to_build_aborts_its_communicator(tmp_path):
     communicator = FakeCommunicator(driver.cu, 2, 0)
     with pytest.raises(BindError):  # a bind of no buffer: BufferSet fails, before any graph
         load(path, driver=driver, launch=Launch("torchrun", 0, 2, 0), bind={"no_such_buffer": object()},
-             connect_ranks=lambda plan, launch: connect(plan, launch, LocalChannel(), _Library(communicator)))
+             connect_ranks=lambda plan, launch: connect(plan, launch, LocalChannel(), FakeLibrary(communicator)))
     assert communicator.aborted
 
 
 def test_the_profile_refuses_collective_nodes_in_one_line(tmp_path):
-    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    pipeline, fake, comm = load_on_fake_ranks(tmp_path, PROGRAM)
     with pipeline, pytest.raises(ProfileError, match=r"prog.pipe: the profile does not cover collective nodes yet"):
         pipeline.profile()
 
 
 def test_tuned_gemms_are_refused_on_several_ranks(tmp_path):
     with pytest.raises(PipelineError, match=r"--tune-gemms.*rank"):
-        _load(tmp_path, PROGRAM, tune_gemms=True)
+        load_on_fake_ranks(tmp_path, PROGRAM, tune_gemms=True)
 
 
 def test_a_wait_gives_up_after_its_timeout(tmp_path):
-    pipeline, fake, comm = _load(tmp_path, PROGRAM)
+    pipeline, fake, comm = load_on_fake_ranks(tmp_path, PROGRAM)
     with pipeline:
         pipeline.collectives.timeout_s = 0.0
         fake.not_ready = True
@@ -374,7 +349,9 @@ def test_rl_step_builds_on_two_fake_ranks():
     with load(RL_STEP, driver=driver, launch=Launch("mpirun", 1, 2, 1), connect_ranks=ranks) as pipeline:
         assert [c[0] for c in communicator.calls] == ["broadcast", "allreduce", "allreduce", "allreduce",
                                                      "allreduce", "allreduce"]
+        # learn_on with adam_t, grad with gnorm_part: two groups of two, then loss_ema alone
+        assert communicator.groups == [["allreduce", "allreduce"]] * 2
         step = pipeline.plan.graph_tree(pipeline.plan.step)
-        assert sum(isinstance(n, CollectiveNodeSpec) for g in step for n in g.nodes) == 5
-        assert len(pipeline.graph.library_kernels) == 5  # each recorded, and its recording destroyed
+        assert sum(isinstance(n, CollectiveNodeSpec) for g in step for n in g.nodes) == 3
+        assert len(pipeline.graph.library_kernels) == 3  # each recorded, and its recording destroyed
         assert [b.name for b in pipeline.plan.buffers if b.replicated][:3] == ["step_ctr", "sched", "learn_on"]
