@@ -2,15 +2,19 @@
 second (all ranks together) and learner updates per second, and the cost of the all-reduce
 node inside the replay.
 
-    python bench/distributed.py [--envs 128,512,2048,8192] [--steps 3000] [--out DIR]
+    python bench/distributed.py [--envs 128,512,2048,8192,32768] [--steps 3000] [--out DIR]
 
-Each point runs `piperun --json` once on GPU 0 without a launcher and once under
-`torchrun --nproc-per-node 2` (NCCL_NVLS_ENABLE=0, which pipec sets anyway). A rank's
-steps/s is its own summary's; the two-GPU figure is the slower rank's. Environment steps/s
-are steps/s x ENVS x ranks; learner updates/s are steps/s x UPDATES (each update averages the
-ranks' gradients, so two GPUs make the same number of updates from twice the data). The
-all-reduce's cost: a step holding only the gradient's all-reduce (NPARAMS f32, as in
-rl_step's optimize), replayed on two GPUs, against a step holding one memset of the same
+The default sweep goes up to 32768 environments per rank, meant to reach a size where one
+GPU's step is no longer launch-bound (`pipec --check -D ENVS=32768 -D WORLD_SIZE=2` accepts
+it); the table gives the speed-up of two GPUs over one at every size. Each point runs
+`piperun --json` once on GPU 0 without a launcher and once under `torchrun --nproc-per-node 2`
+(NCCL_NVLS_ENABLE=0, which pipec sets anyway). A rank's steps/s is its own summary's; the
+two-GPU figure is the slower rank's. Environment steps/s are steps/s x ENVS x ranks; learner
+updates/s are steps/s x UPDATES (each update averages the ranks' gradients, so two GPUs make
+the same number of updates from twice the data). With two ranks rl_step holds three
+collective nodes a step (two of them grouped allreduces). The all-reduce's cost: a step
+holding only an all-reduce of the gradient (NPARAMS f32; rl_step's optimize groups it with
+the gradient-norm parts), replayed on two GPUs, against a step holding one memset of the same
 buffer: the difference per replay is what the node adds to a step."""
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ def allreduce_cost(folder: Path, steps: int) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--envs", default="128,512,2048,8192")
+    p.add_argument("--envs", default="128,512,2048,8192,32768")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--out", type=Path, default=Path("out"))
     args = p.parse_args()
@@ -95,7 +99,7 @@ def main() -> int:
     rows = [[pt["envs_per_rank"], f"{pt['1gpu']['env_steps_per_s']:,.0f}", f"{pt['2gpu']['env_steps_per_s']:,.0f}",
              f"{pt['env_speedup']:.2f}x", f"{pt['1gpu']['updates_per_s']:,.0f}", f"{pt['2gpu']['updates_per_s']:,.0f}",
              f"{pt['1gpu']['gpu_us_per_step']:.1f}", f"{pt['2gpu']['gpu_us_per_step']:.1f}"] for pt in points]
-    print(table(["ENVS per rank", "env steps/s 1 GPU", "env steps/s 2 GPUs", "speed-up", "updates/s 1 GPU",
+    print(table(["ENVS per rank", "env steps/s 1 GPU", "env steps/s 2 GPUs", "speed-up 2 GPUs / 1", "updates/s 1 GPU",
                  "updates/s 2 GPUs", "us/step 1 GPU", "us/step 2 GPUs"], rows))
     print(f"\nall-reduce of {NPARAMS} f32 in a replay on 2 GPUs: {cost['allreduce_us_per_step']:.1f} us per step "
           f"({cost['allreduce']['gpu_us_per_step']:.1f} us for the all-reduce step, "

@@ -1,7 +1,8 @@
 """Two ranks on two GPUs, started by torchrun from inside the test (so plain `pytest -m gpu2`
-runs them): every collective's values in the graph and eagerly, `--verify` with the replicated
-buffers compared across ranks, rl_step data-parallel, and a failed or stalled rank stopping the
-other within seconds. Each test's ranks run on a port of their own."""
+runs them): every collective's values in the graph and eagerly (allreduce and broadcast also
+grouped, one NCCL group over views of several element types), `--verify` with the replicated
+buffers compared across ranks, rl_step data-parallel (its collectives grouped), and a failed or
+stalled rank stopping the other within seconds. Each test's ranks run on a port of their own."""
 
 from __future__ import annotations
 
@@ -47,7 +48,8 @@ def test_every_collective_gives_the_same_values_in_the_graph_and_eagerly(tmp_pat
     for report in _reports(tmp_path):
         rank = report["rank"]
         expected = {"x": 3.0, "mean": 1.5, "top": 2.0, "half": 3.0, "from_one": 2.0,
-                    "piece": 2.0 * (rank + 1), "gathered": [1.0, 2.0]}
+                    "piece": 2.0 * (rank + 1), "gathered": [1.0, 2.0],
+                    "group_sum": 3.0, "group_count": 3.0, "group_from": 2.0, "group_flag": 2.0}
         assert report["graph"] == expected and report["eager"] == expected, report
         assert report["verify_ok"] and report["replicated_differences"] == []
 

@@ -27,7 +27,8 @@ def summary(pipeline) -> dict:
     def first(name):  # bf16 reads back as ml_dtypes' bfloat16, which float64 holds exactly
         return float(np.asarray(pipeline.read(name), dtype=np.float64).reshape(-1)[0])
     gathered = pipeline.read("gathered").reshape(launch.world_size, -1)[:, 0].tolist()
-    return {name: first(name) for name in ("x", "mean", "top", "half", "from_one", "piece")} | {"gathered": gathered}
+    names = ("x", "mean", "top", "half", "from_one", "piece", "group_sum", "group_count", "group_from", "group_flag")
+    return {name: first(name) for name in names} | {"gathered": gathered}
 
 
 started = time.monotonic()
