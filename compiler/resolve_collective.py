@@ -166,9 +166,14 @@ class Collectives(Scope):
         if stmt.dst is None:  # allreduce, broadcast: in place, one call per view
             views = [self._target(module, env, view, f"{stmt.kind} buffer") for view in stmt.views]
             operands = tuple(CollectiveOperand(view, view) for view in views)
+            accesses = tuple(Access(view.buffer, view.start, view.stop, Mode.READ_WRITE, expr.span)
+                             for view, expr in zip(views, stmt.views))
         else:
             src = self._target(module, env, stmt.views[0], f"{stmt.kind} source")
-            operands = (CollectiveOperand(src, self._target(module, env, stmt.dst, f"{stmt.kind} destination")),)
+            dst = self._target(module, env, stmt.dst, f"{stmt.kind} destination")
+            operands = (CollectiveOperand(src, dst),)
+            accesses = (Access(src.buffer, src.start, src.stop, Mode.READ, stmt.views[0].span),
+                        Access(dst.buffer, dst.start, dst.stop, Mode.WRITE, stmt.dst.span))
         op = self._reduction(stmt)
         for operand, view in zip(operands, stmt.views):
             self._check_collective_types(stmt, view, operand, op)
@@ -176,7 +181,7 @@ class Collectives(Scope):
         if stmt.dst is None:
             self._check_distinct(stmt, operands)
         else:
-            self._check_counts(stmt, operands[0].src, operands[0].dst)
+            self._check_counts(stmt, src, dst)
         self._check_rank_operands(module, env, stmt)
         if self.divergence:
             self._report_divergence(stmt, *self.divergence[-1])
@@ -184,14 +189,7 @@ class Collectives(Scope):
         target = "+".join(operand.dst.buffer.name for operand in operands)
         node = CollectiveNode(self._node_name(body, f"{stmt.kind}:{target}"), stmt.kind, op, operands,
                               root, stmt.span, group=group)
-        token = Access(self._token(), 0, 1, Mode.READ_WRITE, stmt.span)
-        if stmt.dst is None:
-            node.accesses = (*(Access(o.src.buffer, o.src.start, o.src.stop, Mode.READ_WRITE, view.span)
-                               for o, view in zip(operands, stmt.views)), token)
-        else:
-            src, dst = operands[0].src, operands[0].dst
-            node.accesses = (Access(src.buffer, src.start, src.stop, Mode.READ, stmt.views[0].span),
-                             Access(dst.buffer, dst.start, dst.stop, Mode.WRITE, stmt.dst.span), token)
+        node.accesses = (*accesses, Access(self._token(), 0, 1, Mode.READ_WRITE, stmt.span))
         return node
 
     def _reduction(self, stmt: ast.Collective) -> str | None:
