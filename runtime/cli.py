@@ -269,7 +269,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
             log.points.append(point)
             bar.set_postfix_str(_short(point["readback"]), refresh=False)
             if args.json:
-                print(json.dumps({"event": "log", **_rank(pipeline), **point}), file=out, flush=True)
+                _emit({"event": "log", **_rank(pipeline), **point}, out)
     except KeyboardInterrupt:
         interrupted = True
         pipeline.synchronize()
@@ -288,7 +288,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
         "device": pipeline.device.name, "readback": pipeline.readback(),
     }
     if args.json:
-        print(json.dumps(summary), file=out)
+        _emit(summary, out)
     else:
         state = "interrupted after" if interrupted else "ran"
         print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
@@ -296,6 +296,13 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
         if summary["readback"]:
             print(f"{args.prog}: " + _short(summary["readback"]), file=info)
     return log, done
+
+
+def _emit(record: dict, out) -> None:
+    """One JSON line in one write: the ranks of a launcher share its stdout, and `print` writes
+    the text and the newline apart (two writes when unbuffered), so lines could interleave."""
+    out.write(json.dumps(record) + "\n")
+    out.flush()
 
 
 def _rank(pipeline) -> dict:
@@ -311,8 +318,7 @@ def _apply_updates(pipeline, schedule: list, step: int, as_json: bool, out, info
     for when, name, value in due:
         nodes = pipeline.update(**{name: value})
         if as_json:
-            print(json.dumps({"event": "set", "step": step, "name": name, "value": value, "nodes": nodes}),
-                  file=out, flush=True)
+            _emit({"event": "set", "step": step, "name": name, "value": value, "nodes": nodes}, out)
         else:
             print(f"piperun: step {step}: {name} = {value} ({len(nodes)} kernel node(s) updated)", file=info)
     return schedule[len(due):]

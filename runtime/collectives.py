@@ -127,19 +127,19 @@ class Collectives:
             pause = min(pause * 2, 1e-3)
 
     def fail(self, message: str) -> None:
-        """Tell the other ranks, and raise; the communicator is aborted as the pipeline closes."""
+        """Tell the other ranks, begin the abort, and raise."""
         rank = self.distributed.launch.rank
         self.abort(message)
-        raise CollectiveFailed(f"rank {rank}: {message}; the NCCL communicator is aborted as the pipeline closes")
+        raise CollectiveFailed(f"rank {rank}: {message}; the NCCL communicator is aborted")
 
     def abort(self, message: str) -> None:
-        """Mark this rank failed and tell the others. `ncclCommAbort` itself waits until every
-        graph holding a recorded collective is gone (NCCL keeps a reference per recording), so
-        it must come after the step graph is destroyed: `Pipeline.close` destroys the graph
-        first, then aborts the communicator (`Distributed.close(failed=True)`), whose abort flag
-        ends the NCCL kernels still waiting for the other ranks."""
+        """Mark this rank failed, tell the others, and begin aborting the communicator now: its
+        abort flag ends the NCCL kernels still waiting for the other ranks, which the step
+        graph's destruction in `Pipeline.close` would otherwise wait for forever
+        (`Distributed.begin_abort` says why the abort runs on a thread of its own)."""
         if self.failed:
             return
         self.failed = True
         self.distributed.channel.report_failure(message)
+        self.distributed.begin_abort()
 

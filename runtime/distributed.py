@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import json
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -261,6 +262,9 @@ def first_difference(reference: list[str], ours: list[str], rank: int, other: in
             f"{who} also issues `{longer[len(shorter)]}`")
 
 
+ABORT_JOIN_S = 60.0  # how long closing waits for ncclCommAbort once the graphs are gone
+
+
 @dataclass
 class Distributed:
     """This rank's part of the run: the launch, the host channel and the communicator."""
@@ -268,13 +272,45 @@ class Distributed:
     launch: Launch
     channel: Channel
     communicator: Communicator | None  # None when the plan has no collectives
+    _abort: threading.Thread | None = None
+    _abort_error: BaseException | None = None
+
+    def begin_abort(self) -> None:
+        """Start ncclCommAbort on a thread of its own. It raises NCCL's abort flag at once, so
+        the NCCL kernels still waiting for another rank return, and then waits until every graph
+        holding a recorded collective is destroyed. Destroying an executable graph waits in turn
+        for its launches in flight (measured on the H200s: a failed rank that destroyed its
+        graph first hung there). So: abort begun, graphs destroyed, then `close` joins it."""
+        if self.communicator is None or self._abort is not None:
+            return
+        communicator = self.communicator
+
+        def abort() -> None:
+            try:
+                communicator.abort()
+            except BaseException as error:  # handed to `close`, which runs on the caller's thread
+                self._abort_error = error
+        self._abort = threading.Thread(target=abort, name="pipec-nccl-abort", daemon=True)
+        self._abort.start()
 
     def close(self, failed: bool = False) -> None:
         """Destroy the communicator after a clean run; abort it after a failure (destroy would
-        wait for ranks that may never come)."""
-        if self.communicator is not None:
-            (self.communicator.abort if failed else self.communicator.destroy)()
+        wait for ranks that may never come), joining the abort `begin_abort` started."""
+        if self.communicator is None:
+            return
+        if not (failed or self._abort is not None):
+            self.communicator.destroy()
             self.communicator = None
+            return
+        self.begin_abort()
+        assert self._abort is not None
+        self._abort.join(ABORT_JOIN_S)
+        self.communicator = None
+        if self._abort.is_alive():
+            raise DistributedError(f"ncclCommAbort did not return within {ABORT_JOIN_S:.0f} s of the "
+                                   "step graph's destruction; the process should exit")
+        if self._abort_error is not None:
+            raise self._abort_error
 
 
 def connect(plan: Plan, launch: Launch, channel: Channel | None = None, library=None) -> Distributed:

@@ -286,7 +286,8 @@ def test_replicated_buffers_that_differ_are_named_and_a_failing_rank_stops_the_o
         assert replicated_differences(pipeline, 3) == [
             "replicated buffer `x` differs between rank 0 and rank(s) 1 after 3 steps"]
         stop_other_ranks(pipeline, "it exited with status 1")
-        assert channel.failures == ["it exited with status 1"] and not comm.aborted  # at close, after the graph
+        assert channel.failures == ["it exited with status 1"]
+        assert not comm.aborted  # begun, but NCCL's abort waits for the step graph, destroyed at close
     assert comm.aborted and not comm.destroyed
 
 
@@ -297,15 +298,15 @@ def test_an_nccl_error_aborts_and_tells_the_other_ranks(tmp_path):
         pipeline.step()
         fake.not_ready, comm.state = True, 5  # the step never finishes; NCCL reports ncclInternalError
         with pytest.raises(CollectiveFailed, match="rank 0: NCCL reported error 5 while the step ran; "
-                                                   "the NCCL communicator is aborted as the pipeline closes"):
+                                                   "the NCCL communicator is aborted"):
             pipeline.synchronize()
         assert channel.failures == ["NCCL reported error 5 while the step ran"]
         with pytest.raises(CollectiveFailed, match="rank 0: the NCCL communicator is aborted"):
             pipeline.read("x")  # nothing waits on a failed communicator
         with pytest.raises(CollectiveFailed, match="rank 0: the NCCL communicator is aborted"):
             pipeline.run_eager(1)  # nor issues to it
-    # aborted (after the graph holding its recordings was destroyed), never destroyed: destroy
-    # would wait for the other ranks
+    # aborted (begun at the failure, which ended the spinning step; done once the graph holding
+    # its recordings was destroyed), never destroyed: destroy would wait for the other ranks
     assert comm.aborted and not comm.destroyed
 
 
@@ -355,3 +356,21 @@ def test_rl_step_builds_on_two_fake_ranks():
         assert sum(isinstance(n, CollectiveNodeSpec) for g in step for n in g.nodes) == 3
         assert len(pipeline.graph.library_kernels) == 3  # each recorded, and its recording destroyed
         assert [b.name for b in pipeline.plan.buffers if b.replicated][:3] == ["step_ctr", "sched", "learn_on"]
+
+
+def test_each_json_line_is_one_write_so_ranks_sharing_stdout_cannot_interleave():
+    from pipec.runtime.cli import _emit
+
+    class Recorder:
+        def __init__(self):
+            self.writes: list[str] = []
+
+        def write(self, text):
+            self.writes.append(text)
+
+        def flush(self):
+            pass
+
+    out = Recorder()
+    _emit({"event": "summary", "rank": 1}, out)
+    assert out.writes == ['{"event": "summary", "rank": 1}\n']

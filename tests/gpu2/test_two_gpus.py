@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -32,10 +33,20 @@ def _port() -> int:
 
 
 def torchrun(*args, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Two ranks under torchrun. Past `timeout` the whole process group is killed, ranks
+    included (killing torchrun alone leaves them holding the output pipes, and the test would
+    wait for them), and the test fails with what they printed."""
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                "--master-addr", "127.0.0.1", "--master-port", str(_port()), *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, **(env or {})})
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                          env={**os.environ, **(env or {})}, start_new_session=True) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+            pytest.fail(f"the ranks did not finish within {timeout} s:\n{out[-3000:]}\n{err[-6000:]}")
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def _reports(folder: Path) -> list[dict]:

@@ -7,7 +7,9 @@ to OUT_DIR/rank<R>.json."""
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +23,9 @@ mode, pipe, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 launch = launch_from_environment()
 nccl_environment()
 report: dict = {"rank": launch.rank, "world_size": launch.world_size}
+if mode != "values" and launch.rank == 0:
+    # a rank 0 that hangs prints every thread's stack and exits, so the test shows where
+    faulthandler.dump_traceback_later(float(os.environ.get("PIPEC_TEST_DUMP_S", "110")), exit=True)
 
 
 def summary(pipeline) -> dict:
