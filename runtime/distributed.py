@@ -1,9 +1,9 @@
 """Several processes, one GPU each, started by a launcher pipec does not replace: torchrun,
-mpirun (Open MPI) or Slurm's srun. This module reads the launcher's environment, picks the
-GPU from the local rank, opens a host channel between the ranks through the launcher's own
-rendezvous (torch.distributed's TCPStore for torchrun and srun, MPI for mpirun), creates the
-NCCL communicator once, and refuses to start when the ranks' plans would issue different
-collectives.
+mpirun (Open MPI, MPICH, Intel MPI) or Slurm's srun. This module reads the launcher's
+environment, picks the GPU from the local rank, opens a host channel between the ranks through
+the launcher's own rendezvous (torch.distributed's TCPStore for torchrun and srun, MPI for
+mpirun), creates the NCCL communicator once, and refuses to start when the ranks' plans would
+issue different collectives.
 
 Nothing here runs without a launcher: `launch_from_environment` returns None, and piperun
 runs on one GPU as before.
@@ -55,7 +55,9 @@ class Launch:
 
 
 def launch_from_environment(env: Mapping[str, str] | None = None) -> Launch | None:
-    """The launcher that started this process, from its variables; None without one."""
+    """The launcher that started this process, from its variables; None without one. The MPI
+    launchers come before Slurm's variables: under Slurm, mpirun starts its daemons (Open MPI)
+    or proxies (Hydra) through srun, and the ranks inherit the srun task variables of those."""
     env = os.environ if env is None else env
     try:
         if "TORCHELASTIC_RUN_ID" in env or ("RANK" in env and "WORLD_SIZE" in env and "MASTER_ADDR" in env):
@@ -67,11 +69,24 @@ def launch_from_environment(env: Mapping[str, str] | None = None) -> Launch | No
         if "OMPI_COMM_WORLD_RANK" in env:
             return Launch("mpirun", int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]),
                           int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
-        if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
+        srun_step = env.get("SLURM_STEP_ID", env.get("SLURM_STEPID"))
+        local = env.get("MPI_LOCALRANKID", env.get("PMI_LOCAL_RANK"))
+        # MPICH's Hydra and Intel MPI set MPI_LOCALRANKID; srun's own PMI plugin (--mpi=pmi2)
+        # sets PMI_RANK and PMI_SIZE but no local rank, and srun's variables describe its tasks
+        if "PMI_RANK" in env and (local is not None or srun_step is None):
+            if local is None:
+                raise DistributedError("an MPI launcher set PMI_RANK but neither MPI_LOCALRANKID nor "
+                                       "PMI_LOCAL_RANK: pipec cannot tell this rank's local rank")
+            return Launch("mpirun", int(env["PMI_RANK"]), int(env["PMI_SIZE"]), int(local))
+        # srun sets SLURM_STEP_ID (and SLURM_STEPID) in each task it starts; a batch script has
+        # SLURM_PROCID and SLURM_NTASKS but no step id (the "OUTPUT ENVIRONMENT VARIABLES" of
+        # https://slurm.schedmd.com/srun.html and sbatch.html), so a piperun started in one
+        # without srun runs alone
+        if "SLURM_PROCID" in env and "SLURM_NTASKS" in env and srun_step is not None:
             return Launch("srun", int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]),
                           int(env.get("SLURM_LOCALID", "0")), env.get("MASTER_ADDR") or _slurm_first_host(env),
                           int(env.get("MASTER_PORT", DEFAULT_PORT)), False,
-                          f"pipec/{env.get('SLURM_JOB_ID', 'job')}.{env.get('SLURM_STEP_ID', '0')}")
+                          f"pipec/{env.get('SLURM_JOB_ID', 'job')}.{srun_step}")
     except (KeyError, ValueError) as error:
         raise DistributedError(f"the launcher's environment is incomplete or not a number: {error}") from None
     return None
