@@ -28,6 +28,7 @@ from .nccl import Communicator
 
 _CHANNELS = itertools.count()  # store channels opened by this process
 STORE_TIMEOUT_S = float(os.environ.get("PIPEC_RENDEZVOUS_TIMEOUT", "300"))
+STORE_POLL_S = 0.1  # the longest slice a host channel read waits before it looks for failure reports
 DEFAULT_PORT = 29500
 NCCL_SETTINGS = (("NCCL_NVLS_ENABLE", "0"), ("NCCL_GRAPH_MIXING_SUPPORT", "0"), ("NCCL_RUNTIME_CONNECT", "0"))
 
@@ -137,39 +138,67 @@ class Channel(Protocol):
 
 
 class StoreChannel:
-    """torch.distributed's TCPStore: torchrun's agent store, or one rank 0 hosts (srun)."""
+    """torch.distributed's TCPStore: torchrun's agent store, or one rank 0 hosts (srun). `store`
+    is a store already open (a test's stand-in); without it the channel opens the TCPStore."""
 
-    def __init__(self, launch: Launch) -> None:
-        from datetime import timedelta
-
-        from torch.distributed import TCPStore
+    def __init__(self, launch: Launch, store=None) -> None:
         self.launch = launch
-        # torchrun's agent store runs already: join it without counting workers; otherwise
-        # rank 0 hosts the store and waits until every rank has joined
-        counted = not launch.agent_store
-        self.store = TCPStore(launch.master_addr, launch.master_port,
-                              world_size=launch.world_size if counted else None,
-                              is_master=counted and launch.rank == 0,
-                              timeout=timedelta(seconds=STORE_TIMEOUT_S), wait_for_workers=counted)
+        self.store = store if store is not None else self._open_store(launch)
         # every rank opens its channels in the same order, so the count names the same keys
         self.prefix = f"{launch.namespace}/{next(_CHANNELS)}"
         self.rounds = 0
+        self.timeout_s = STORE_TIMEOUT_S
+
+    @staticmethod
+    def _open_store(launch: Launch):
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+        # torchrun's agent store runs already: join it without counting workers; otherwise
+        # rank 0 hosts the store and waits until every rank has joined
+        counted = not launch.agent_store
+        return TCPStore(launch.master_addr, launch.master_port,
+                        world_size=launch.world_size if counted else None,
+                        is_master=counted and launch.rank == 0,
+                        timeout=timedelta(seconds=STORE_TIMEOUT_S), wait_for_workers=counted)
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}/{name}"
+
+    def _read(self, key: str) -> bytes:
+        """The value another rank sets at `key`. TCPStore.get would wait for it up to the whole
+        rendezvous timeout, even for a rank that has failed and said so; this read polls in
+        short slices and stops at a failure report."""
+        deadline = time.monotonic() + self.timeout_s
+        pause = 1e-3
+        while True:
+            try:
+                if self.store.check([key]):
+                    return bytes(self.store.get(key))
+            except RuntimeError as error:  # the store's own errors: its host (rank 0 under srun) is gone
+                raise DistributedError(f"rank {self.launch.rank}: the host channel's store stopped answering: "
+                                       f"{error}") from None
+            other = self.failure()
+            if other is not None:
+                raise DistributedError(f"rank {self.launch.rank}: another rank failed ({other}) while this one "
+                                       "waited for it on the host channel")
+            if time.monotonic() > deadline:
+                raise DistributedError(f"rank {self.launch.rank}: no answer on the host channel within "
+                                       f"{self.timeout_s:.0f} s (PIPEC_RENDEZVOUS_TIMEOUT): a rank stopped")
+            time.sleep(pause)
+            pause = min(pause * 2, STORE_POLL_S)
 
     def broadcast(self, value: bytes, root: int) -> bytes:
         self.rounds += 1
         key = self._key(f"bcast{self.rounds}")
         if self.launch.rank == root:
             self.store.set(key, value)
-        return bytes(self.store.get(key))
+        return self._read(key)
 
     def allgather(self, value: bytes) -> list[bytes]:
         self.rounds += 1
         self.store.set(self._key(f"gather{self.rounds}/{self.launch.rank}"), value)
-        return [bytes(self.store.get(self._key(f"gather{self.rounds}/{r}")))
-                for r in range(self.launch.world_size)]
+        return [self._read(self._key(f"gather{self.rounds}/{r}")) for r in range(self.launch.world_size)]
 
     def report_failure(self, message: str) -> None:
         self.store.set(self._key("failed"), f"rank {self.launch.rank}: {message}")
