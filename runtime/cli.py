@@ -22,7 +22,8 @@ from ..compiler.config import ConfigError, load_settings
 from ..compiler.render.terminal import finish_stdout, say, use_color
 from ..compiler.toolchain import ToolchainUnavailable
 from .cli_reports import EXIT_FAILED, EXIT_OK, EXIT_USAGE, plot_run, profile_report, verify_report
-from .distributed import DistributedError, launch_from_environment, nccl_environment, stop_other_ranks
+from .distributed import nccl_environment, stop_other_ranks
+from .launchers import DistributedError, launch_from_environment
 from .profile_cupti import ProfilerUnavailable
 
 # With collectives, piperun waits after every IN_FLIGHT launches (graph launches, or eager nodes).

@@ -23,9 +23,10 @@ from pipec.runtime.collectives import CollectiveFailed
 from pipec.runtime.profile import ProfileError
 
 from pipec.runtime.distributed import (
-    Distributed, DistributedError, Launch, LocalChannel, check_collective_sequence, connect,
-    launch_from_environment, nccl_environment, replicated_differences, stop_other_ranks,
+    Distributed, LocalChannel, check_collective_sequence, connect, nccl_environment, replicated_differences,
+    stop_other_ranks,
 )
+from pipec.runtime.launchers import DistributedError, Launch, launch_from_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 RL_STEP = ROOT / "pipelines" / "rl_step.pipe"

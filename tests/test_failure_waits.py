@@ -16,7 +16,8 @@ from fake_nccl import CapturingCuda, load_on_fake_ranks
 from pipec.runtime import load
 from pipec.runtime.cli import IN_FLIGHT, _replay
 from pipec.runtime.collectives import CollectiveFailed
-from pipec.runtime.distributed import DistributedError, Launch, StoreChannel
+from pipec.runtime.distributed import StoreChannel
+from pipec.runtime.launchers import DistributedError, Launch
 
 COLLECTIVE = """
 buffer x: f32[8] = fill(1.5)
