@@ -27,7 +27,7 @@ from .dtypes import DTYPES
 from .resolve_scope import Abort, LoadedModule, Scope, names_read
 
 # The launcher constants and their one-process values; `-D NAME=VALUE` sets them, and
-# piperun passes the launcher's (runtime/distributed.py).
+# piperun passes the launcher's (runtime/launchers.py).
 LAUNCHER_CONSTANTS = {"RANK": 0, "WORLD_SIZE": 1, "LOCAL_RANK": 0}
 # Constants whose value differs between the ranks of one run (WORLD_SIZE does not).
 PER_RANK = ("RANK", "LOCAL_RANK")

@@ -22,9 +22,16 @@ from ..compiler.config import ConfigError, load_settings
 from ..compiler.render.terminal import finish_stdout, say, use_color
 from ..compiler.toolchain import ToolchainUnavailable
 from .cli_reports import EXIT_FAILED, EXIT_OK, EXIT_USAGE, plot_run, profile_report, verify_report
-from .distributed import DistributedError, launch_from_environment, nccl_environment, stop_other_ranks
+from .distributed import nccl_environment, stop_other_ranks
+from .launchers import DistributedError, launch_from_environment
 from .profile_cupti import ProfilerUnavailable
 
+# With collectives, piperun waits after every IN_FLIGHT launches (graph launches, or eager nodes).
+# A wait polls for a failed rank; a launch does not: once the stream's queue is full (CUDA's
+# holds about a thousand launches) the next one blocks inside the driver, out of reach of any
+# failure report or timeout, until a launch ahead of it finishes, which never happens when a
+# peer has died. 256 keeps every launch well short of a full queue.
+IN_FLIGHT = 256
 
 
 def parser() -> argparse.ArgumentParser:
@@ -202,8 +209,9 @@ def _run_reported(args, pipeline) -> int:
         sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
         return EXIT_FAILED
     except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused,
-            CollectiveFailed, GemmError, LibraryRecordingError) as error:
+            CollectiveFailed, DistributedError, GemmError, LibraryRecordingError) as error:
         # GemmError, LibraryRecordingError: a GEMM failing eagerly or in the profile's build
+        # DistributedError: --verify's exchange on the host channel, which another rank's failure ends
         _error(args, str(error))
         if isinstance(error, CudaError) and not args.eager:
             _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")
@@ -241,6 +249,8 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     call = pipeline.driver.call
 
     run = (lambda n: pipeline.run_eager(n, synchronize_each=args.sync_each)) if args.eager else pipeline.step
+    if pipeline.collectives is not None:
+        run = _bounded(run, pipeline, args.eager)
     events = [call("cuEventCreate", 0) for _ in range(2)]
     log = RunLog()
     bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
@@ -296,6 +306,18 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
         if summary["readback"]:
             print(f"{args.prog}: " + _short(summary["readback"]), file=info)
     return log, done
+
+
+def _bounded(run, pipeline, eager: bool):
+    """`run` (of n graph launches, or n eager steps, which count as their nodes) waiting after
+    every IN_FLIGHT launches, a wait that polls for a failed rank."""
+    per_wait = max(1, IN_FLIGHT // len(pipeline.eager.nodes)) if eager else IN_FLIGHT
+
+    def bounded(n: int) -> None:
+        for start in range(0, n, per_wait):
+            run(min(per_wait, n - start))
+            pipeline.synchronize()
+    return bounded
 
 
 def _emit(record: dict, out) -> None:

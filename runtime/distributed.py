@@ -1,12 +1,9 @@
-"""Several processes, one GPU each, started by a launcher pipec does not replace: torchrun,
-mpirun (Open MPI) or Slurm's srun. This module reads the launcher's environment, picks the
-GPU from the local rank, opens a host channel between the ranks through the launcher's own
-rendezvous (torch.distributed's TCPStore for torchrun and srun, MPI for mpirun), creates the
-NCCL communicator once, and refuses to start when the ranks' plans would issue different
-collectives.
-
-Nothing here runs without a launcher: `launch_from_environment` returns None, and piperun
-runs on one GPU as before.
+"""Several processes, one GPU each, started by a launcher pipec does not replace (which one,
+and this process's rank: runtime/launchers.py). This module opens a host channel between the
+ranks through the launcher's own rendezvous (torch.distributed's TCPStore for torchrun and
+srun, MPI for mpirun), creates the NCCL communicator once, and refuses to start when the ranks'
+plans would issue different collectives. Without a launcher, a plan with collectives runs on
+a communicator of one rank.
 """
 
 from __future__ import annotations
@@ -15,80 +12,20 @@ import os
 import hashlib
 import itertools
 import json
-import subprocess
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..compiler.plan_schema import Plan, collective_sequence, collective_sequence_hash
 from ..errors import Error
+from .launchers import DistributedError, Launch
 from .nccl import Communicator
 
 _CHANNELS = itertools.count()  # store channels opened by this process
 STORE_TIMEOUT_S = float(os.environ.get("PIPEC_RENDEZVOUS_TIMEOUT", "300"))
-DEFAULT_PORT = 29500
+STORE_POLL_S = 0.1  # the longest slice a host channel read waits before it looks for failure reports
 NCCL_SETTINGS = (("NCCL_NVLS_ENABLE", "0"), ("NCCL_GRAPH_MIXING_SUPPORT", "0"), ("NCCL_RUNTIME_CONNECT", "0"))
-
-
-class DistributedError(Error):
-    """The ranks cannot run together: a bad launcher environment, a mismatch, a failed rank."""
-
-
-@dataclass(frozen=True)
-class Launch:
-    launcher: str  # torchrun | mpirun | srun
-    rank: int
-    world_size: int
-    local_rank: int
-    master_addr: str | None = None  # torchrun, srun: the TCPStore's host and port
-    master_port: int | None = None
-    # torchrun's agent hosts the store itself (TORCHELASTIC_USE_AGENT_STORE); keys are then
-    # scoped by its run id and restart count, so that a restarted group reads no stale keys
-    agent_store: bool = False
-    namespace: str = "pipec"
-
-    def constants(self) -> dict[str, int]:
-        """The compile-time constants of this rank (compiler/resolve_collective.py)."""
-        return {"RANK": self.rank, "WORLD_SIZE": self.world_size, "LOCAL_RANK": self.local_rank}
-
-
-def launch_from_environment(env: Mapping[str, str] | None = None) -> Launch | None:
-    """The launcher that started this process, from its variables; None without one."""
-    env = os.environ if env is None else env
-    try:
-        if "TORCHELASTIC_RUN_ID" in env or ("RANK" in env and "WORLD_SIZE" in env and "MASTER_ADDR" in env):
-            return Launch(
-                "torchrun", int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", "0")),
-                env.get("MASTER_ADDR", "127.0.0.1"), int(env.get("MASTER_PORT", DEFAULT_PORT)),
-                env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true",
-                f"pipec/{env.get('TORCHELASTIC_RUN_ID', 'run')}/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}")
-        if "OMPI_COMM_WORLD_RANK" in env:
-            return Launch("mpirun", int(env["OMPI_COMM_WORLD_RANK"]), int(env["OMPI_COMM_WORLD_SIZE"]),
-                          int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", "0")))
-        if "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-            return Launch("srun", int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"]),
-                          int(env.get("SLURM_LOCALID", "0")), env.get("MASTER_ADDR") or _slurm_first_host(env),
-                          int(env.get("MASTER_PORT", DEFAULT_PORT)), False,
-                          f"pipec/{env.get('SLURM_JOB_ID', 'job')}.{env.get('SLURM_STEP_ID', '0')}")
-    except (KeyError, ValueError) as error:
-        raise DistributedError(f"the launcher's environment is incomplete or not a number: {error}") from None
-    return None
-
-
-def _slurm_first_host(env: Mapping[str, str]) -> str:
-    """The job's first node, the store's host when MASTER_ADDR is not exported."""
-    nodes = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
-    try:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True,
-                             check=True, timeout=30).stdout.split()
-    except (OSError, subprocess.SubprocessError):
-        out = []
-    if not out:
-        raise DistributedError("under srun, pipec needs MASTER_ADDR (the first node's name) when "
-                               "`scontrol show hostnames` cannot tell it: export it in the batch script")
-    return out[0]
 
 
 def nccl_environment(env: dict[str, str] | None = None) -> dict[str, str]:
@@ -122,39 +59,67 @@ class Channel(Protocol):
 
 
 class StoreChannel:
-    """torch.distributed's TCPStore: torchrun's agent store, or one rank 0 hosts (srun)."""
+    """torch.distributed's TCPStore: torchrun's agent store, or one rank 0 hosts (srun). `store`
+    is a store already open (a test's stand-in); without it the channel opens the TCPStore."""
 
-    def __init__(self, launch: Launch) -> None:
-        from datetime import timedelta
-
-        from torch.distributed import TCPStore
+    def __init__(self, launch: Launch, store=None) -> None:
         self.launch = launch
-        # torchrun's agent store runs already: join it without counting workers; otherwise
-        # rank 0 hosts the store and waits until every rank has joined
-        counted = not launch.agent_store
-        self.store = TCPStore(launch.master_addr, launch.master_port,
-                              world_size=launch.world_size if counted else None,
-                              is_master=counted and launch.rank == 0,
-                              timeout=timedelta(seconds=STORE_TIMEOUT_S), wait_for_workers=counted)
+        self.store = store if store is not None else self._open_store(launch)
         # every rank opens its channels in the same order, so the count names the same keys
         self.prefix = f"{launch.namespace}/{next(_CHANNELS)}"
         self.rounds = 0
+        self.timeout_s = STORE_TIMEOUT_S
+
+    @staticmethod
+    def _open_store(launch: Launch):
+        from datetime import timedelta
+
+        from torch.distributed import TCPStore
+        # torchrun's agent store runs already: join it without counting workers; otherwise
+        # rank 0 hosts the store and waits until every rank has joined
+        counted = not launch.agent_store
+        return TCPStore(launch.master_addr, launch.master_port,
+                        world_size=launch.world_size if counted else None,
+                        is_master=counted and launch.rank == 0,
+                        timeout=timedelta(seconds=STORE_TIMEOUT_S), wait_for_workers=counted)
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}/{name}"
+
+    def _read(self, key: str) -> bytes:
+        """The value another rank sets at `key`. TCPStore.get would wait for it up to the whole
+        rendezvous timeout, even for a rank that has failed and said so; this read polls in
+        short slices and stops at a failure report."""
+        deadline = time.monotonic() + self.timeout_s
+        pause = 1e-3
+        while True:
+            try:
+                if self.store.check([key]):
+                    return bytes(self.store.get(key))
+            except RuntimeError as error:  # the store's own errors: its host (rank 0 under srun) is gone
+                raise DistributedError(f"rank {self.launch.rank}: the host channel's store stopped answering: "
+                                       f"{error}") from None
+            other = self.failure()
+            if other is not None:
+                raise DistributedError(f"rank {self.launch.rank}: another rank failed ({other}) while this one "
+                                       "waited for it on the host channel")
+            if time.monotonic() > deadline:
+                raise DistributedError(f"rank {self.launch.rank}: no answer on the host channel within "
+                                       f"{self.timeout_s:.0f} s (PIPEC_RENDEZVOUS_TIMEOUT): a rank stopped")
+            time.sleep(pause)
+            pause = min(pause * 2, STORE_POLL_S)
 
     def broadcast(self, value: bytes, root: int) -> bytes:
         self.rounds += 1
         key = self._key(f"bcast{self.rounds}")
         if self.launch.rank == root:
             self.store.set(key, value)
-        return bytes(self.store.get(key))
+        return self._read(key)
 
     def allgather(self, value: bytes) -> list[bytes]:
         self.rounds += 1
         self.store.set(self._key(f"gather{self.rounds}/{self.launch.rank}"), value)
-        return [bytes(self.store.get(self._key(f"gather{self.rounds}/{r}")))
-                for r in range(self.launch.world_size)]
+        return [self._read(self._key(f"gather{self.rounds}/{r}")) for r in range(self.launch.world_size)]
 
     def report_failure(self, message: str) -> None:
         self.store.set(self._key("failed"), f"rank {self.launch.rank}: {message}")
@@ -205,9 +170,6 @@ class LocalChannel:
 
     def abort_all(self) -> None:
         """Nothing else runs."""
-
-
-SINGLE = Launch("none", 0, 1, 0)
 
 
 def open_channel(launch: Launch) -> Channel:

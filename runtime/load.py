@@ -21,7 +21,8 @@ from ..compiler.render import RENDERERS
 from ..compiler.toolchain import CompileFailed
 from ..dsl.source import SourceFile, Span
 from ..errors import Error
-from .distributed import SINGLE, Launch, connect
+from .distributed import connect
+from .launchers import SINGLE, Launch
 from .driver import Driver, open_device, release_device
 from .gemm import GemmError, GemmSettings
 from .library import LibraryRecordingError
@@ -54,7 +55,7 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
     `tune_gemms` the fastest of its best candidates timed on the GPU; either choice is kept in
     the artifact cache for later loads. `gemm_library` replaces nvmath-python's cuBLASLt binding
     (the CPU tests' fake). `launch` is the launcher's view of this process
-    (runtime/distributed.py): its RANK, WORLD_SIZE and LOCAL_RANK become constants of the file,
+    (runtime/launchers.py): its RANK, WORLD_SIZE and LOCAL_RANK become constants of the file,
     and its ranks connect (`connect_ranks`, replaced by the CPU tests) before the pipeline is
     built; a plan with collectives and no launcher runs on a communicator of one rank."""
     path = Path(path)

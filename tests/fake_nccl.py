@@ -15,7 +15,8 @@ import numpy as np
 from fake_cuda import CUresult, FakeCuda, KernelLaunch, fake_driver
 from pipec.compiler.dtypes import DTYPES
 from pipec.runtime import load
-from pipec.runtime.distributed import Launch, LocalChannel, connect
+from pipec.runtime.distributed import LocalChannel, connect
+from pipec.runtime.launchers import Launch
 
 
 class CUresultWithQuery(enum.IntEnum):

@@ -23,9 +23,10 @@ from pipec.runtime.collectives import CollectiveFailed
 from pipec.runtime.profile import ProfileError
 
 from pipec.runtime.distributed import (
-    Distributed, DistributedError, Launch, LocalChannel, check_collective_sequence, connect,
-    launch_from_environment, nccl_environment, replicated_differences, stop_other_ranks,
+    Distributed, LocalChannel, check_collective_sequence, connect, nccl_environment, replicated_differences,
+    stop_other_ranks,
 )
+from pipec.runtime.launchers import DistributedError, Launch, launch_from_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 RL_STEP = ROOT / "pipelines" / "rl_step.pipe"
@@ -196,6 +197,24 @@ def test_a_rank_whose_plan_differs_refuses_naming_the_first_difference():
      Launch("mpirun", 3, 4, 1)),
     ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "MASTER_ADDR": "gpu07",
       "SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}, Launch("srun", 5, 8, 1, "gpu07", 29500, False, "pipec/77.0")),
+    # an older srun's step id only as SLURM_STEPID
+    ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "MASTER_ADDR": "gpu07", "SLURM_JOB_ID": "77", "SLURM_STEPID": "2"},
+     Launch("srun", 5, 8, 0, "gpu07", 29500, False, "pipec/77.2")),
+    # a batch script run without srun: the job's task count, but no step: one process
+    ({"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "77"}, None),
+    # MPICH's Hydra and Intel MPI; another PMI launcher's local rank
+    ({"PMI_RANK": "3", "PMI_SIZE": "4", "MPI_LOCALRANKID": "1"}, Launch("mpirun", 3, 4, 1)),
+    ({"PMI_RANK": "3", "PMI_SIZE": "4", "PMI_LOCAL_RANK": "1"}, Launch("mpirun", 3, 4, 1)),
+    # Hydra under Slurm: its proxies are srun tasks, one a node, whose variables the ranks inherit
+    ({"PMI_RANK": "7", "PMI_SIZE": "8", "MPI_LOCALRANKID": "3", "SLURM_PROCID": "1", "SLURM_NTASKS": "2",
+      "SLURM_STEP_ID": "0"}, Launch("mpirun", 7, 8, 3)),
+    # srun --mpi=pmi2 sets PMI_RANK and PMI_SIZE but no local rank: srun's variables tell it
+    ({"PMI_RANK": "5", "PMI_SIZE": "8", "SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1",
+      "MASTER_ADDR": "gpu07", "SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"},
+     Launch("srun", 5, 8, 1, "gpu07", 29500, False, "pipec/77.0")),
+    # Open MPI's variables come first
+    ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "PMI_RANK": "0", "PMI_SIZE": "1"},
+     Launch("mpirun", 3, 4, 0)),
 ])
 def test_launcher_environments(env, expected):
     assert launch_from_environment(env) == expected
@@ -204,6 +223,10 @@ def test_launcher_environments(env, expected):
 def test_a_broken_launcher_environment_is_one_message():
     with pytest.raises(DistributedError, match="incomplete or not a number"):
         launch_from_environment({"OMPI_COMM_WORLD_RANK": "x", "OMPI_COMM_WORLD_SIZE": "2"})
+    with pytest.raises(DistributedError) as error:
+        launch_from_environment({"PMI_RANK": "1", "PMI_SIZE": "2"})
+    assert str(error.value) == ("an MPI launcher set PMI_RANK but neither MPI_LOCALRANKID nor PMI_LOCAL_RANK: "
+                                "pipec cannot tell this rank's local rank")
     assert Launch("mpirun", 3, 4, 1).constants() == {"RANK": 3, "WORLD_SIZE": 4, "LOCAL_RANK": 1}
 
 

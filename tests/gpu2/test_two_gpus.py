@@ -2,7 +2,8 @@
 runs them): every collective's values in the graph and eagerly (allreduce and broadcast also
 grouped, one NCCL group over views of several element types), `--verify` with the replicated
 buffers compared across ranks, rl_step data-parallel (its collectives grouped), and a failed or
-stalled rank stopping the other within seconds. Each test's ranks run on a port of their own."""
+stalled rank stopping the other within seconds, piperun between its log points too. Each test's
+ranks run on a port of their own."""
 
 from __future__ import annotations
 
@@ -104,3 +105,11 @@ def test_a_failed_or_stalled_rank_stops_the_other_within_seconds(tmp_path, mode,
     assert message in rank0.get("error", ""), rank0
     # from before loading (compiling, creating the communicator) to the error
     assert rank0["seconds"] < (60 if mode == "fail" else 90), rank0
+
+
+def test_piperun_with_a_stalled_rank_stops_between_its_log_points(tmp_path):
+    # one log point in ten million steps: only the wait after every 256 launches polls
+    run = torchrun(WORKER, "replay", COLLECTIVES, tmp_path, env={"PIPEC_NCCL_TIMEOUT": "15"}, timeout=240)
+    rank0 = json.loads((tmp_path / "rank0.json").read_text())
+    assert rank0["status"] == 1 and rank0["seconds"] < 90, (rank0, run.stderr[-4000:])
+    assert "did not finish within 15 s" in run.stderr, run.stderr[-4000:]

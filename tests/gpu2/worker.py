@@ -2,7 +2,8 @@
 
 MODE `values`: one graph replay and one eager step of PIPE, their results and `verify`'s;
 `fail`: rank 1 reports a failure and then hangs, as a wedged process would, while rank 0 keeps
-stepping; `stall`: rank 1 stops issuing collectives without a word. Each rank writes what it saw
+stepping; `stall`: rank 1 stops issuing collectives without a word; `replay`: rank 1 stalls as
+in `stall` while rank 0 runs piperun with one log point, far away. Each rank writes what it saw
 to OUT_DIR/rank<R>.json."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 import pipec
-from pipec.runtime.distributed import launch_from_environment, nccl_environment, stop_other_ranks
+from pipec.runtime.distributed import nccl_environment, stop_other_ranks
+from pipec.runtime.launchers import launch_from_environment
 
 mode, pipe, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 launch = launch_from_environment()
@@ -37,6 +39,14 @@ def summary(pipeline) -> dict:
 
 
 started = time.monotonic()
+if mode == "replay" and launch.rank == 0:
+    # only piperun's waits after every IN_FLIGHT launches can notice the stalled rank: without
+    # them the launches fill CUDA's queue and the next one blocks inside the driver
+    from pipec.runtime.cli import main
+    report["status"] = main([str(pipe), "--steps", "10000000", "--log-every", "10000000", "--no-progress"])
+    report["seconds"] = round(time.monotonic() - started, 2)
+    (out / "rank0.json").write_text(json.dumps(report))
+    sys.exit(report["status"])
 try:
     with pipec.load(pipe, device=launch.local_rank, launch=launch) as pipeline:
         report["backend"] = pipeline.distributed.communicator.backend
