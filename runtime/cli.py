@@ -9,6 +9,7 @@ stderr (a file that does not check: the compiler's report), never a traceback.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -26,11 +27,13 @@ from .distributed import nccl_environment, stop_other_ranks
 from .launchers import DistributedError, launch_from_environment
 from .profile_cupti import ProfilerUnavailable
 
-# With collectives, piperun waits after every IN_FLIGHT launches (graph launches, or eager nodes).
-# A wait polls for a failed rank; a launch does not: once the stream's queue is full (CUDA's
-# holds about a thousand launches) the next one blocks inside the driver, out of reach of any
-# failure report or timeout, until a launch ahead of it finishes, which never happens when a
-# peer has died. 256 keeps every launch well short of a full queue.
+# With collectives, piperun never has more than IN_FLIGHT launches (graph launches, or eager
+# nodes) enqueued and not known finished. A wait polls for a failed rank; a launch does not:
+# once the stream's queue is full (CUDA's holds about a thousand launches) the next one blocks
+# inside the driver, out of reach of any failure report or timeout, until a launch ahead of it
+# finishes, which never happens when a peer has died. 256 keeps every launch well short of a
+# full queue. The launches go in chunks of half of it, and before each chunk piperun waits for
+# the one before the last: the GPU always has a chunk queued, so the waits cost it nothing.
 IN_FLIGHT = 256
 
 
@@ -249,9 +252,10 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     call = pipeline.driver.call
 
     run = (lambda n: pipeline.run_eager(n, synchronize_each=args.sync_each)) if args.eager else pipeline.step
-    if pipeline.collectives is not None:
-        run = _bounded(run, pipeline, args.eager)
     events = [call("cuEventCreate", 0) for _ in range(2)]
+    if pipeline.collectives is not None:  # and two for the bounded launches' chunks
+        events += [call("cuEventCreate", pipeline.driver.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING) for _ in range(2)]
+        run = _bounded(run, pipeline, args.eager, events[2:])
     log = RunLog()
     bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
                file=sys.stderr, dynamic_ncols=True)
@@ -308,15 +312,21 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     return log, done
 
 
-def _bounded(run, pipeline, eager: bool):
-    """`run` (of n graph launches, or n eager steps, which count as their nodes) waiting after
-    every IN_FLIGHT launches, a wait that polls for a failed rank."""
-    per_wait = max(1, IN_FLIGHT // len(pipeline.eager.nodes)) if eager else IN_FLIGHT
+def _bounded(run, pipeline, eager: bool, marks: list):
+    """`run` (of n graph launches, or n eager steps, which count as their nodes) in chunks of
+    IN_FLIGHT / 2 launches; after a chunk is enqueued (and `marks[k % 2]` recorded behind
+    chunk k), it waits, polling for a failed rank, until chunk k - 1 has finished."""
+    per_chunk = max(1, IN_FLIGHT // 2 // (len(pipeline.eager.nodes) if eager else 1))
+    call, stream, collectives = pipeline.driver.call, pipeline.stream, pipeline.collectives
+    chunks = itertools.count()
 
     def bounded(n: int) -> None:
-        for start in range(0, n, per_wait):
-            run(min(per_wait, n - start))
-            pipeline.synchronize()
+        for start in range(0, n, per_chunk):
+            run(min(per_chunk, n - start))
+            k = next(chunks)
+            call("cuEventRecord", marks[k % 2], stream)
+            if k:
+                collectives.wait(stream, event=marks[(k - 1) % 2])
     return bounded
 
 

@@ -97,20 +97,25 @@ class Collectives:
         return record_call(self.device, f"{node.collective} `{node.name}` ({node.location})",
                            lambda stream: self.issue(node, stream), COLLECTIVE_NODE_TYPES)
 
-    def wait(self, stream) -> None:
-        """Wait for `stream` without hanging on a failed rank (see the module's docstring)."""
+    def wait(self, stream, event=None) -> None:
+        """Wait for `stream` (with `event`, for the work before that event's record) without
+        hanging on a failed rank (see the module's docstring)."""
         if self.failed:  # the step will not finish, and NCCL may no longer be asked
             raise CollectiveFailed(f"rank {self.distributed.launch.rank}: the NCCL communicator is aborted")
         driver = self.device.driver
-        query, not_ready = driver.cu.cuStreamQuery, driver.cu.CUresult.CUDA_ERROR_NOT_READY
+        if event is None:
+            what, query, synchronize = stream, driver.cu.cuStreamQuery, "cuStreamSynchronize"
+        else:
+            what, query, synchronize = event, driver.cu.cuEventQuery, "cuEventSynchronize"
+        not_ready = driver.cu.CUresult.CUDA_ERROR_NOT_READY
         started = last_poll = time.monotonic()
         pause = 20e-6
         while True:
-            (err,) = query(stream)
+            (err,) = query(what)
             if err == driver.success:
                 return
             if err != not_ready:
-                driver.call("cuStreamSynchronize", stream)  # raises with the driver's own error
+                driver.call(synchronize, what)  # raises with the driver's own error
             state = self.communicator.async_error()
             if state not in (0, IN_PROGRESS):
                 self.fail(f"NCCL reported error {state} while the step ran")

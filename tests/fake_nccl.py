@@ -38,6 +38,9 @@ class CapturingCuda(FakeCuda):
     def cuStreamQuery(self, stream):
         return (CUresultWithQuery.CUDA_ERROR_NOT_READY if self.not_ready else CUresult.CUDA_SUCCESS,)
 
+    def cuEventQuery(self, event):  # an event behind the step that never finishes never fires
+        return self.cuStreamQuery(None)
+
     def cuGraphExecDestroy(self, executable):
         # the driver waits for the executable's launches in flight (measured on two H200s),
         # which a NCCL kernel waiting for a rank that never comes keeps in flight for ever

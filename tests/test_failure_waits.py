@@ -1,6 +1,6 @@
 """Where a run with a failed rank could wait longer than it should, without a GPU: piperun's
-replay waits (polling for a failed rank) after every IN_FLIGHT launches when the pipeline has
-collectives, and the TCPStore channel's reads poll for failure reports instead of blocking in
+replay never has more than IN_FLIGHT launches enqueued and not known finished when the pipeline
+has collectives (chunks of half of it, each followed by a polling wait for the chunk before), and the TCPStore channel's reads poll for failure reports instead of blocking in
 TCPStore.get (over a stand-in store: no torch needed)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ step {
     allreduce max x
 }
 """
-WAITS = {"cuStreamQuery", "cuStreamSynchronize", "cuEventSynchronize"}
+WAITS = {"cuStreamQuery", "cuEventQuery", "cuStreamSynchronize", "cuEventSynchronize"}
 
 
 def _replay_args(steps: int, **options) -> SimpleNamespace:
@@ -45,15 +45,37 @@ def _replay_quietly(pipeline, args, tmp_path) -> int:
         return _replay(args, pipeline, 0, out, out)[1]
 
 
+def _unfinished_at_each_launch(fake, launch: str = "cuGraphLaunch") -> list[int]:
+    """How many launches are enqueued and not known finished as each launch is made: a wait on
+    a chunk's event (the fake's events are handed out in order, one per chunk record) proves
+    every launch before that record finished."""
+    recorded: dict = {}  # event -> launches made when it was recorded
+    launched = finished = 0
+    unfinished = []
+    for call in fake.calls:
+        if call.name == launch:
+            launched += 1
+            unfinished.append(launched - finished)
+        elif call.name == "cuEventRecord":
+            recorded[call.args[0]] = launched
+        elif call.name == "cuEventQuery":
+            finished = max(finished, recorded[call.args[0]])
+        elif call.name in ("cuStreamQuery", "cuStreamSynchronize"):
+            finished = launched
+    return unfinished
+
+
 @pytest.mark.parametrize("steps, per_launch", [(600, 1), (2 * IN_FLIGHT, 1), (1200, 2)])
-def test_with_collectives_piperun_never_has_more_than_in_flight_launches_unwaited(tmp_path, steps, per_launch):
+def test_with_collectives_piperun_never_has_more_than_in_flight_launches_unfinished(tmp_path, steps, per_launch):
     pipeline, fake, comm = load_on_fake_ranks(tmp_path, COLLECTIVE, steps_per_launch=per_launch)
     with pipeline:
         fake.calls.clear()
         assert _replay_quietly(pipeline, _replay_args(steps, steps_per_launch=per_launch), tmp_path) == steps
+        unfinished = _unfinished_at_each_launch(fake)
+        assert len(unfinished) == steps // per_launch and max(unfinished) == IN_FLIGHT
+        # and the queue never drains at a wait: each wait is for the chunk before the last
         runs = _launches_between_waits(fake)
-        launches = steps // per_launch
-        assert sum(runs) == launches and max(runs) == min(IN_FLIGHT, launches)
+        assert runs[0] == IN_FLIGHT and set(runs[1:-1]) == {IN_FLIGHT // 2}
 
 
 def test_eager_steps_count_as_their_nodes(tmp_path):
@@ -62,8 +84,10 @@ def test_eager_steps_count_as_their_nodes(tmp_path):
     with pipeline:
         fake.calls.clear()
         _replay_quietly(pipeline, _replay_args(300, eager=True), tmp_path)
-        steps = IN_FLIGHT // 3  # each with its two memsets (the fake communicator's calls are no driver calls)
-        assert _launches_between_waits(fake, "cuMemsetD32Async") == [2 * steps] * (300 // steps) + [2 * (300 % steps)]
+        steps = IN_FLIGHT // 2 // 3  # a chunk, each step with its two memsets (the fake
+        # communicator's calls are no driver calls)
+        assert max(_unfinished_at_each_launch(fake, "cuMemsetD32Async")) <= 2 * 2 * steps
+        assert _launches_between_waits(fake, "cuMemsetD32Async")[:2] == [2 * 2 * steps, 2 * steps]
 
 
 def test_a_rank_that_failed_stops_the_replay_at_the_next_bounded_wait(tmp_path):
