@@ -36,10 +36,16 @@ if [[ $what == all || $what == tests ]]; then
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
-    for run in "launch_overhead.py" "rl_step.py --scaling" "control_flow.py" "learning.py" "gemm_sharing.py"; do
+    runs=("launch_overhead.py" "rl_step.py --scaling" "control_flow.py" "learning.py" "gemm_sharing.py"
+          "live_update.py" "c51_step.py" "c51_step.py --precision bf16"
+          "learning.py --pipe pipelines/c51_step.pipe")
+    # the one-GPU against two-GPU sweep needs two GPUs
+    if (( $(nvidia-smi --list-gpus | wc -l) >= 2 )); then runs+=("distributed.py"); fi
+    for run in "${runs[@]}"; do
         echo "== bench/$run"
+        log=$(echo "${run%.py*}${run#*.py}" | tr -c 'A-Za-z0-9_\n' '_')  # "c51_step.py --precision bf16" logs to c51_step___precision_bf16.log
         # shellcheck disable=SC2086  # $run is a script and its options
-        python3 bench/$run --out "$OUT" 2>&1 | tee "$OUT/${run%%.py*}.log"
+        python3 bench/$run --out "$OUT" 2>&1 | tee "$OUT/$log.log"
         [[ ${PIPESTATUS[0]} == 0 ]] || status=1
     done
     echo "== bench/torch_dqn.py --count-ops"  # operators and CUDA kernels of one twin step
