@@ -96,10 +96,10 @@ class StoreChannel:
             try:
                 if self.store.check([key]):
                     return bytes(self.store.get(key))
+                other = self.failure()
             except RuntimeError as error:  # the store's own errors: its host (rank 0 under srun) is gone
                 raise DistributedError(f"rank {self.launch.rank}: the host channel's store stopped answering: "
                                        f"{error}") from None
-            other = self.failure()
             if other is not None:
                 raise DistributedError(f"rank {self.launch.rank}: another rank failed ({other}) while this one "
                                        "waited for it on the host channel")

@@ -186,3 +186,15 @@ def test_a_store_that_stops_answering_is_one_message():
     with pytest.raises(DistributedError) as error:
         mine.allgather(b"one")
     assert str(error.value) == "rank 1: the host channel's store stopped answering: Connection reset by peer"
+
+
+def test_a_store_that_fails_while_asked_for_failure_reports_is_one_message_too():
+    class Flaky(_Store):
+        def check(self, keys):
+            if any(key.endswith("/failed") for key in keys):
+                raise RuntimeError("Broken pipe")
+            return super().check(keys)
+    mine, _ = _channels(Flaky())
+    with pytest.raises(DistributedError) as error:
+        mine.allgather(b"one")
+    assert str(error.value) == "rank 1: the host channel's store stopped answering: Broken pipe"
