@@ -66,7 +66,11 @@ def test_without_a_launcher_a_collective_plan_opens_a_communicator_of_one_rank(t
     library = FakeLibrary(FakeCommunicator(driver.cu, 1, 0))
     with load(path, driver=driver,
               connect_ranks=lambda plan, launch: connect(plan, launch, LocalChannel(), library)) as pipeline:
-        assert pipeline.distributed.launch == Launch("none", 0, 1, 0)
+        # (constants() also runs a line of runtime/launchers.py, so that scripts/mutate.py picks
+        # this test for the import-time mutants of SINGLE)
+        launch = pipeline.distributed.launch
+        assert launch == Launch("none", 0, 1, 0)
+        assert launch.constants() == {"RANK": 0, "WORLD_SIZE": 1, "LOCAL_RANK": 0}
     assert library.opened == [(bytes(range(128)), 1, 0)]
 
 
