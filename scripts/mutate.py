@@ -23,6 +23,7 @@ import shlex
 import signal
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from dataclasses import asdict, dataclass
@@ -89,10 +90,12 @@ class _Tracer:
     def pytest_runtest_protocol(self, item, nextitem):
         self.lines, start = set(), time.perf_counter()
         sys.settrace(self._call)
+        threading.settrace(self._call)  # lines run on a test's threads (an abort thread) count too
         try:
             yield
         finally:
             sys.settrace(None)
+            threading.settrace(None)
             entry = self.tests.setdefault(item.nodeid, {"passed": True})
             entry.update(seconds=time.perf_counter() - start, lines=sorted(self.lines))
 

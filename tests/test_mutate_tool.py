@@ -132,5 +132,36 @@ def test_a_run_kills_and_keeps_mutants_and_leaves_the_file_unchanged(tmp_path):
     assert "calc.py:2: x < low -> x <= low" in run.stdout
 
 
+def test_lines_a_test_runs_on_a_thread_of_its_own_are_covered(tmp_path):
+    toy = tmp_path / "toy"
+    (toy / "tests").mkdir(parents=True)
+    (toy / "__init__.py").write_text("")
+    (toy / "pytest.ini").write_text("[pytest]\n")
+    (toy / "worker.py").write_text(textwrap.dedent("""\
+        import threading
+
+
+        def _work(out, x):
+            out.append(x * 2)
+
+
+        def double(x):
+            out = []
+            thread = threading.Thread(target=_work, args=(out, x))
+            thread.start()
+            thread.join()
+            return out[0]
+        """))
+    (toy / "tests" / "test_worker.py").write_text("from toy.worker import double\n\n\n"
+                                                  "def test_double():\n    assert double(3) == 6\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    run = subprocess.run([sys.executable, str(SCRIPT), "worker.py", "--root", str(toy), "--package", "toy",
+                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads((tmp_path / "out.json").read_text())["modules"]["worker.py"]
+    assert [s for s in result["survivors"] if s["line"] == 5] == []  # `_work` runs only on the thread
+
+
 def test_a_constant_too_large_to_change_by_one_is_left_alone():
     assert [m.mutated for m in mutate.generate("x = 1e300\n", "m.py")] == []
