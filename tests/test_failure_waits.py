@@ -65,7 +65,8 @@ def _unfinished_at_each_launch(fake, launch: str = "cuGraphLaunch") -> list[int]
     return unfinished
 
 
-@pytest.mark.parametrize("steps, per_launch", [(600, 1), (2 * IN_FLIGHT, 1), (1200, 2)])
+@pytest.mark.parametrize("steps, per_launch", [(600, 1), (2 * IN_FLIGHT, 1), (1200, 2)],
+                         ids=["600-launches", "twice-in-flight", "600-launches-of-2-steps"])
 def test_with_collectives_piperun_never_has_more_than_in_flight_launches_unfinished(tmp_path, steps, per_launch):
     pipeline, fake, comm = load_on_fake_ranks(tmp_path, COLLECTIVE, steps_per_launch=per_launch)
     with pipeline:
