@@ -108,7 +108,8 @@ def test_a_failed_or_stalled_rank_stops_the_other_within_seconds(tmp_path, mode,
 
 
 def test_piperun_with_a_stalled_rank_stops_between_its_log_points(tmp_path):
-    # one log point in ten million steps: only the wait after every 256 launches polls
+    # one log point in ten million steps: only the bounded launches' waits (each for the chunk
+    # before the last one enqueued) poll
     run = torchrun(WORKER, "replay", COLLECTIVES, tmp_path, env={"PIPEC_NCCL_TIMEOUT": "15"}, timeout=240)
     rank0 = json.loads((tmp_path / "rank0.json").read_text())
     assert rank0["status"] == 1 and rank0["seconds"] < 90, (rank0, run.stderr[-4000:])

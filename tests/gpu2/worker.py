@@ -40,8 +40,9 @@ def summary(pipeline) -> dict:
 
 started = time.monotonic()
 if mode == "replay" and launch.rank == 0:
-    # only piperun's waits after every IN_FLIGHT launches can notice the stalled rank: without
-    # them the launches fill CUDA's queue and the next one blocks inside the driver
+    # only piperun's bounded launches (at most IN_FLIGHT unfinished, each chunk's wait polling)
+    # can notice the stalled rank: without them the launches fill CUDA's queue and the next one
+    # blocks inside the driver
     from pipec.runtime.cli import main
     report["status"] = main([str(pipe), "--steps", "10000000", "--log-every", "10000000", "--no-progress"])
     report["seconds"] = round(time.monotonic() - started, 2)
