@@ -48,6 +48,16 @@ def project(p: np.ndarray, ret: np.ndarray, disc: np.ndarray, vmin: float, vmax:
     return m
 
 
+def projection_case(atoms: int, n: int = 64, seed: int = 5) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Inputs the twins' projection tests share: target distributions p [n, atoms], returns
+    beyond both ends of the support, and discounts 0 (terminal), 0.99^5 and 1."""
+    rng = np.random.default_rng(seed)
+    p = softmax(rng.normal(0, 2, (n, atoms)))
+    ret = np.round(rng.uniform(-10, 110, n), 1)
+    disc = rng.choice([0.0, 0.99 ** 5, 1.0], n)
+    return p, ret, disc
+
+
 def target_distribution(online_next, target_next, ret, disc, atoms, vmin, vmax, actions=2):
     """Double DQN: the online network picks a* on next obs by expected Q (ties to action 0),
     the target network's distribution of a* is projected."""

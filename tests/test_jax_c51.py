@@ -31,10 +31,7 @@ def _padding(flat, cfg):
 
 def test_projection_matches_reference():
     cfg = C51Config()
-    rng = np.random.default_rng(5)
-    p = ref.softmax(rng.normal(0, 2, (64, cfg.atoms)))
-    ret = np.round(rng.uniform(-10, 110, 64), 1)
-    disc = rng.choice([0.0, 0.99 ** 5, 1.0], 64)
+    p, ret, disc = ref.projection_case(cfg.atoms)
     got = jc.project(jnp.asarray(p, jnp.float32), jnp.asarray(ret, jnp.float32), jnp.asarray(disc, jnp.float32), cfg)
     np.testing.assert_allclose(np.asarray(got), ref.project(p, ret.astype(np.float32), disc.astype(np.float32),
                                                            cfg.v_min, cfg.v_max), atol=2e-6)

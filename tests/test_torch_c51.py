@@ -28,10 +28,7 @@ def _w3(params, cfg):
 
 def test_projection_matches_reference():
     cfg = C51Config()
-    rng = np.random.default_rng(5)
-    p = ref.softmax(rng.normal(0, 2, (64, cfg.atoms)))
-    ret = np.round(rng.uniform(-10, 110, 64), 1)
-    disc = rng.choice([0.0, 0.99 ** 5, 1.0], 64)
+    p, ret, disc = ref.projection_case(cfg.atoms)
     z = torch.tensor(ref.support(cfg.atoms, cfg.v_min, cfg.v_max), dtype=torch.float64)
     got = tc.project(torch.tensor(p), torch.tensor(ret), torch.tensor(disc), z, cfg)
     np.testing.assert_allclose(got.numpy(), ref.project(p, ret, disc, cfg.v_min, cfg.v_max), atol=1e-12)
