@@ -27,13 +27,14 @@ from .distributed import nccl_environment, stop_other_ranks
 from .launchers import DistributedError, launch_from_environment
 from .profile_cupti import ProfilerUnavailable
 
-# With collectives, piperun never has more than IN_FLIGHT launches (graph launches, or eager
-# nodes) enqueued and not known finished. A wait polls for a failed rank; a launch does not:
-# once the stream's queue is full (CUDA's holds about a thousand launches) the next one blocks
-# inside the driver, out of reach of any failure report or timeout, until a launch ahead of it
-# finishes, which never happens when a peer has died. 256 keeps every launch well short of a
-# full queue. The launches go in chunks of half of it, and before each chunk piperun waits for
-# the one before the last: the GPU always has a chunk queued, so the waits cost it nothing.
+# With collectives, piperun never has more than IN_FLIGHT nodes (of graph launches or eager
+# steps) enqueued and not known finished. A wait polls for a failed rank; a launch does not:
+# once the stream's queue is full the next one blocks inside the driver, out of reach of any
+# failure report or timeout, until a launch ahead of it finishes, which never happens when a
+# peer has died. A graph launch fills that queue as its nodes do: measured on the H200s, 256
+# launches of an 18-node graph blocked in cuGraphLaunch, 16 did not. The launches go in chunks
+# of half of it, and before each chunk piperun waits for the one before the last: the GPU always
+# has a chunk queued, so the waits cost it nothing.
 IN_FLIGHT = 256
 
 
@@ -255,7 +256,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     events = [call("cuEventCreate", 0) for _ in range(2)]
     if pipeline.collectives is not None:  # and two for the bounded launches' chunks
         events += [call("cuEventCreate", pipeline.driver.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING) for _ in range(2)]
-        run = _bounded(run, pipeline, args.eager, events[2:])
+        run = _bounded(run, pipeline, events[2:])
     log = RunLog()
     bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
                file=sys.stderr, dynamic_ncols=True)
@@ -312,11 +313,11 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     return log, done
 
 
-def _bounded(run, pipeline, eager: bool, marks: list):
-    """`run` (of n graph launches, or n eager steps, which count as their nodes) in chunks of
-    IN_FLIGHT / 2 launches; after a chunk is enqueued (and `marks[k % 2]` recorded behind
-    chunk k), it waits, polling for a failed rank, until chunk k - 1 has finished."""
-    per_chunk = max(1, IN_FLIGHT // 2 // (len(pipeline.eager.nodes) if eager else 1))
+def _bounded(run, pipeline, marks: list):
+    """`run` (of n graph launches, or n eager steps) in chunks of IN_FLIGHT / 2 nodes, a launch
+    counting as the nodes of one step; after a chunk is enqueued (and `marks[k % 2]` recorded
+    behind chunk k), it waits, polling for a failed rank, until chunk k - 1 has finished."""
+    per_chunk = max(1, IN_FLIGHT // 2 // len(pipeline.eager.nodes))
     call, stream, collectives = pipeline.driver.call, pipeline.stream, pipeline.collectives
     chunks = itertools.count()
 

@@ -400,20 +400,20 @@ def test_close_gives_up_on_an_abort_that_does_not_return(monkeypatch):
 # --- piperun's bounded replay and its JSON lines ---------------------------------------------------------
 
 
-def _bounded_over(eager_nodes: int | None):
-    """runtime/cli.py's `_bounded` over a stand-in pipeline (`eager_nodes` nodes a step when
-    eager, else graph launches): what it ran, recorded and waited for, in order."""
+def _bounded_over(nodes: int):
+    """runtime/cli.py's `_bounded` over a stand-in pipeline of `nodes` nodes a step: what it
+    ran, recorded and waited for, in order."""
     done = []
     pipeline = SimpleNamespace(
-        eager=SimpleNamespace(nodes=range(eager_nodes or 0)), stream="stream",
+        eager=SimpleNamespace(nodes=range(nodes)), stream="stream",
         driver=SimpleNamespace(call=lambda name, event, stream: done.append(("record", event))),
         collectives=SimpleNamespace(wait=lambda stream, event: done.append(("wait", event))))
-    run = _bounded(lambda n: done.append(("run", n)), pipeline, eager_nodes is not None, ["m0", "m1"])
+    run = _bounded(lambda n: done.append(("run", n)), pipeline, ["m0", "m1"])
     return run, done
 
 
 def test_each_bounded_wait_is_for_the_chunk_before_the_one_just_enqueued():
-    run, done = _bounded_over(None)
+    run, done = _bounded_over(1)
     run(300)
     half = IN_FLIGHT // 2
     assert done == [("run", half), ("record", "m0"),
@@ -423,8 +423,16 @@ def test_each_bounded_wait_is_for_the_chunk_before_the_one_just_enqueued():
     assert done[8:] == [("run", 1), ("record", "m1"), ("wait", "m0")]
 
 
+@pytest.mark.parametrize("nodes, per_chunk", [(18, IN_FLIGHT // 2 // 18), (IN_FLIGHT // 2, 1)])
+def test_a_launch_counts_as_the_nodes_of_its_step(nodes, per_chunk):
+    # an 18-node graph filled the H200's launch queue at 256 launches: launches are bounded by nodes
+    run, done = _bounded_over(nodes)
+    run(3 * per_chunk)
+    assert [n for what, n in done if what == "run"] == [per_chunk] * 3
+
+
 @pytest.mark.parametrize("nodes", [IN_FLIGHT // 2 - 28, IN_FLIGHT // 2 + 1])
-def test_an_eager_step_with_more_nodes_than_half_in_flight_is_a_chunk_of_its_own(nodes):
+def test_a_step_with_more_nodes_than_half_in_flight_is_a_chunk_of_its_own(nodes):
     run, done = _bounded_over(nodes)
     run(2)
     assert done == [("run", 1), ("record", "m0"), ("run", 1), ("record", "m1"), ("wait", "m0")]

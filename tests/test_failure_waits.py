@@ -1,6 +1,7 @@
 """Where a run with a failed rank could wait longer than it should, without a GPU: piperun's
-replay never has more than IN_FLIGHT launches enqueued and not known finished when the pipeline
-has collectives (chunks of half of it, each followed by a polling wait for the chunk before), and the TCPStore channel's reads poll for failure reports instead of blocking in
+replay never has more than IN_FLIGHT nodes (a launch counting as its step's nodes) enqueued and
+not known finished when the pipeline has collectives (chunks of half of it, each followed by a
+polling wait for the chunk before), and the TCPStore channel's reads poll for failure reports instead of blocking in
 TCPStore.get (over a stand-in store: no torch needed)."""
 
 from __future__ import annotations
@@ -67,28 +68,34 @@ def _unfinished_at_each_launch(fake, launch: str = "cuGraphLaunch") -> list[int]
 
 @pytest.mark.parametrize("steps, per_launch", [(600, 1), (2 * IN_FLIGHT, 1), (1200, 2)],
                          ids=["600-launches", "twice-in-flight", "600-launches-of-2-steps"])
-def test_with_collectives_piperun_never_has_more_than_in_flight_launches_unfinished(tmp_path, steps, per_launch):
+def test_with_collectives_piperun_never_has_more_than_in_flight_nodes_unfinished(tmp_path, steps, per_launch):
     pipeline, fake, comm = load_on_fake_ranks(tmp_path, COLLECTIVE, steps_per_launch=per_launch)
     with pipeline:
         fake.calls.clear()
         assert _replay_quietly(pipeline, _replay_args(steps, steps_per_launch=per_launch), tmp_path) == steps
         unfinished = _unfinished_at_each_launch(fake)
-        assert len(unfinished) == steps // per_launch and max(unfinished) == IN_FLIGHT
+        in_flight = 2 * (IN_FLIGHT // 2 // len(pipeline.eager.nodes))  # a launch counts as its nodes
+        assert in_flight == (IN_FLIGHT if per_launch == 1 else 84)  # two steps a launch: a device loop of 3 nodes
+        assert len(unfinished) == steps // per_launch and max(unfinished) == in_flight
         # and the queue never drains at a wait: each wait is for the chunk before the last
         runs = _launches_between_waits(fake)
-        assert runs[0] == IN_FLIGHT and set(runs[1:-1]) == {IN_FLIGHT // 2}
+        assert runs[0] == in_flight and set(runs[1:-1]) == {in_flight // 2}
 
 
-def test_eager_steps_count_as_their_nodes(tmp_path):
+def test_steps_count_as_their_nodes_eagerly_and_in_graph_launches(tmp_path):
     three_nodes = COLLECTIVE.replace("}", "    fill y = 1\n    fill z = 2\n}") + "buffer y: f32[8]\nbuffer z: f32[8]\n"
     pipeline, fake, comm = load_on_fake_ranks(tmp_path, three_nodes)
     with pipeline:
+        steps = IN_FLIGHT // 2 // 3  # a chunk
         fake.calls.clear()
         _replay_quietly(pipeline, _replay_args(300, eager=True), tmp_path)
-        steps = IN_FLIGHT // 2 // 3  # a chunk, each step with its two memsets (the fake
-        # communicator's calls are no driver calls)
+        # eagerly each step is its two memsets (the fake communicator's calls are no driver calls)
         assert max(_unfinished_at_each_launch(fake, "cuMemsetD32Async")) <= 2 * 2 * steps
         assert _launches_between_waits(fake, "cuMemsetD32Async")[:2] == [2 * 2 * steps, 2 * steps]
+        fake.calls.clear()
+        _replay_quietly(pipeline, _replay_args(300), tmp_path)
+        assert max(_unfinished_at_each_launch(fake)) == 2 * steps
+        assert _launches_between_waits(fake)[:2] == [2 * steps, steps]
 
 
 def test_a_rank_that_failed_stops_the_replay_at_the_next_bounded_wait(tmp_path):

@@ -101,6 +101,7 @@ def test_a_failed_or_stalled_rank_stops_the_other_within_seconds(tmp_path, mode,
     run = torchrun(WORKER, mode, COLLECTIVES, tmp_path, env={"PIPEC_NCCL_TIMEOUT": "15"}, timeout=240)
     elapsed = time.monotonic() - started
     assert run.returncode != 0 and elapsed < 120, (elapsed, run.stderr[-4000:])
+    assert (tmp_path / "rank0.json").exists(), run.stderr[-6000:]
     rank0 = json.loads((tmp_path / "rank0.json").read_text())
     assert message in rank0.get("error", ""), rank0
     # from before loading (compiling, creating the communicator) to the error
@@ -111,6 +112,7 @@ def test_piperun_with_a_stalled_rank_stops_between_its_log_points(tmp_path):
     # one log point in ten million steps: only the bounded launches' waits (each for the chunk
     # before the last one enqueued) poll
     run = torchrun(WORKER, "replay", COLLECTIVES, tmp_path, env={"PIPEC_NCCL_TIMEOUT": "15"}, timeout=240)
+    assert (tmp_path / "rank0.json").exists(), run.stderr[-6000:]  # else its stacks are in stderr
     rank0 = json.loads((tmp_path / "rank0.json").read_text())
     assert rank0["status"] == 1 and rank0["seconds"] < 90, (rank0, run.stderr[-4000:])
     assert "did not finish within 15 s" in run.stderr, run.stderr[-4000:]

@@ -40,7 +40,7 @@ def summary(pipeline) -> dict:
 
 started = time.monotonic()
 if mode == "replay" and launch.rank == 0:
-    # only piperun's bounded launches (at most IN_FLIGHT unfinished, each chunk's wait polling)
+    # only piperun's bounded launches (at most IN_FLIGHT nodes unfinished, each chunk's wait polling)
     # can notice the stalled rank: without them the launches fill CUDA's queue and the next one
     # blocks inside the driver
     from pipec.runtime.cli import main
