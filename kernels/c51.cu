@@ -313,16 +313,14 @@ extern "C" __global__ void c51_to_bf16(const float* src, __nv_bfloat16* dst, int
     if (i < n) dst[i] = __float2bfloat16_rn(src[i]);
 }
 
-// Four bf16 in one 8-byte store.
-struct __align__(8) C51Bf16x4 {
-    __nv_bfloat162 lo, hi;
-};
-
-__device__ __forceinline__ C51Bf16x4 c51_bf16x4(float4 x) {
-    C51Bf16x4 r;
-    r.lo = __halves2bfloat162(__float2bfloat16_rn(x.x), __float2bfloat16_rn(x.y));
-    r.hi = __halves2bfloat162(__float2bfloat16_rn(x.z), __float2bfloat16_rn(x.w));
-    return r;
+// Four floats rounded as c51_to_bf16 rounds them, packed for one 8-byte store (element 0 in
+// the low half of .x: the order in memory).
+__device__ __forceinline__ uint2 c51_bf16x4(float4 x) {
+    const unsigned int a = __bfloat16_as_ushort(__float2bfloat16_rn(x.x));
+    const unsigned int b = __bfloat16_as_ushort(__float2bfloat16_rn(x.y));
+    const unsigned int c = __bfloat16_as_ushort(__float2bfloat16_rn(x.z));
+    const unsigned int d = __bfloat16_as_ushort(__float2bfloat16_rn(x.w));
+    return make_uint2(a | (b << 16), c | (d << 16));
 }
 
 // c51_adamw_step_bf16's copy policy: the new parameters and target parameters rounded to
@@ -335,8 +333,8 @@ struct C51Bf16Copies {
         return ((reinterpret_cast<unsigned long long>(params) | reinterpret_cast<unsigned long long>(target)) & 7ull) == 0;
     }
     __device__ void four(long long i, float4 p, float4 t) const {
-        *reinterpret_cast<C51Bf16x4*>(params + i) = c51_bf16x4(p);
-        *reinterpret_cast<C51Bf16x4*>(target + i) = c51_bf16x4(t);
+        *reinterpret_cast<uint2*>(params + i) = c51_bf16x4(p);
+        *reinterpret_cast<uint2*>(target + i) = c51_bf16x4(t);
     }
     __device__ void one(long long i, float p, float t) const {
         params[i] = __float2bfloat16_rn(p);
