@@ -260,8 +260,8 @@ __device__ __forceinline__ float c51_sumsq4(float4 g, float acc) {
 /// Does nothing when *learn_on == 0.
 /// Reads: learn_on[1], grad[P]. Writes: gnorm_part[gridDim.x].
 /// Launch: 1-D, any grid, blocks of at least 4 and at most 1024 threads; a grid of
-/// ceil_div(P, 16 T) blocks gives every thread one round of four loads
-/// (e.g. <<<min(528, ceil_div(P, 16 * 256)), 256>>>).
+/// ceil_div(P, 16 T) blocks gives every thread one round of four loads (c51_step:
+/// <<<min(264, ceil_div(P, 16 * 512)), 512>>>, at most 2 blocks an SM of an H200).
 /// pipec: extent learn_on = 1
 /// pipec: extent grad = P
 /// pipec: extent gnorm_part = gridDim.x
@@ -271,7 +271,8 @@ extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad
     __shared__ float red[1024];
     const int on = learn_on[0];
     const unsigned int t = threadIdx.x;
-    const size_t to_boundary = (16 - (reinterpret_cast<unsigned long long>(grad) & 15ull)) % 16 / sizeof(float);
+    const unsigned long long past_boundary = reinterpret_cast<unsigned long long>(grad) & 15ull;
+    const size_t to_boundary = (16 - past_boundary) % 16 / sizeof(float);
     const size_t head = to_boundary < (size_t)P ? to_boundary : (size_t)P;
     const size_t n4 = ((size_t)P - head) >> 2;
     const size_t tail = ((size_t)P - head) & 3;
@@ -302,7 +303,8 @@ extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad
 
 /// The bf16 mode's conversion (docs/c51.md, "bf16"): dst[i] = src[i] rounded to the nearest
 /// bf16 (ties to even, __float2bfloat16_rn), for the GEMMs' bf16 operands: the parameters and
-/// the target parameters after every AdamW, layer 1's output, dL/dlogits and layer 2's gradient.
+/// the target parameters at init (c51_adamw_step_bf16 writes them after that), layer 1's
+/// output, dL/dlogits and layer 2's gradient.
 /// Reads: src[n]. Writes: dst[n].
 /// Launch: 1-D, at least n threads in total (e.g. <<<ceil_div(n, 256), 256>>>).
 /// pipec: extent src = n
@@ -330,7 +332,8 @@ struct C51Bf16Copies {
     __nv_bfloat16* target;
     // The vector path stores four bf16 (8 bytes) at element 4i of each copy.
     __device__ bool aligned() const {
-        return ((reinterpret_cast<unsigned long long>(params) | reinterpret_cast<unsigned long long>(target)) & 7ull) == 0;
+        return ((reinterpret_cast<unsigned long long>(params) |
+                 reinterpret_cast<unsigned long long>(target)) & 7ull) == 0;
     }
     __device__ void four(long long i, float4 p, float4 t) const {
         *reinterpret_cast<uint2*>(params + i) = c51_bf16x4(p);
@@ -376,5 +379,6 @@ extern "C" __global__ void c51_adamw_step_bf16(const int* learn_on, const float*
                                                float max_norm, double b1, double b2, float eps,
                                                float wd, float tau, int updates, int update) {
     pipec_adamw_step(learn_on, grad, gnorm_part, adam_t, sched, params, m, v, target, opt, P, nparts,
-                     max_norm, b1, b2, eps, wd, tau, updates, update, C51Bf16Copies{params_bf16, target_bf16});
+                     max_norm, b1, b2, eps, wd, tau, updates, update,
+                     C51Bf16Copies{params_bf16, target_bf16});
 }
