@@ -1133,12 +1133,12 @@ def test_adamw_with_bf16_copies(rng, P, offset, learn_on):
     v0 = (rng.normal(0, 0.1, P) ** 2).astype(np.float32)
     tgt0 = rng.normal(0, 1, P).astype(np.float32)
     runs = []
-    for fused in (False, True):
+    for with_copies in (False, True):
         state = [dev(x) for x in (p0, m0, v0, tgt0)] + [dev([9], np.int32), nanf(4)]
         copies = [cp.full(P + offset, 0xFFFF, dtype=cp.uint16) for _ in range(2)]  # NaN bits
         params, m, v, tgt, adam_t, opt = state
         _run_adamw(P, learn_on, g, parts, adam_t, [0.1, 0.5, 3e-3], params, m, v, tgt, opt, 0.5,
-                   0.9, 0.999, 1e-8, 0.01, 0.01, 1, 0, tuple(c[offset:] for c in copies) if fused else ())
+                   0.9, 0.999, 1e-8, 0.01, 0.01, 1, 0, tuple(c[offset:] for c in copies) if with_copies else ())
         runs.append(([x.get() for x in (params, m, v, tgt, opt)], [c.get() for c in copies]))
     (plain, _), (fused, copies) = runs
     for a, b in zip(plain, fused):
