@@ -3,9 +3,10 @@
 // The network's layers are GEMM nodes of the pipeline (cuBLASLt); these kernels do what lies
 // between them: the observation, acting from the expected Q of the online logits, the
 // categorical projection of the double-DQN target fused with the softmax cross-entropy and
-// its gradient w.r.t. the logits, and the first stage of the global gradient norm. The
-// replay, sum tree, AdamW (with the target soft update), controllers and diagnostics are the
-// kernels rl_step.pipe uses, unchanged.
+// its gradient w.r.t. the logits, the first stage of the global gradient norm, and the bf16
+// mode's conversions, among them AdamW (kernels/adamw.cuh, adamw_step's body) writing the bf16
+// copies of the parameters. The replay, sum tree, AdamW (with the target soft update),
+// controllers and diagnostics are the kernels rl_step.pipe uses, unchanged.
 //
 // Parameter layout (float32, H = hidden width, O = actions * atoms, OP = O rounded up to a
 // multiple of 4 so that every GEMM row is 16-byte aligned; rows O .. OP-1 of W3 and b3 are
@@ -20,6 +21,7 @@
 // communication.
 #include <cuda_bf16.h>
 
+#include "adamw.cuh"
 #include "common.cuh"
 
 #define C51_MAX_ATOMS 64  // two atoms per lane of a warp
@@ -234,17 +236,32 @@ extern "C" __global__ void c51_loss_grad(const int* learn_on, const float* onlin
     }
 }
 
-/// First stage of the global-norm clip (docs/dqn.md 6.4) over a gradient the GEMM nodes
-/// wrote, read 16 bytes at a time: thread t of block b adds the squares of the four
-/// elements of grad4[k] (x, y, z, w in turn) for k = b*T + t + n*gridDim.x*T, n = 0, 1, ...
-/// in that order (grad4 = grad as float4, T = blockDim.x); the last P % 4 elements go to
-/// threads 0.. of block 0. The block combines its threads with pipec_block_sum and
-/// gnorm_part[b] = the block's sum. adamw_step sums the gridDim.x partials (keep the grid
-/// small: every AdamW block reads them all). grad must be 16-byte aligned (every pipec
-/// buffer is).
+// acc + x^2 + y^2 + z^2 + w^2 of a float4, added in that order (c51_grad_sumsq).
+__device__ __forceinline__ float c51_sumsq4(float4 g, float acc) {
+    acc = fmaf(g.x, g.x, acc);
+    acc = fmaf(g.y, g.y, acc);
+    acc = fmaf(g.z, g.z, acc);
+    return fmaf(g.w, g.w, acc);
+}
+
+/// First stage of the global-norm clip (docs/dqn.md 6.4) over one region of the gradient the
+/// GEMM nodes wrote (a slice of `grad`: the pipeline launches one per region, so that a region
+/// written early is summed while later GEMMs still run; docs/c51.md). grad may start anywhere
+/// a float can: the slice is split into a head of h = the floats before its first 16-byte
+/// boundary (0 .. 3, at most P), a body of n4 = (P - h) / 4 float4s, and a tail of
+/// (P - h) % 4 floats. Thread t of block b (T = blockDim.x, S = gridDim.x * T) adds, in this
+/// order, the squares of: grad[t] if b == 0 and t < h; the four elements (x, y, z, w in
+/// turn) of body4[k] for k = b*T + t + n*S, n = 0, 1, ... (body4 = grad + h as float4);
+/// grad[h + 4 n4 + t] if b == 0 and t < the tail's length. The body loop loads four float4s
+/// (k, k + S, k + 2S, k + 3S) before it adds any, in that same order, so the loads overlap
+/// and the sum is the one of a loop of one load at a time. The block combines its threads
+/// with pipec_block_sum and gnorm_part[b] = the block's sum. adamw_step sums every partial
+/// in each of its blocks, so the pipeline keeps the total of the grids to a few hundred.
 /// Does nothing when *learn_on == 0.
 /// Reads: learn_on[1], grad[P]. Writes: gnorm_part[gridDim.x].
-/// Launch: 1-D, any grid, blocks of at least 4 and at most 1024 threads (e.g. <<<256, 256>>>).
+/// Launch: 1-D, any grid, blocks of at least 4 and at most 1024 threads; a grid of
+/// ceil_div(P, 16 T) blocks gives every thread one round of four loads (c51_step:
+/// <<<min(264, ceil_div(P, 16 * 512)), 512>>>, at most 2 blocks an SM of an H200).
 /// pipec: extent learn_on = 1
 /// pipec: extent grad = P
 /// pipec: extent gnorm_part = gridDim.x
@@ -253,29 +270,41 @@ extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad
                                           float* gnorm_part, int P) {
     __shared__ float red[1024];
     const int on = learn_on[0];
+    const unsigned int t = threadIdx.x;
+    const unsigned long long past_boundary = reinterpret_cast<unsigned long long>(grad) & 15ull;
+    const size_t to_boundary = (16 - past_boundary) % 16 / sizeof(float);
+    const size_t head = to_boundary < (size_t)P ? to_boundary : (size_t)P;
+    const size_t n4 = ((size_t)P - head) >> 2;
+    const size_t tail = ((size_t)P - head) & 3;
+    const float4* body4 = reinterpret_cast<const float4*>(grad + head);
     const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const size_t n4 = (size_t)(P >> 2);
-    const float4* grad4 = reinterpret_cast<const float4*>(grad);
     float acc = 0.0f;
-    for (size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x; k < n4; k += stride) {
-        const float4 g = grad4[k];
-        acc = fmaf(g.x, g.x, acc);
-        acc = fmaf(g.y, g.y, acc);
-        acc = fmaf(g.z, g.z, acc);
-        acc = fmaf(g.w, g.w, acc);
+    if (blockIdx.x == 0 && t < head) acc = fmaf(grad[t], grad[t], acc);
+    size_t k = (size_t)blockIdx.x * blockDim.x + t;
+    for (; k + 3 * stride < n4; k += 4 * stride) {
+        const float4 g0 = body4[k];
+        const float4 g1 = body4[k + stride];
+        const float4 g2 = body4[k + 2 * stride];
+        const float4 g3 = body4[k + 3 * stride];
+        acc = c51_sumsq4(g0, acc);
+        acc = c51_sumsq4(g1, acc);
+        acc = c51_sumsq4(g2, acc);
+        acc = c51_sumsq4(g3, acc);
     }
-    if (blockIdx.x == 0 && threadIdx.x < (unsigned int)(P & 3)) {
-        const float g = grad[4 * n4 + threadIdx.x];
+    for (; k < n4; k += stride) acc = c51_sumsq4(body4[k], acc);
+    if (blockIdx.x == 0 && t < tail) {
+        const float g = grad[head + 4 * n4 + t];
         acc = fmaf(g, g, acc);
     }
     if (on == 0) return;  // uniform: learning off, nothing written
     const float sum = pipec_block_sum(acc, red);
-    if (threadIdx.x == 0) gnorm_part[blockIdx.x] = sum;
+    if (t == 0) gnorm_part[blockIdx.x] = sum;
 }
 
 /// The bf16 mode's conversion (docs/c51.md, "bf16"): dst[i] = src[i] rounded to the nearest
 /// bf16 (ties to even, __float2bfloat16_rn), for the GEMMs' bf16 operands: the parameters and
-/// the target parameters after every AdamW, layer 1's output, dL/dlogits and layer 2's gradient.
+/// the target parameters at init (c51_adamw_step_bf16 writes them after that), layer 1's
+/// output, dL/dlogits and layer 2's gradient.
 /// Reads: src[n]. Writes: dst[n].
 /// Launch: 1-D, at least n threads in total (e.g. <<<ceil_div(n, 256), 256>>>).
 /// pipec: extent src = n
@@ -284,4 +313,72 @@ extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad
 extern "C" __global__ void c51_to_bf16(const float* src, __nv_bfloat16* dst, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+// Four floats rounded as c51_to_bf16 rounds them, packed for one 8-byte store (element 0 in
+// the low half of .x: the order in memory).
+__device__ __forceinline__ uint2 c51_bf16x4(float4 x) {
+    const unsigned int a = __bfloat16_as_ushort(__float2bfloat16_rn(x.x));
+    const unsigned int b = __bfloat16_as_ushort(__float2bfloat16_rn(x.y));
+    const unsigned int c = __bfloat16_as_ushort(__float2bfloat16_rn(x.z));
+    const unsigned int d = __bfloat16_as_ushort(__float2bfloat16_rn(x.w));
+    return make_uint2(a | (b << 16), c | (d << 16));
+}
+
+// c51_adamw_step_bf16's copy policy: the new parameters and target parameters rounded to
+// bf16 as c51_to_bf16 rounds them.
+struct C51Bf16Copies {
+    __nv_bfloat16* params;
+    __nv_bfloat16* target;
+    // The vector path stores four bf16 (8 bytes) at element 4i of each copy.
+    __device__ bool aligned() const {
+        return ((reinterpret_cast<unsigned long long>(params) |
+                 reinterpret_cast<unsigned long long>(target)) & 7ull) == 0;
+    }
+    __device__ void four(long long i, float4 p, float4 t) const {
+        *reinterpret_cast<uint2*>(params + i) = c51_bf16x4(p);
+        *reinterpret_cast<uint2*>(target + i) = c51_bf16x4(t);
+    }
+    __device__ void one(long long i, float p, float t) const {
+        params[i] = __float2bfloat16_rn(p);
+        target[i] = __float2bfloat16_rn(t);
+    }
+};
+
+/// The bf16 mode's AdamW (docs/c51.md, "bf16"): adamw_step (kernels/optim.cu; the same body,
+/// kernels/adamw.cuh, so params, m, v, target and opt get the same bits), and in the same pass
+/// params_bf16[i] and target_bf16[i] = the new params[i] and target[i] rounded to the nearest
+/// bf16 (ties to even, __float2bfloat16_rn: c51_to_bf16's values) from the registers that hold
+/// them, instead of a conversion pass over each after every AdamW. Does nothing when
+/// *learn_on == 0: the copies made at init (or by the last learning update) are still right
+/// then, because params and target only change in AdamW. The vector path also needs both
+/// copies 8-byte aligned.
+/// Reads: learn_on[1], grad[P], gnorm_part[nparts], adam_t[1], sched[3].
+/// Updates: params[P], m[P], v[P], target[P]. Writes: opt[4], params_bf16[P], target_bf16[P].
+/// Launch: as adamw_step (e.g. <<<ceil_div(P, 4 * 256), 256>>>).
+/// pipec: extent learn_on = 1
+/// pipec: extent grad = P
+/// pipec: extent gnorm_part = nparts
+/// pipec: extent adam_t = 1
+/// pipec: extent sched = 3
+/// pipec: extent params = P
+/// pipec: extent m = P
+/// pipec: extent v = P
+/// pipec: extent target = P
+/// pipec: extent opt = 4
+/// pipec: extent params_bf16 = P
+/// pipec: extent target_bf16 = P
+/// pipec: out opt
+/// pipec: out params_bf16
+/// pipec: out target_bf16
+extern "C" __global__ void c51_adamw_step_bf16(const int* learn_on, const float* grad,
+                                               const float* gnorm_part, const int* adam_t,
+                                               const float* sched, float* params, float* m, float* v,
+                                               float* target, float* opt, __nv_bfloat16* params_bf16,
+                                               __nv_bfloat16* target_bf16, int P, int nparts,
+                                               float max_norm, double b1, double b2, float eps,
+                                               float wd, float tau, int updates, int update) {
+    pipec_adamw_step(learn_on, grad, gnorm_part, adam_t, sched, params, m, v, target, opt, P, nparts,
+                     max_norm, b1, b2, eps, wd, tau, updates, update,
+                     C51Bf16Copies{params_bf16, target_bf16});
 }

@@ -13,7 +13,7 @@ from fake_cuda import fake_driver
 
 from pipec.compiler import Settings, compile_file
 from pipec.compiler.config import CompileOptions
-from pipec.compiler.model import GemmNode, LaunchNode
+from pipec.compiler.model import CONTAINERS, GemmNode, LaunchNode, Mode
 from pipec.runtime import load
 
 C51 = Path(__file__).resolve().parent.parent / "pipelines" / "c51_step.pipe"
@@ -59,15 +59,37 @@ def test_bf16_plan_multiplies_bf16_operands_into_f32_logits_and_gradients(define
     assert all(n.compute == "f32" for n in gemms if n.a.buffer.dtype.name == "bf16")
 
 
-def test_bf16_weights_are_refreshed_after_every_adamw_and_at_init():
+def _writes(node, buffer):
+    return [(a.start, a.stop) for a in node.accesses if a.buffer.name == buffer and a.mode & Mode.WRITE]
+
+
+def test_bf16_weights_are_written_by_every_adamw_and_at_init():
+    """After every AdamW the bf16 copies are rewritten, by AdamW itself (c51_adamw_step_bf16),
+    over the whole parameter vector, and every GEMM that reads them comes after the AdamW
+    before it; the init makes them with the conversion graph `bf16_weights`."""
     result = _compile(True, ("UPDATES", "2"))
-    step = [n.name for n in result.program.step.walk() if isinstance(n, LaunchNode)]
-    adamw = [i for i, name in enumerate(step) if name.endswith("/adamw_step")]
-    refresh = [i for i, name in enumerate(step) if "bf16_weights/" in name]
-    assert len(adamw) == 2 and len(refresh) == 4
-    assert all(any(a < r for a in adamw) for r in refresh)
+    nparams = result.program.consts["NPARAMS"]
+    step = [n for n in result.program.step.walk() if not isinstance(n, CONTAINERS)]  # the leaves
+    names = [n.name for n in step]
+    adamw = [i for i, n in enumerate(step) if isinstance(n, LaunchNode) and n.kernel.name.endswith("adamw_step_bf16")]
+    assert len(adamw) == 2 and not any(n.endswith("/adamw_step") or "bf16_weights/" in n for n in names)
+    for i in adamw:
+        assert _writes(step[i], "params_bf16") == [(0, nparams)]
+        assert _writes(step[i], "target_bf16") == [(0, nparams)]
+    writers = [i for i, n in enumerate(step) if _writes(n, "params_bf16") or _writes(n, "target_bf16")]
+    assert writers == adamw
+    readers = [i for i, n in enumerate(step) if isinstance(n, GemmNode)
+               and {n.b.buffer.name} & {"params_bf16", "target_bf16"}]
+    update_of = [sum(a < i for a in adamw) for i in readers]  # AdamWs before each reader
+    assert update_of[0] == 0 and update_of[-1] == 1  # the act GEMM and update 1's read update 0's copies
     init = [n.name for n in result.program.init.walk() if isinstance(n, LaunchNode)]
     assert sum("bf16_weights/" in name for name in init) == 2
+
+
+def test_f32_mode_runs_the_plain_adamw():
+    step = [n for n in _compile(False).program.step.walk() if isinstance(n, LaunchNode)]
+    assert sum(n.kernel.name == "adamw_step" for n in step) == 1
+    assert not any(n.kernel.name.endswith("_bf16") for n in step)
 
 
 def test_f32_mode_has_no_bf16_operand():

@@ -152,18 +152,41 @@ def test_c51_loss_grad_is_deterministic_and_learning_off_writes_nothing(rng):
         assert np.isnan(out).all()
 
 
-@pytest.mark.parametrize("P,blocks,threads", [(256 * 256 + 6 * 256 + 104 * 257, 256, 256), (1003, 3, 96), (5, 4, 32)])
-def test_c51_grad_sumsq(rng, P, blocks, threads):
+def _sumsq_owners(P, blocks, threads, offset):
+    """The block that sums each element of a slice starting `offset` floats past a 16-byte
+    boundary: the head up to the next boundary and the tail after the last float4 go to
+    block 0, float4 k of the body to block (k // threads) % blocks."""
+    head = min((4 - offset % 4) % 4, P)
+    j = np.arange(P)
+    body = (j >= head) & (j < head + (P - head) // 4 * 4)
+    return np.where(body, ((j - head) // 4 // threads) % blocks, 0)
+
+
+H4096_BULK = 4096 * 4096 + 4096 + 104 * 4097  # c51_step at HIDDEN 4096: grad[OFF_W2 : NPARAMS]
+
+
+# (P, blocks, threads, offset in floats from a 16-byte boundary): rl-sized and c51_step's two
+# regions at HIDDEN 256 and 4096 with the pipeline's grids (NORM_BULK_BLOCKS, NORM_LAST_BLOCKS
+# of 512 threads); several unrolled rounds with a remainder; unaligned slices: a head of 3, 2
+# and 1 floats, a slice shorter than its head, one without a body.
+@pytest.mark.parametrize("P,blocks,threads,offset", [
+    (256 * 256 + 6 * 256 + 104 * 257, 256, 256, 0),
+    (256 * 256 + 256 + 104 * 257, 12, 512, 0), (5 * 256, 1, 512, 0),
+    (H4096_BULK, 264, 512, 0), (5 * 4096, 3, 512, 0),
+    (10_003, 3, 96, 1), (1003, 3, 96, 2), (5, 4, 32, 3), (2, 1, 32, 1), (3, 2, 64, 2)])
+def test_c51_grad_sumsq(rng, P, blocks, threads, offset):
     grad = rng.normal(0, 1, P).astype(np.float32)
+    whole = dev(np.concatenate([np.full(offset, np.nan, np.float32), grad]))  # NaN before the slice
     part = nanf(blocks)
     fn = K("c51", "c51_grad_sumsq")
-    fn((blocks,), (threads,), (dev([1], np.int32), dev(grad), part, I32(P)))
+    fn((blocks,), (threads,), (dev([1], np.int32), whole[offset:], part, I32(P)))
     got = part.get()
-    k = np.arange(P)
-    owner = np.where(k < P // 4 * 4, (k // 4 // threads) % blocks, 0)  # float4 k // 4; the tail: block 0
-    want = [np.sum(grad[owner == b].astype(np.float64) ** 2) for b in range(blocks)]
+    want = np.bincount(_sumsq_owners(P, blocks, threads, offset), grad.astype(np.float64) ** 2, blocks)
     np.testing.assert_allclose(got, want, rtol=1e-5)
     assert math.isclose(got.sum(), float(np.sum(grad.astype(np.float64) ** 2)), rel_tol=1e-5)
+    again = nanf(blocks)
+    fn((blocks,), (threads,), (dev([1], np.int32), whole[offset:], again, I32(P)))
+    np.testing.assert_array_equal(again.get().view(np.uint32), got.view(np.uint32))
     off = nanf(blocks)
-    fn((blocks,), (threads,), (dev([0], np.int32), dev(grad), off, I32(P)))
+    fn((blocks,), (threads,), (dev([0], np.int32), whole[offset:], off, I32(P)))
     assert np.isnan(off.get()).all()

@@ -106,6 +106,28 @@ def test_learner_gemms_match_numpy(compute, mode, tol):
     assert (pad == 0).all() and B == dlogits.shape[0]
 
 
+@pytest.mark.parametrize("mode", [{}, BF16], ids=["f32", "bf16"])
+def test_the_norm_covers_the_whole_gradient_and_adamw_writes_the_bf16_copies(mode):
+    """A learning step with UPDATES = 1: the clip's norm (opt[3], before clipping) is the norm
+    of the whole flat gradient, so the two c51_grad_sumsq passes cover every region of grad
+    once; in bf16 mode params_bf16 and target_bf16 are the parameters AdamW just wrote,
+    rounded to nearest even."""
+    import pipec
+
+    with pipec.load(PIPE, defines={**SMALL, "UPDATES": 1, **mode}) as pipeline:
+        while pipeline.read("learn_on")[0] == 0:
+            pipeline.step(1)
+        pipeline.step(1)
+        assert pipeline.read("learn_on")[0] == 1
+        s = {name: pipeline.read(name) for name in ("grad", "opt", "params", "target", "params_bf16",
+                                                     "target_bf16")}
+    norm = np.sqrt(np.sum(s["grad"].astype(np.float64) ** 2))
+    assert norm > 0 and abs(s["opt"][3] - norm) <= 1e-5 * norm
+    if mode:
+        for copy, master in ((s["params_bf16"], s["params"]), (s["target_bf16"], s["target"])):
+            np.testing.assert_array_equal(copy.view(np.uint16), master.astype(copy.dtype).view(np.uint16))
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_default_pipeline_learns_cartpole(seed):
     curve = mean_return_curve(PIPE, {"SEED": seed}, stop_at=195)

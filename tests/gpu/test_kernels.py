@@ -1020,8 +1020,11 @@ def test_per_update_priorities(rng, B, threads, layout):
 # optim.cu: the global-norm clip fused into AdamW (with the target soft update)
 # --------------------------------------------------------------------------------------------
 def _run_adamw(P, learn_on, g, parts, adam_t, sched, params, m, v, tgt, opt, max_norm, b1, b2,
-               eps, wd, tau, updates, update):
-    K("optim", "adamw_step")(
+               eps, wd, tau, updates, update, bf16_copies=()):
+    """adamw_step, or with bf16_copies = (params_bf16, target_bf16) the bf16 mode's
+    c51_adamw_step_bf16 (kernels/c51.cu) on the same arguments."""
+    kernel = K("c51", "c51_adamw_step_bf16") if bf16_copies else K("optim", "adamw_step")
+    kernel(
         (cdiv(P, 256),),
         (256,),
         (
@@ -1035,6 +1038,7 @@ def _run_adamw(P, learn_on, g, parts, adam_t, sched, params, m, v, tgt, opt, max
             v,
             tgt,
             opt,
+            *bf16_copies,
             I32(P),
             I32(len(parts)),
             F32(max_norm),
@@ -1108,6 +1112,45 @@ def test_clip_and_adamw(rng, max_norm, updates, update):
     tp.grad = torch.tensor((g * o[0]).astype(np.float32))
     topt.step()
     assert rel_err(params.get() - p0, tp.detach().numpy() - p0) <= 1e-4
+
+
+def _bf16_bits(torch, x):
+    """float32 values rounded to bf16 by torch (round to nearest even), as raw bits."""
+    return torch.from_numpy(np.asarray(x, np.float32)).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+
+
+# P: whole float4s and a scalar tail; offset: the bf16 copies start `offset` elements into
+# their allocations (1: not 8-byte aligned, so every parameter takes the scalar path).
+@pytest.mark.parametrize("P,offset,learn_on", [(4610, 0, 1), (4610, 1, 1), (4097, 0, 0)])
+def test_adamw_with_bf16_copies(rng, P, offset, learn_on):
+    """c51_adamw_step_bf16 gives adamw_step's f32 results bit for bit and their bf16 roundings;
+    with learning off it writes nothing, the copies included."""
+    torch = pytest.importorskip("torch")
+    g = rng.normal(0, 1, P).astype(np.float32)
+    parts = np.array([np.sum(g[i : i + 64].astype(np.float64) ** 2) for i in range(0, P, 64)], np.float32)
+    p0 = rng.normal(0, 1, P).astype(np.float32)
+    m0 = rng.normal(0, 0.1, P).astype(np.float32)
+    v0 = (rng.normal(0, 0.1, P) ** 2).astype(np.float32)
+    tgt0 = rng.normal(0, 1, P).astype(np.float32)
+    runs = []
+    for with_copies in (False, True):
+        state = [dev(x) for x in (p0, m0, v0, tgt0)] + [dev([9], np.int32), nanf(4)]
+        copies = [cp.full(P + offset, 0xFFFF, dtype=cp.uint16) for _ in range(2)]  # NaN bits
+        params, m, v, tgt, adam_t, opt = state
+        _run_adamw(P, learn_on, g, parts, adam_t, [0.1, 0.5, 3e-3], params, m, v, tgt, opt, 0.5,
+                   0.9, 0.999, 1e-8, 0.01, 0.01, 1, 0, tuple(c[offset:] for c in copies) if with_copies else ())
+        runs.append(([x.get() for x in (params, m, v, tgt, opt)], [c.get() for c in copies]))
+    (plain, _), (fused, copies) = runs
+    for a, b in zip(plain, fused):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert (copies[0][:offset] == 0xFFFF).all() and (copies[1][:offset] == 0xFFFF).all()
+    if learn_on == 0:
+        assert (copies[0] == 0xFFFF).all() and (copies[1] == 0xFFFF).all()
+        np.testing.assert_array_equal(fused[0], p0)
+        return
+    assert not np.array_equal(fused[0], p0)
+    np.testing.assert_array_equal(copies[0][offset:], _bf16_bits(torch, fused[0]))
+    np.testing.assert_array_equal(copies[1][offset:], _bf16_bits(torch, fused[3]))
 
 
 def test_optim_learning_off(rng):
