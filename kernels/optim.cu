@@ -7,7 +7,7 @@
 // tree with the pairs of pipec_block_sum over 32 threads), so every block gets the same norm,
 // bit for bit the value a separate one-warp finalize node computed, without a node of its own
 // on the critical path. The learner update count is advanced by the step's tick (in
-// replay_push_scan, by UPDATES when learning), so AdamW only reads it.
+// the replay push, by UPDATES when learning), so AdamW only reads it.
 #include "common.cuh"
 
 // One parameter's AdamW step and target update: the same arithmetic for the vector and the
