@@ -69,6 +69,13 @@ def rel_err(got, ref):
     return np.linalg.norm(got - ref) / (den if den > 0 else 1.0)
 
 
+def assert_same_bits(got, want, msg=""):
+    """Equal bit patterns (a NaN equals only the same NaN, -0.0 differs from 0.0)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, msg
+    unsigned = np.dtype(f"u{got.dtype.itemsize}")
+    np.testing.assert_array_equal(got.view(unsigned), want.view(unsigned), err_msg=msg)
+
+
 @pytest.fixture
 def rng():
     seed = secrets.randbits(32)
@@ -374,7 +381,7 @@ def assert_steps_like_env_step(rng, n, act_env, seed, steps=40, max_steps=25):
         env_step(ref, action, step, seed, max_steps)
         got, want = env.host(), ref.host()
         for k in ENV_FIELDS:
-            np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k} at step {step}")
+            assert_same_bits(got[k], want[k], f"{k} at step {step}")
         if step == first:
             assert got["step_info"][0, 1] == 2 and (n == 1 or got["step_info"][1, 1] == 1)
         n_term += int((got["step_info"][:, 1] == 1).sum())
@@ -977,7 +984,7 @@ def test_push_flush_matches_scan_then_write(rng, E, N, C, threads, scan_threads)
         )
         got, want = fused.host(), split.host()
         for k in want:
-            np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k} at step {step}")
+            assert_same_bits(got[k], want[k], f"{k} at step {step}")
         base, total = off.get()[E:]
         flushed += int(total)
         ended += int((done != 0).sum())
