@@ -46,13 +46,9 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
 /// Each env belongs to one block: the block reads its envs' states into obs before its first
 /// barrier, and the env's thread overwrites the state after the last one.
 /// Reads: params[P], step[1] (the number of steps before this one).
-/// Updates: state[n_envs*4] (f64; pre-step state in, next observation's state out: the reset
-///   state when the episode ended), ep_steps[n_envs] (steps since reset), ep_return[n_envs].
-/// Writes: obs[n_envs*4] (the observation acted on, f32), action[n_envs],
-///   next_obs[n_envs*4] (f32 post-step state, before any reset), reward[n_envs],
-///   step_info[n_envs*2] = (t, done) with t the episode step before this step's increment and
-///   done 0 running / 1 terminated / 2 truncated only, fin_return[n_envs] (the finished
-///   episode's return when done, else 0).
+/// Updates: state[n_envs*4] (f64), ep_steps[n_envs], ep_return[n_envs] (as cp_step_env).
+/// Writes: obs[n_envs*4] (the observation acted on, f32), action[n_envs]; next_obs[n_envs*4],
+///   reward[n_envs], step_info[n_envs*2], fin_return[n_envs] (as cp_step_env).
 /// Launch: grid ceil_div(n_envs, epb) blocks, any block size (ideally epb*H, at most 1024),
 /// dynamic shared memory 4 * (H*(H+4) + 8*H + 2 + epb*(2*H + 6)) bytes.
 /// pipec: extent params = 8 * H + H * H + 2
