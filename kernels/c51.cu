@@ -1,10 +1,11 @@
 // kernels/c51.cu: the distributional (C51) head of pipelines/c51_step.pipe (docs/c51.md).
 //
 // The network's layers are GEMM nodes of the pipeline (cuBLASLt); these kernels do what lies
-// between them: the observation, acting from the expected Q of the online logits, the
-// categorical projection of the double-DQN target fused with the softmax cross-entropy and
-// its gradient w.r.t. the logits, the first stage of the global gradient norm, and the bf16
-// mode's conversions, among them AdamW (kernels/adamw.cuh, adamw_step's body) writing the bf16
+// between them: the observation, acting from the expected Q of the online logits (fused with
+// the CartPole step of kernels/cartpole.cuh, as rl_step's mlp_act_env), the categorical
+// projection of the double-DQN target fused with the softmax cross-entropy and its gradient
+// w.r.t. the logits, the first stage of the global gradient norm, and the bf16 mode's
+// conversions, among them AdamW (kernels/adamw.cuh, adamw_step's body) writing the bf16
 // copies of the parameters. The replay, sum tree, AdamW (with the target soft update),
 // controllers and diagnostics are the kernels rl_step.pipe uses, unchanged.
 //
@@ -22,7 +23,7 @@
 #include <cuda_bf16.h>
 
 #include "adamw.cuh"
-#include "common.cuh"
+#include "cartpole.cuh"
 
 #define C51_MAX_ATOMS 64  // two atoms per lane of a warp
 
@@ -112,21 +113,42 @@ __device__ __forceinline__ int c51_greedy(const float* row, int atoms, int lane,
     return (q1 > q0) ? 1 : 0;
 }
 
-/// Acting: for every env, Q(a) = sum_i softmax(logits[e][a])_i z_i; with probability epsilon
-/// a uniformly random action, else argmax Q (ties to action 0). As mlp_act: this is step
-/// s = *step + 1, epsilon = pipec_epsilon(s, ...), Philox(seed, ACT) at counter
-/// (s, env, 0, 0): word x gives the coin (explore when u24(x) < epsilon), word y the random
-/// action (y >> 31).
-/// Reads: logits[n_envs*ld] (the online network on obs), step[1]. Writes: action[n_envs].
+/// Acting and the environment step (one node): for every env, Q(a) = sum_i
+/// softmax(logits[e][a])_i z_i; with probability epsilon a uniformly random action, else
+/// argmax Q (ties to action 0); then lane 0 steps the env with that action (cp_step_env,
+/// kernels/cartpole.cuh, as mlp_act_env). As mlp_act_env: this is step s = *step + 1,
+/// epsilon = pipec_epsilon(s, ...), Philox(seed, ACT) at counter (s, env, 0, 0): word x gives
+/// the coin (explore when u24(x) < epsilon), word y the random action (y >> 31); a reset
+/// draws from Philox(seed, RESET) at (s, env, half, 0).
+/// Reads: logits[n_envs*ld] (the online network on obs, which c51_observe took from state),
+///   step[1] (the number of steps before this one).
+/// Updates: state[n_envs*4] (f64), ep_steps[n_envs], ep_return[n_envs] (as mlp_act_env).
+/// Writes: action[n_envs], next_obs[n_envs*4], reward[n_envs], step_info[n_envs*2],
+///   fin_return[n_envs] (as mlp_act_env).
 /// Launch: block (32, epb): one warp per env; grid ceil_div(n_envs, epb); atoms <= 64,
 /// 2 * atoms <= ld.
 /// pipec: extent logits = n_envs * ld
+/// pipec: extent state = n_envs * 4
+/// pipec: extent ep_steps = n_envs
+/// pipec: extent ep_return = n_envs
 /// pipec: extent step = 1
 /// pipec: extent action = n_envs
+/// pipec: extent next_obs = n_envs * 4
+/// pipec: extent reward = n_envs
+/// pipec: extent step_info = n_envs * 2
+/// pipec: extent fin_return = n_envs
 /// pipec: out action
-extern "C" __global__ void c51_act(const float* logits, const int* step, int* action, int n_envs,
-                                   int atoms, int ld, unsigned int seed, float vmin, float vmax,
-                                   double eps_start, double eps_end, int eps_decay_steps) {
+/// pipec: out next_obs
+/// pipec: out reward
+/// pipec: out step_info
+/// pipec: out fin_return
+extern "C" __global__ void c51_act_env(const float* logits, double* state, int* ep_steps,
+                                       float* ep_return, const int* step, int* action,
+                                       float* next_obs, float* reward, int* step_info,
+                                       float* fin_return, int n_envs, int atoms, int ld,
+                                       unsigned int seed, float vmin, float vmax,
+                                       double eps_start, double eps_end, int eps_decay_steps,
+                                       int max_steps) {
     const int e = blockIdx.x * blockDim.y + threadIdx.y;
     const int lane = threadIdx.x;
     if (e >= n_envs) return;  // uniform over the warp
@@ -137,7 +159,10 @@ extern "C" __global__ void c51_act(const float* logits, const int* step, int* ac
     const float eps = pipec_epsilon(s_now, eps_start, eps_end, eps_decay_steps);
     const pipec_u4 r = pipec_philox((unsigned int)s_now, (unsigned int)e, 0u, 0u, seed,
                                     PIPEC_STREAM_ACT);
-    action[e] = (pipec_u01f(r.x) < eps) ? (int)(r.y >> 31) : greedy;
+    const int a = (pipec_u01f(r.x) < eps) ? (int)(r.y >> 31) : greedy;
+    action[e] = a;
+    cp_step_env(e, a, (unsigned int)s_now, state, ep_steps, ep_return, next_obs, reward,
+                step_info, fin_return, seed, max_steps);
 }
 
 /// Categorical double-DQN target, cross-entropy and its gradient, per sample i:

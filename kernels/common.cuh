@@ -78,7 +78,8 @@ __device__ __forceinline__ int pipec_off_w3(int H) { return 6 * H + H * H; }
 __device__ __forceinline__ int pipec_off_b3(int H) { return 8 * H + H * H; }
 __device__ __forceinline__ int pipec_nparams(int H) { return 8 * H + H * H + 2; }
 
-// sched buffer written by the tick (in replay_push_scan): [epsilon, beta, lr in force this step].
+// sched buffer written by the tick (replay_tick, replay.cu): [epsilon, beta, lr in force this
+// step].
 #define PIPEC_SCHED_EPS 0
 #define PIPEC_SCHED_BETA 1
 #define PIPEC_SCHED_LR 2
@@ -89,8 +90,9 @@ __device__ __forceinline__ int pipec_nparams(int H) { return 8 * H + H * H + 2; 
 #define PIPEC_OPT_BC2 2
 #define PIPEC_OPT_NORM 3
 
-// step_info written by cartpole_step, per env: [t, done code], t = episode step before this
-// step's increment; done code 0 = running, 1 = terminated, 2 = truncated (not terminated).
+// step_info written by the env step (cp_step_env, cartpole.cuh), per env: [t, done code],
+// t = episode step before this step's increment; done code 0 = running, 1 = terminated,
+// 2 = truncated (not terminated).
 #define PIPEC_DONE_NONE 0
 #define PIPEC_DONE_TERMINATED 1
 #define PIPEC_DONE_TRUNCATED 2
@@ -102,8 +104,8 @@ __device__ __forceinline__ int pipec_flush_count(int t, int done, int nstep) {
 }
 
 // Exploration rate of step s (docs/dqn.md 1): max(end, start - (start - end) * s / decay),
-// in double from double constants as Python computes it, rounded to float once. mlp_act and
-// replay_push_scan (which records it in sched) both call this, so they agree bit for bit.
+// in double from double constants as Python computes it, rounded to float once. The acting
+// kernels and the tick (which records it in sched) all call this, so they agree bit for bit.
 __device__ __forceinline__ float pipec_epsilon(int s, double start, double end, int decay) {
     double eps = start - (start - end) * (double)s / (double)decay;
     if (eps < end) eps = end;

@@ -1,6 +1,7 @@
 // kernels/controllers.cu: the learning-rate plateau controller and the controllers' initial
 // state (docs/dqn.md 7). Single-thread kernels: every decision is taken on the device. The
-// step's tick (docs/dqn.md 1) runs in replay_push_scan (replay.cu), off the acting path.
+// step's tick (docs/dqn.md 1) runs in the replay push (replay_tick, replay.cu), off the
+// acting path.
 #include "common.cuh"
 
 /// Learning-rate plateau controller, after the step's learner updates: when

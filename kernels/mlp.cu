@@ -5,13 +5,14 @@
 //
 // Kernels:
 //   mlp_init_params  parameter init with the device generator (PyTorch nn.Linear bounds)
-//   mlp_act          forward for every env + epsilon-greedy action
+//   mlp_act_env      forward for every env + epsilon-greedy action, then the env step
+//                    (CartPole-v1, kernels/cartpole.cuh) with that action: one node
 //   mlp_td_backward  double-DQN targets, TD errors, IS-weighted Huber loss per sample, dQ,
 //                    and the backward deltas of both hidden layers (one fused pass)
 //   mlp_grad         weight gradients summed over the batch + per-block partial sums of
 //                    squares for the global-norm clip
 // Every reduction has a fixed order; no atomics; no inter-block communication.
-#include "common.cuh"
+#include "cartpole.cuh"
 
 /// Initialises the Q network parameters as PyTorch's nn.Linear default: every weight and bias
 /// of a layer uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)) (fan_in 4, H, H for the three
@@ -32,27 +33,47 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
     params[p] = bound * (2.0f * u - 1.0f);
 }
 
-/// Acting: for every env, obs = float32(state); Q = online(obs); with probability epsilon a
-/// uniformly random action, else argmax Q (ties to action 0). This is step s = *step + 1
-/// (the step counter is advanced later in the step, by replay_push_scan, so acting does not
-/// wait for a tick node); epsilon = pipec_epsilon(s, eps_start, eps_end, eps_decay_steps).
+/// Acting and the environment step (one node, docs/dqn.md 2-3): for every env,
+/// obs = float32(state); Q = online(obs); with probability epsilon a uniformly random action,
+/// else argmax Q (ties to action 0); then the env steps with that action (cp_step_env,
+/// kernels/cartpole.cuh: CartPole-v1 in f64, auto-reset, step_info, fin_return). This is step
+/// s = *step + 1 (the step counter is advanced later in the step, by the tick in the replay
+/// push, so acting does not wait for a tick node); epsilon = pipec_epsilon(s, eps_start,
+/// eps_end, eps_decay_steps).
 /// Randomness: Philox(seed, ACT) at counter (s, env, 0, 0): word x gives the coin (explore
-/// when u24(x) < epsilon), word y the random action (y >> 31).
-/// Reads: params[P], state[n_envs*4] (f64), step[1].
-/// Writes: obs[n_envs*4] (the observation used, f32), action[n_envs].
+/// when u24(x) < epsilon), word y the random action (y >> 31); a reset draws from
+/// Philox(seed, RESET) at (s, env, half, 0).
+/// Each env belongs to one block: the block reads its envs' states into obs before its first
+/// barrier, and the env's thread overwrites the state after the last one.
+/// Reads: params[P], step[1] (the number of steps before this one).
+/// Updates: state[n_envs*4] (f64), ep_steps[n_envs], ep_return[n_envs] (as cp_step_env).
+/// Writes: obs[n_envs*4] (the observation acted on, f32), action[n_envs]; next_obs[n_envs*4],
+///   reward[n_envs], step_info[n_envs*2], fin_return[n_envs] (as cp_step_env).
 /// Launch: grid ceil_div(n_envs, epb) blocks, any block size (ideally epb*H, at most 1024),
 /// dynamic shared memory 4 * (H*(H+4) + 8*H + 2 + epb*(2*H + 6)) bytes.
 /// pipec: extent params = 8 * H + H * H + 2
 /// pipec: extent state = n_envs * 4
+/// pipec: extent ep_steps = n_envs
+/// pipec: extent ep_return = n_envs
 /// pipec: extent step = 1
 /// pipec: extent obs = n_envs * 4
 /// pipec: extent action = n_envs
+/// pipec: extent next_obs = n_envs * 4
+/// pipec: extent reward = n_envs
+/// pipec: extent step_info = n_envs * 2
+/// pipec: extent fin_return = n_envs
 /// pipec: out obs
 /// pipec: out action
-extern "C" __global__ void mlp_act(const float* params, const double* state, const int* step,
-                                   float* obs, int* action, int n_envs, int H, int epb,
-                                   unsigned int seed, double eps_start, double eps_end,
-                                   int eps_decay_steps) {
+/// pipec: out next_obs
+/// pipec: out reward
+/// pipec: out step_info
+/// pipec: out fin_return
+extern "C" __global__ void mlp_act_env(const float* params, double* state, int* ep_steps,
+                                       float* ep_return, const int* step, float* obs,
+                                       int* action, float* next_obs, float* reward,
+                                       int* step_info, float* fin_return, int n_envs, int H,
+                                       int epb, unsigned int seed, double eps_start,
+                                       double eps_end, int eps_decay_steps, int max_steps) {
     extern __shared__ __align__(16) float smem[];
     const int ld = pipec_w2_ld(H);
     float* W2s = smem;                    // H * (H + 4), row stride ld
@@ -102,6 +123,8 @@ extern "C" __global__ void mlp_act(const float* params, const double* state, con
             a = (q[s * 2 + 1] > q[s * 2 + 0]) ? 1 : 0;
         }
         action[e] = a;
+        cp_step_env(e, a, st, state, ep_steps, ep_return, next_obs, reward, step_info,
+                    fin_return, seed, max_steps);
     }
 }
 

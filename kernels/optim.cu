@@ -7,7 +7,7 @@
 // tree with the pairs of pipec_block_sum over 32 threads), so every block gets the same norm,
 // bit for bit the value a separate one-warp finalize node computed, without a node of its own
 // on the critical path. The learner update count is advanced by the step's tick (in
-// replay_push_scan, by UPDATES when learning), so AdamW only reads it. The body is
+// the replay push, by UPDATES when learning), so AdamW only reads it. The body is
 // kernels/adamw.cuh, which c51.cu's bf16 variant (AdamW writing bf16 copies) shares.
 #include "adamw.cuh"
 

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from test_kernels import (
-    F32, F64, I32, STREAM_ACT, STREAM_INIT, U32, K, cdiv, dev, nanf, philox, poisoni, rel_err, u01f,
+    F32, F64, I32, STREAM_ACT, STREAM_INIT, U32, EnvBuffers, K, assert_steps_like_env_step, cdiv, dev, nanf,
+    philox, poisoni, rel_err, u01f,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -66,8 +67,20 @@ def test_c51_observe(rng):
     np.testing.assert_array_equal(obs.get(), state.astype(np.float32))
 
 
+def _c51_act_env(logits, env, step, warps, seed, eps_sched, max_steps=500):
+    """Launches c51_act_env on `env` (`step` the counter before the tick); its actions."""
+    n, ld = logits.shape
+    start, end, decay = eps_sched
+    act = poisoni(n)
+    K("c51", "c51_act_env")(
+        (cdiv(n, warps),), (32, warps),
+        (dev(logits), *env.updated(), dev([step], np.int32), act, *env.outputs(), I32(n), I32(ATOMS), I32(ld),
+         U32(seed), F32(VMIN), F32(VMAX), F64(start), F64(end), I32(decay), I32(max_steps)))
+    return act.get()
+
+
 @pytest.mark.parametrize("n,warps", [(128, 4), (7, 4), (1000, 8)])
-def test_c51_act(rng, n, warps):
+def test_c51_act_env_actions(rng, n, warps):
     ld = outs_pad(2, ATOMS)
     logits = rng.normal(0, 2, (n, ld)).astype(np.float32)
     q = ref.expected_q(logits, ATOMS, VMIN, VMAX)
@@ -77,14 +90,11 @@ def test_c51_act(rng, n, warps):
     step = int(rng.integers(1, 10**6))
     r = philox(step, np.arange(n), 0, 0, seed, STREAM_ACT)
     rand_a = (r[:, 1] >> 31).astype(np.int32)
+    state = rng.uniform(-0.05, 0.05, (n, 4))
 
     def run(rows, start, end, decay):
-        act = poisoni(n)
-        K("c51", "c51_act")(
-            (cdiv(n, warps),), (32, warps),
-            (dev(rows), dev([step - 1], np.int32), act, I32(n), I32(ATOMS), I32(ld), U32(seed),
-             F32(VMIN), F32(VMAX), F64(start), F64(end), I32(decay)))
-        return act.get()
+        env = EnvBuffers(state, np.zeros(n), np.zeros(n))
+        return _c51_act_env(rows, env, step - 1, warps, seed, (start, end, decay))  # step - 1: pre-tick
 
     for start, end, decay in ((0.0, 0.0, 7), (1.0, 1.0, 7), (1.0, 0.02, 2 * step)):
         eps = max(end, start - (start - end) * step / decay)
@@ -96,6 +106,21 @@ def test_c51_act(rng, n, warps):
     tied = logits.copy()
     tied[:, ATOMS : 2 * ATOMS] = tied[:, :ATOMS]
     assert np.all(run(tied, 0.0, 0.0, 7) == 0)
+
+
+@pytest.mark.parametrize("n,warps", [(128, 4), (7, 4), (1000, 8)])
+def test_c51_act_env_steps_like_the_env_step_alone(rng, n, warps):
+    """c51_act_env's env outputs are the env step's alone (t_cartpole_step, test_kernels.py), bit
+    for bit; the acting GEMMs' logits stand in as fixed rows (c51_observe makes obs here)."""
+    logits = rng.normal(0, 2, (n, outs_pad(2, ATOMS))).astype(np.float32)
+    seed = int(rng.integers(0, 2**32))
+
+    def act_env(env, step, max_steps):
+        obs = nanf(n, 4)
+        K("c51", "c51_observe")((cdiv(n * 4, 256),), (256,), (env.state, obs, I32(n)))
+        return obs.get(), _c51_act_env(logits, env, step, warps, seed, (0.5, 0.5, 7), max_steps)
+
+    assert_steps_like_env_step(rng, n, act_env, seed)
 
 
 def _loss_inputs(rng, B, ld):

@@ -69,6 +69,13 @@ def rel_err(got, ref):
     return np.linalg.norm(got - ref) / (den if den > 0 else 1.0)
 
 
+def assert_same_bits(got, want, msg=""):
+    """Equal bit patterns (a NaN equals only the same NaN, -0.0 differs from 0.0)."""
+    assert got.dtype == want.dtype and got.shape == want.shape, msg
+    unsigned = np.dtype(f"u{got.dtype.itemsize}")
+    np.testing.assert_array_equal(got.view(unsigned), want.view(unsigned), err_msg=msg)
+
+
 @pytest.fixture
 def rng():
     seed = secrets.randbits(32)
@@ -287,8 +294,101 @@ def test_block_primitives(rng, block):
 
 
 # --------------------------------------------------------------------------------------------
-# cartpole.cu
+# cartpole.cu, cartpole.cuh
 # --------------------------------------------------------------------------------------------
+# The env step alone, one thread per env with given actions: what cartpole_step was before the
+# acting kernels took the step in (mlp_act_env, c51_act_env). Gymnasium checks it; it is the
+# reference the fused kernels' env outputs must equal bit for bit.
+CARTPOLE_SRC = r"""
+#include "cartpole.cuh"
+extern "C" __global__ void t_cartpole_step(double* state, int* ep_steps, float* ep_return,
+                                           const int* action, const int* step, float* next_obs,
+                                           float* reward, int* step_info, float* fin_return,
+                                           int n, unsigned int seed, int max_steps) {
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= n) return;
+    cp_step_env(e, action[e], (unsigned int)(step[0] + 1), state, ep_steps, ep_return,
+                next_obs, reward, step_info, fin_return, seed, max_steps);
+}
+"""
+
+ENV_FIELDS = ("state", "ep_steps", "ep_return", "next_obs", "reward", "step_info", "fin_return")
+
+
+class EnvBuffers:
+    """Device buffers of n environments: the state, ep_steps and ep_return a step updates, and
+    its outputs next_obs, reward, step_info and fin_return, poisoned by `poison()`."""
+
+    def __init__(self, state, ep_steps, ep_return):
+        self.n = len(state)
+        self.state = dev(state, np.float64)
+        self.ep_steps = dev(ep_steps, np.int32)
+        self.ep_return = dev(ep_return, np.float32)
+        self.poison()
+
+    def poison(self):
+        n = self.n
+        self.next_obs, self.reward, self.fin_return = nanf(n, 4), nanf(n), nanf(n)
+        self.step_info = poisoni(n, 2)
+
+    def updated(self):
+        return self.state, self.ep_steps, self.ep_return
+
+    def outputs(self):
+        return self.next_obs, self.reward, self.step_info, self.fin_return
+
+    def host(self):
+        return {k: getattr(self, k).get() for k in ENV_FIELDS}
+
+    def copy(self):
+        h = self.host()
+        return EnvBuffers(h["state"], h["ep_steps"], h["ep_return"])
+
+
+def env_step(env, action, step, seed, max_steps):
+    """Steps `env` with `action` by t_cartpole_step; `step` is the counter before the tick."""
+    env.poison()
+    _src_module(CARTPOLE_SRC).get_function("t_cartpole_step")(
+        (cdiv(env.n, 32),),
+        (32,),
+        (*env.updated(), dev(action, np.int32), dev([step], np.int32), *env.outputs(), I32(env.n), U32(seed),
+         I32(max_steps)),
+    )
+
+
+def assert_steps_like_env_step(rng, n, act_env, seed, steps=40, max_steps=25):
+    """`act_env(env, step, max_steps)` launches an acting kernel fused with the env step on
+    `env` (`step` the counter before the tick) and returns its (obs, action) on the host. Step
+    after step, a copy of the pre-step envs is stepped by t_cartpole_step with the actions it
+    chose: every env buffer must be the same bits, and obs float32 of the pre-step state (read
+    before the step overwrote it). Episodes end both ways: max_steps is short, env 0 truncates
+    and env 1 terminates on the first step, the others as they go."""
+    state = rng.uniform(-0.15, 0.15, (n, 4))
+    ep_steps = rng.integers(0, max_steps, n)
+    ep_steps[0] = max_steps - 1
+    if n > 1:
+        state[1, 2:] = (0.2, 1.0)  # theta 0.2 + 0.02 * 1.0 beyond 12 degrees after one step
+    env = EnvBuffers(state, ep_steps, rng.integers(0, 9, n))
+    n_term = n_trunc = 0
+    first = int(rng.integers(0, 10**6))
+    for step in range(first, first + steps):
+        ref = env.copy()
+        pre = env.state.get()
+        env.poison()
+        obs, action = act_env(env, step, max_steps)
+        np.testing.assert_array_equal(obs, pre.astype(np.float32))
+        assert np.all((action == 0) | (action == 1))
+        env_step(ref, action, step, seed, max_steps)
+        got, want = env.host(), ref.host()
+        for k in ENV_FIELDS:
+            assert_same_bits(got[k], want[k], f"{k} at step {step}")
+        if step == first:
+            assert got["step_info"][0, 1] == 2 and (n == 1 or got["step_info"][1, 1] == 1)
+        n_term += int((got["step_info"][:, 1] == 1).sum())
+        n_trunc += int((got["step_info"][:, 1] == 2).sum())
+    print(f"{n_term} terminations, {n_trunc} truncations")
+
+
 def test_cartpole_reset_all(rng):
     n = 301
     seed = int(rng.integers(0, 2**32))
@@ -315,34 +415,14 @@ def test_cartpole_step_matches_gymnasium(rng):
         g.reset(seed=e)
         g.state = start[e].copy()
         envs.append(g)
-    state = dev(start, np.float64)
-    ep_steps = dev(t_ref, np.int32)
-    ep_return = dev(ret_ref, np.float32)
-    fn = K("cartpole", "cartpole_step")
+    env = EnvBuffers(start, t_ref, ret_ref)
     worst_state = worst_obs = 0.0
     n_term = n_trunc = 0
     for step in range(1, T + 1):
         act = rng.integers(0, 2, n).astype(np.int32)
-        nobs, rew, info, fin = nanf(n, 4), nanf(n), poisoni(n, 2), nanf(n)
-        fn(
-            (cdiv(n, 32),),
-            (32,),
-            (
-                state,
-                ep_steps,
-                ep_return,
-                dev(act),
-                dev([step - 1], np.int32),  # the counter before this step's tick
-                nobs,
-                rew,
-                info,
-                fin,
-                I32(n),
-                U32(seed),
-                I32(max_steps),
-            ),
-        )
-        st, no, si, fr, rw = state.get(), nobs.get(), info.get(), fin.get(), rew.get()
+        env_step(env, act, step - 1, seed, max_steps)  # the counter before this step's tick
+        h = env.host()
+        st, no, si, fr, rw = h["state"], h["next_obs"], h["step_info"], h["fin_return"], h["reward"]
         assert np.all(rw == 1.0)
         ended = []
         for e in range(n):
@@ -370,8 +450,8 @@ def test_cartpole_step_matches_gymnasium(rng):
                 ret_ref[e] += 1
         if ended:
             np.testing.assert_array_equal(st[ended], reset_states(seed, step, ended))
-        np.testing.assert_array_equal(ep_steps.get(), t_ref)
-        np.testing.assert_array_equal(ep_return.get(), ret_ref.astype(np.float32))
+        np.testing.assert_array_equal(h["ep_steps"], t_ref)
+        np.testing.assert_array_equal(h["ep_return"], ret_ref.astype(np.float32))
     print(
         f"max |state - gym| {worst_state:.3g}, max |obs - gym| {worst_obs:.3g}, "
         f"{n_term} terminations, {n_trunc} truncations"
@@ -401,10 +481,26 @@ def test_mlp_init_params(rng, H):
     assert abs(w2.mean()) < 0.05 and abs(w2.var() - 1 / 3) < 0.03
 
 
-@pytest.mark.parametrize(
-    "H,n,epb,threads", [(64, 256, 4, 256), (40, 250, 3, 96), (64, 7, 4, 256), (32, 1000, 8, 1024)]
-)
-def test_mlp_act(rng, H, n, epb, threads):
+def _mlp_act_env(params, env, step, H, epb, threads, seed, eps_sched, max_steps=500):
+    """Launches mlp_act_env on `env` (`step` the counter before the tick); (obs, action)."""
+    n = env.n
+    start, end, decay = eps_sched
+    obs, act = nanf(n, 4), poisoni(n)
+    K("mlp", "mlp_act_env")(
+        (cdiv(n, epb),),
+        (threads,),
+        (dev(params), *env.updated(), dev([step], np.int32), obs, act, *env.outputs(), I32(n), I32(H),
+         I32(epb), U32(seed), F64(start), F64(end), I32(decay), I32(max_steps)),
+        shared_mem=4 * (H * (H + 4) + 8 * H + 2 + epb * (2 * H + 6)),
+    )
+    return obs.get(), act.get()
+
+
+ACT_SHAPES = [(64, 256, 4, 256), (40, 250, 3, 96), (64, 7, 4, 256), (32, 1000, 8, 1024)]
+
+
+@pytest.mark.parametrize("H,n,epb,threads", ACT_SHAPES)
+def test_mlp_act_env_actions(rng, H, n, epb, threads):
     params = linear_init(rng, H)
     state = rng.normal(0, 0.5, (n, 4))
     obs32 = state.astype(np.float32)
@@ -415,32 +511,13 @@ def test_mlp_act(rng, H, n, epb, threads):
     rand_a = (r[:, 1] >> 31).astype(np.int32)
     greedy = (q[:, 1] > q[:, 0]).astype(np.int32)
     sure = np.abs(q[:, 1] - q[:, 0]) > 1e-4
-    smem = 4 * (H * (H + 4) + 8 * H + 2 + epb * (2 * H + 6))
-    fn = K("mlp", "mlp_act")
 
     def run(p, start, end, decay):
-        obs, act = nanf(n, 4), poisoni(n)
-        fn(
-            (cdiv(n, epb),),
-            (threads,),
-            (
-                dev(p),
-                dev(state),
-                dev([step - 1], np.int32),  # the counter before this step's tick
-                obs,
-                act,
-                I32(n),
-                I32(H),
-                I32(epb),
-                U32(seed),
-                F64(start),
-                F64(end),
-                I32(decay),
-            ),
-            shared_mem=smem,
-        )
-        np.testing.assert_array_equal(obs.get(), obs32)
-        return act.get()
+        env = EnvBuffers(state, np.zeros(n), np.zeros(n))
+        # step - 1: the counter before this step's tick
+        obs, act = _mlp_act_env(p, env, step - 1, H, epb, threads, seed, (start, end, decay))
+        np.testing.assert_array_equal(obs, obs32)
+        return act
 
     # (start, end, decay steps): constant 0, 1, 0.35, and halfway down 1 -> 0.02 (eps 0.51)
     for start, end, decay in ((0.0, 0.0, 7), (1.0, 1.0, 7), (0.35, 0.35, 7), (1.0, 0.02, 2 * step)):
@@ -462,6 +539,17 @@ def test_mlp_act(rng, H, n, epb, threads):
     d["W3"][1] = d["W3"][0]
     d["b3"][1] = d["b3"][0]
     assert np.all(run(tied, 0.0, 0.0, 7) == 0)
+
+
+@pytest.mark.parametrize("H,n,epb,threads", ACT_SHAPES)
+def test_mlp_act_env_steps_like_the_env_step_alone(rng, H, n, epb, threads):
+    params = linear_init(rng, H)
+    seed = int(rng.integers(0, 2**32))
+
+    def act_env(env, step, max_steps):
+        return _mlp_act_env(params, env, step, H, epb, threads, seed, (0.5, 0.5, 7), max_steps)
+
+    assert_steps_like_env_step(rng, n, act_env, seed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -815,6 +903,97 @@ def test_flush_and_rebuild_match_model(rng, E, N, C, scan_threads):
         np.testing.assert_array_equal(tree.get()[1:], tree_from_leaves(leaves)[1:])
         t = np.where(done != 0, 0, t + 1)
     assert wrapped
+    if E * N > C:
+        assert overfull  # the "only the last C transitions" path ran
+
+
+class PushBuffers:
+    """Device buffers one push updates: the windows, the ring and its leaves, head and size, and
+    the tick's counter, schedules, learning flag, lr and update count."""
+
+    def __init__(self, E, N, C, head, size, lr, adam_t):
+        self.win = (
+            cp.zeros((E, N, 4), cp.float32),
+            cp.zeros((E, N), cp.int32),
+            cp.zeros((E, N), cp.float32),
+        )
+        self.ring = (
+            cp.zeros((C, 4), cp.float32),
+            cp.zeros(C, cp.int32),
+            cp.zeros(C, cp.float32),
+            cp.zeros((C, 4), cp.float32),
+            cp.zeros(C, cp.float32),
+        )
+        self.leaves = cp.zeros(C, cp.float32)
+        self.head, self.size = dev([head], np.int32), dev([size], np.int32)
+        self.step, self.sched, self.learn_on, self.lr, self.adam_t = _tick_args(lr=lr, adam_t=adam_t)
+
+    def host(self):
+        named = dict(zip(("win_obs", "win_act", "win_rew"), self.win))
+        named.update(zip(("rb_obs", "rb_act", "rb_ret", "rb_next", "rb_disc"), self.ring), leaves=self.leaves)
+        for k in ("head", "size", "step", "sched", "learn_on", "adam_t"):
+            named[k] = getattr(self, k)
+        return {k: v.get() for k, v in named.items()}
+
+
+@pytest.mark.parametrize(
+    "E,N,C,threads,scan_threads",
+    [(37, 3, 64, 37, 37), (256, 3, 4096, 256, 64), (300, 5, 256, 320, 128), (1024, 5, 1024, 1024, 1024),
+     (19, 1, 32, 32, 19)],
+)
+def test_push_flush_matches_scan_then_write(rng, E, N, C, threads, scan_threads):
+    """replay_push_flush (one block, thread e for env e) leaves the bits replay_push_scan then
+    replay_flush_write leave, step after step: windows, ring, leaves, head, size and the tick's
+    outputs, through episode ends (terminated and truncated), full windows, a wrapped ring
+    and, when E * N > C, a flush of more than C transitions."""
+    gamma, alpha = 0.9, 0.6
+    consts = (*_TICK_CONSTS[:5], I32(C // 2), _TICK_CONSTS[6])  # learning starts half way to full
+    head0, lr, adam_t = int(rng.integers(0, C)), float(rng.uniform(1e-4, 1e-2)), int(rng.integers(0, 99))
+    fused, split = (PushBuffers(E, N, C, head0, 0, lr, adam_t) for _ in range(2))
+    push = K("replay", "replay_push_flush")
+    scan, write = K("replay", "replay_push_scan"), K("replay", "replay_flush_write")
+    t = np.zeros(E, np.int64)
+    flushed = ended = full = 0
+    wrapped = overfull = False
+    for step in range(40):
+        p_done = [0.05, 0.3, 0.95][step % 3] if step > 4 else 0.0
+        done = np.where(rng.random(E) < p_done, rng.integers(1, 3, E), 0).astype(np.int32)
+        info = dev(np.stack([t, done], axis=1).astype(np.int32))
+        obs, nxt = dev(rng.normal(0, 1, (E, 4)), np.float32), dev(rng.normal(0, 1, (E, 4)), np.float32)
+        act, rew = dev(rng.integers(0, 2, E), np.int32), dev(rng.uniform(-1, 2, E), np.float32)
+        maxp = dev([rng.uniform(0.5, 3.0)], np.float32)
+        push(
+            (1,),
+            (threads,),
+            (obs, act, rew, nxt, info, maxp, *fused.win, fused.head, fused.size, fused.step, fused.sched,
+             fused.learn_on, fused.lr, fused.adam_t, *fused.ring, fused.leaves, I32(E), I32(N), I32(C),
+             F32(gamma), F32(alpha), *consts),
+        )
+        off = poisoni(E + 2)
+        scan(
+            (1,),
+            (scan_threads,),
+            (info, split.head, split.size, off, split.step, split.sched, split.learn_on, split.lr,
+             split.adam_t, I32(E), I32(N), I32(C), *consts),
+        )
+        write(
+            (E,),
+            (32,),
+            (obs, act, rew, nxt, info, off, maxp, *split.win, *split.ring, split.leaves, I32(E), I32(N),
+             I32(C), F32(gamma), F32(alpha)),
+        )
+        got, want = fused.host(), split.host()
+        for k in want:
+            assert_same_bits(got[k], want[k], f"{k} at step {step}")
+        base, total = off.get()[E:]
+        flushed += int(total)
+        ended += int((done != 0).sum())
+        full += int(((done == 0) & (t + 1 >= N)).sum())
+        wrapped |= base + total > C
+        overfull |= total > C
+        t = np.where(done != 0, 0, t + 1)
+    assert flushed > 0 and ended > 0 and full > 0 and wrapped
+    assert want["learn_on"][0] == 1 and want["adam_t"][0] > adam_t
     if E * N > C:
         assert overfull  # the "only the last C transitions" path ran
 

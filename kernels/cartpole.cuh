@@ -1,0 +1,123 @@
+// kernels/cartpole.cuh: CartPole-v1 exactly as Gymnasium 1.x defines it, per env, for the
+// kernels that step the environments (mlp_act_env in mlp.cu, c51_act_env in c51.cu: acting
+// and the environment step in one node) and cartpole_reset_all (cartpole.cu).
+//
+// State in float64 as Gymnasium computes it. The physics uses explicitly rounded double
+// operations (__dadd_rn, __dmul_rn, ...) so that the compiler cannot contract them into fused
+// multiply-adds: every operation rounds as NumPy's does, in NumPy's order. (sin and cos come
+// from CUDA's libdevice and may differ from the host's libm in the last bit.)
+#pragma once
+
+#include "common.cuh"
+
+#define CP_GRAVITY 9.8
+#define CP_MASSCART 1.0
+#define CP_MASSPOLE 0.1
+#define CP_LENGTH 0.5
+#define CP_FORCE 10.0
+#define CP_TAU 0.02
+#define CP_X_THRESHOLD 2.4
+
+// Reset state of env `env` at counter `step`: uniform in [-0.05, 0.05) per component
+// (low + (high - low) * u, as NumPy's uniform), 53-bit uniforms from two Philox blocks.
+__device__ __forceinline__ void cp_reset_state(double* s, unsigned int seed, unsigned int step,
+                                               unsigned int env) {
+    const pipec_u4 r0 = pipec_philox(step, env, 0u, 0u, seed, PIPEC_STREAM_RESET);
+    const pipec_u4 r1 = pipec_philox(step, env, 1u, 0u, seed, PIPEC_STREAM_RESET);
+    const double u0 = pipec_u01d(r0.x, r0.y);
+    const double u1 = pipec_u01d(r0.z, r0.w);
+    const double u2 = pipec_u01d(r1.x, r1.y);
+    const double u3 = pipec_u01d(r1.z, r1.w);
+    const double lo = -0.05, span = __dsub_rn(0.05, -0.05);
+    s[0] = __dadd_rn(lo, __dmul_rn(span, u0));
+    s[1] = __dadd_rn(lo, __dmul_rn(span, u1));
+    s[2] = __dadd_rn(lo, __dmul_rn(span, u2));
+    s[3] = __dadd_rn(lo, __dmul_rn(span, u3));
+}
+
+// Steps env e of step s once with action a (0 or 1; Gymnasium CartPole-v1, Euler
+// integration): reward 1 on every step including the last; terminated when |x| > 2.4 or
+// |theta| > 12 * 2 * pi / 360; truncated when the episode reaches max_steps steps. On
+// terminated or truncated the env resets (reset stream keyed by (seed, s, e)) and its running
+// return is reported in fin_return.
+// Updates: state[e*4 .. e*4+3] (f64; pre-step state in, next observation's state out: the
+//   reset state when the episode ended), ep_steps[e] (steps since reset), ep_return[e].
+// Writes: next_obs[e*4 ..] (f32 post-step state, before any reset: the transition's next
+//   observation), reward[e], step_info[e*2 ..] = (t, done) with t the episode step before
+//   this step's increment and done 0 running / 1 terminated / 2 truncated only,
+//   fin_return[e] (the finished episode's return when done, else 0).
+__device__ __forceinline__ void cp_step_env(int e, int a, unsigned int s, double* state,
+                                            int* ep_steps, float* ep_return, float* next_obs,
+                                            float* reward, int* step_info, float* fin_return,
+                                            unsigned int seed, int max_steps) {
+    double x = state[e * 4 + 0];
+    double x_dot = state[e * 4 + 1];
+    double theta = state[e * 4 + 2];
+    double theta_dot = state[e * 4 + 3];
+
+    const double total_mass = __dadd_rn(CP_MASSPOLE, CP_MASSCART);
+    const double polemass_length = __dmul_rn(CP_MASSPOLE, CP_LENGTH);
+    const double theta_threshold = 12.0 * 2.0 * 3.141592653589793 / 360.0;
+
+    const double force = (a == 1) ? CP_FORCE : -CP_FORCE;
+    const double costheta = cos(theta);
+    const double sintheta = sin(theta);
+    // temp = (force + polemass_length * theta_dot^2 * sintheta) / total_mass
+    const double temp = __ddiv_rn(
+        __dadd_rn(force,
+                  __dmul_rn(__dmul_rn(polemass_length, __dmul_rn(theta_dot, theta_dot)),
+                            sintheta)),
+        total_mass);
+    // thetaacc = (g * sin - cos * temp) / (length * (4/3 - masspole * cos^2 / total_mass))
+    const double num = __dsub_rn(__dmul_rn(CP_GRAVITY, sintheta), __dmul_rn(costheta, temp));
+    const double den = __dmul_rn(
+        CP_LENGTH,
+        __dsub_rn(4.0 / 3.0,
+                  __ddiv_rn(__dmul_rn(CP_MASSPOLE, __dmul_rn(costheta, costheta)), total_mass)));
+    const double thetaacc = __ddiv_rn(num, den);
+    // xacc = temp - polemass_length * thetaacc * costheta / total_mass
+    const double xacc = __dsub_rn(
+        temp,
+        __ddiv_rn(__dmul_rn(__dmul_rn(polemass_length, thetaacc), costheta), total_mass));
+
+    x = __dadd_rn(x, __dmul_rn(CP_TAU, x_dot));
+    x_dot = __dadd_rn(x_dot, __dmul_rn(CP_TAU, xacc));
+    theta = __dadd_rn(theta, __dmul_rn(CP_TAU, theta_dot));
+    theta_dot = __dadd_rn(theta_dot, __dmul_rn(CP_TAU, thetaacc));
+
+    const bool terminated = x < -CP_X_THRESHOLD || x > CP_X_THRESHOLD ||
+                            theta < -theta_threshold || theta > theta_threshold;
+    const int t = ep_steps[e];
+    const bool truncated = (t + 1) >= max_steps;
+    const float r = 1.0f;
+    const float ret = ep_return[e] + r;
+
+    next_obs[e * 4 + 0] = (float)x;
+    next_obs[e * 4 + 1] = (float)x_dot;
+    next_obs[e * 4 + 2] = (float)theta;
+    next_obs[e * 4 + 3] = (float)theta_dot;
+    reward[e] = r;
+    step_info[e * 2 + 0] = t;
+    step_info[e * 2 + 1] = terminated ? PIPEC_DONE_TERMINATED
+                                      : (truncated ? PIPEC_DONE_TRUNCATED : PIPEC_DONE_NONE);
+
+    if (terminated || truncated) {
+        double rs[4];
+        cp_reset_state(rs, seed, s, (unsigned int)e);
+        x = rs[0];
+        x_dot = rs[1];
+        theta = rs[2];
+        theta_dot = rs[3];
+        fin_return[e] = ret;
+        ep_return[e] = 0.0f;
+        ep_steps[e] = 0;
+    } else {
+        fin_return[e] = 0.0f;
+        ep_return[e] = ret;
+        ep_steps[e] = t + 1;
+    }
+    state[e * 4 + 0] = x;
+    state[e * 4 + 1] = x_dot;
+    state[e * 4 + 2] = theta;
+    state[e * 4 + 3] = theta_dot;
+}
