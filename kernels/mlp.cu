@@ -49,8 +49,11 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
 /// Updates: state[n_envs*4] (f64), ep_steps[n_envs], ep_return[n_envs] (as cp_step_env).
 /// Writes: obs[n_envs*4] (the observation acted on, f32), action[n_envs]; next_obs[n_envs*4],
 ///   reward[n_envs], step_info[n_envs*2], fin_return[n_envs] (as cp_step_env).
-/// Launch: grid ceil_div(n_envs, epb) blocks, any block size (ideally epb*H, at most 1024),
-/// dynamic shared memory 4 * (H*(H+4) + 8*H + 2 + epb*(2*H + 6)) bytes.
+/// Launch: grid ceil_div(n_envs, epb) blocks, any block size up to 512 (ideally epb*H),
+/// dynamic shared memory 4 * (H*(H+4) + 8*H + 2 + epb*(2*H + 6)) bytes. The bound of 512 is
+/// __launch_bounds__: with the env step the kernel needs more than the 64 registers a thread
+/// that blocks of 1024 allow (measured on an H200: blocks of 1024 failed to launch), and
+/// capping it at 64 would spill in the default launch of 256 threads.
 /// pipec: extent params = 8 * H + H * H + 2
 /// pipec: extent state = n_envs * 4
 /// pipec: extent ep_steps = n_envs
@@ -68,7 +71,7 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
 /// pipec: out reward
 /// pipec: out step_info
 /// pipec: out fin_return
-extern "C" __global__ void mlp_act_env(const float* params, double* state, int* ep_steps,
+extern "C" __global__ void __launch_bounds__(512) mlp_act_env(const float* params, double* state, int* ep_steps,
                                        float* ep_return, const int* step, float* obs,
                                        int* action, float* next_obs, float* reward,
                                        int* step_info, float* fin_return, int n_envs, int H,
