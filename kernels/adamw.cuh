@@ -62,11 +62,21 @@ __device__ __forceinline__ void pipec_adamw_step(const int* learn_on, const floa
     }
     const float lr = sched[PIPEC_SCHED_LR];
     const int t = adam_t[0] - updates + update + 1;
+    // the first warp's partial sums of squares too (lane l: parts l, l + 32, l + 64, l + 96)
+    float part[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+        const int k = (int)threadIdx.x + 32 * u;
+        part[u] = (threadIdx.x < 32 && k < nparts) ? gnorm_part[k] : 0.0f;
+    }
     if (on == 0) return;  // uniform: learning off, nothing written
     if (threadIdx.x < 32) {
         const unsigned int lane = threadIdx.x;
         float acc = 0.0f;
-        for (int k = (int)lane; k < nparts; k += 32) acc += gnorm_part[k];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if ((int)lane + 32 * u < nparts) acc += part[u];
+        for (int k = (int)lane + 128; k < nparts; k += 32) acc += gnorm_part[k];
 #pragma unroll
         for (unsigned int h = 16; h > 0; h >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, h);
         if (lane == 0) {

@@ -35,6 +35,25 @@ __device__ __forceinline__ void cp_reset_state(double* s, unsigned int seed, uns
     s[3] = __dadd_rn(lo, __dmul_rn(span, u3));
 }
 
+// Whether the state after a step, at position x and angle theta, ends the episode by
+// termination (|x| > 2.4 or |theta| > 12 * 2 * pi / 360).
+__device__ __forceinline__ bool cp_terminated(double x, double theta) {
+    const double theta_threshold = 12.0 * 2.0 * 3.141592653589793 / 360.0;
+    return x < -CP_X_THRESHOLD || x > CP_X_THRESHOLD || theta < -theta_threshold ||
+           theta > theta_threshold;
+}
+
+// The done code (PIPEC_DONE_*) the next step of an env in state s (x, x_dot, theta,
+// theta_dot) at episode step t will report, known before acting: Euler integration moves x
+// and theta by the old velocities, so the step's new position and angle, and so its
+// termination, do not depend on the action (cp_step_env computes them in the same operations).
+__device__ __forceinline__ int cp_done_after(const double* s, int t, int max_steps) {
+    const double x = __dadd_rn(s[0], __dmul_rn(CP_TAU, s[1]));
+    const double theta = __dadd_rn(s[2], __dmul_rn(CP_TAU, s[3]));
+    if (cp_terminated(x, theta)) return PIPEC_DONE_TERMINATED;
+    return (t + 1 >= max_steps) ? PIPEC_DONE_TRUNCATED : PIPEC_DONE_NONE;
+}
+
 // Steps env e of step s once with action a (0 or 1; Gymnasium CartPole-v1, Euler
 // integration): reward 1 on every step including the last; terminated when |x| > 2.4 or
 // |theta| > 12 * 2 * pi / 360; truncated when the episode reaches max_steps steps. On
@@ -46,7 +65,14 @@ __device__ __forceinline__ void cp_reset_state(double* s, unsigned int seed, uns
 //   observation), reward[e], step_info[e*2 ..] = (t, done) with t the episode step before
 //   this step's increment and done 0 running / 1 terminated / 2 truncated only,
 //   fin_return[e] (the finished episode's return when done, else 0).
-__device__ __forceinline__ void cp_step_env(int e, int a, unsigned int s, double* state,
+// What a step reported, for a caller that goes on with it (the acting kernel's push).
+struct CpStep {
+    int t, done;
+    float reward;
+    float next_obs[4];
+};
+
+__device__ __forceinline__ CpStep cp_step_env(int e, int a, unsigned int s, double* state,
                                             int* ep_steps, float* ep_return, float* next_obs,
                                             float* reward, int* step_info, float* fin_return,
                                             unsigned int seed, int max_steps) {
@@ -57,8 +83,6 @@ __device__ __forceinline__ void cp_step_env(int e, int a, unsigned int s, double
 
     const double total_mass = __dadd_rn(CP_MASSPOLE, CP_MASSCART);
     const double polemass_length = __dmul_rn(CP_MASSPOLE, CP_LENGTH);
-    const double theta_threshold = 12.0 * 2.0 * 3.141592653589793 / 360.0;
-
     const double force = (a == 1) ? CP_FORCE : -CP_FORCE;
     const double costheta = cos(theta);
     const double sintheta = sin(theta);
@@ -85,21 +109,26 @@ __device__ __forceinline__ void cp_step_env(int e, int a, unsigned int s, double
     theta = __dadd_rn(theta, __dmul_rn(CP_TAU, theta_dot));
     theta_dot = __dadd_rn(theta_dot, __dmul_rn(CP_TAU, thetaacc));
 
-    const bool terminated = x < -CP_X_THRESHOLD || x > CP_X_THRESHOLD ||
-                            theta < -theta_threshold || theta > theta_threshold;
+    const bool terminated = cp_terminated(x, theta);
     const int t = ep_steps[e];
     const bool truncated = (t + 1) >= max_steps;
     const float r = 1.0f;
     const float ret = ep_return[e] + r;
 
-    next_obs[e * 4 + 0] = (float)x;
-    next_obs[e * 4 + 1] = (float)x_dot;
-    next_obs[e * 4 + 2] = (float)theta;
-    next_obs[e * 4 + 3] = (float)theta_dot;
+    CpStep out;
+    out.t = t;
+    out.done = terminated ? PIPEC_DONE_TERMINATED
+                          : (truncated ? PIPEC_DONE_TRUNCATED : PIPEC_DONE_NONE);
+    out.reward = r;
+    out.next_obs[0] = (float)x;
+    out.next_obs[1] = (float)x_dot;
+    out.next_obs[2] = (float)theta;
+    out.next_obs[3] = (float)theta_dot;
+#pragma unroll
+    for (int c = 0; c < 4; ++c) next_obs[e * 4 + c] = out.next_obs[c];
     reward[e] = r;
     step_info[e * 2 + 0] = t;
-    step_info[e * 2 + 1] = terminated ? PIPEC_DONE_TERMINATED
-                                      : (truncated ? PIPEC_DONE_TRUNCATED : PIPEC_DONE_NONE);
+    step_info[e * 2 + 1] = out.done;
 
     if (terminated || truncated) {
         double rs[4];
@@ -120,4 +149,5 @@ __device__ __forceinline__ void cp_step_env(int e, int a, unsigned int s, double
     state[e * 4 + 1] = x_dot;
     state[e * 4 + 2] = theta;
     state[e * 4 + 3] = theta_dot;
+    return out;
 }

@@ -5,14 +5,16 @@
 //
 // Kernels:
 //   mlp_init_params  parameter init with the device generator (PyTorch nn.Linear bounds)
-//   mlp_act_env      forward for every env + epsilon-greedy action, then the env step
-//                    (CartPole-v1, kernels/cartpole.cuh) with that action: one node
-//   mlp_td_backward  double-DQN targets, TD errors, IS-weighted Huber loss per sample, dQ,
+//   mlp_act_push     forward for every env + epsilon-greedy action, then the env step
+//                    (CartPole-v1, kernels/cartpole.cuh) with that action, then the n-step
+//                    push of its transitions (kernels/replay.cuh): one node
+//   mlp_sample_td_backward  prioritized draw and gather of the batch (as per_sample), then
+//                    double-DQN targets, TD errors, IS-weighted Huber loss per sample, dQ,
 //                    and the backward deltas of both hidden layers (one fused pass)
 //   mlp_grad         weight gradients summed over the batch + per-block partial sums of
 //                    squares for the global-norm clip
 // Every reduction has a fixed order; no atomics; no inter-block communication.
-#include "cartpole.cuh"
+#include "replay.cuh"
 
 /// Initialises the Q network parameters as PyTorch's nn.Linear default: every weight and bias
 /// of a layer uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)) (fan_in 4, H, H for the three
@@ -33,51 +35,99 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
     params[p] = bound * (2.0f * u - 1.0f);
 }
 
-/// Acting and the environment step (one node, docs/dqn.md 2-3): for every env,
-/// obs = float32(state); Q = online(obs); with probability epsilon a uniformly random action,
-/// else argmax Q (ties to action 0); then the env steps with that action (cp_step_env,
-/// kernels/cartpole.cuh: CartPole-v1 in f64, auto-reset, step_info, fin_return). This is step
-/// s = *step + 1 (the step counter is advanced later in the step, by the tick in the replay
-/// push, so acting does not wait for a tick node); epsilon = pipec_epsilon(s, eps_start,
-/// eps_end, eps_decay_steps).
-/// Randomness: Philox(seed, ACT) at counter (s, env, 0, 0): word x gives the coin (explore
-/// when u24(x) < epsilon), word y the random action (y >> 31); a reset draws from
-/// Philox(seed, RESET) at (s, env, half, 0).
-/// Each env belongs to one block: the block reads its envs' states into obs before its first
-/// barrier, and the env's thread overwrites the state after the last one.
-/// Reads: params[P], step[1] (the number of steps before this one).
-/// Updates: state[n_envs*4] (f64), ep_steps[n_envs], ep_return[n_envs] (as cp_step_env).
+/// Acting, the environment step and the n-step push, one node (docs/dqn.md 1-5). Blocks
+/// 0 .. A-1 (A = ceil_div(n_envs, epb)) act: for each of their envs, obs = float32(state);
+/// Q = online(obs); with probability epsilon a uniformly random action, else argmax Q (ties to
+/// action 0); the env steps with that action (cp_step_env, kernels/cartpole.cuh: CartPole-v1
+/// in f64, auto-reset, step_info, fin_return); then the env's thread writes its transitions
+/// and window entry (replay_flush_env) at the offsets of the step's flush plan, which
+/// replay_plan computed from the states before the step (a step's termination does not depend
+/// on its action). Block A, the ring's block, runs the tick (replay_tick: step, sched,
+/// learn_on, adam_t), advances head and size by the plan's total, and brings the sum tree's
+/// depths top .. L-1 above the flushed slots up to date (sumtree_fill_flush). No block reads
+/// what another writes: acting takes the step number from the plan, not from the counter.
+/// This is step s = flush_off[n_envs + 2] (= *step + 1); epsilon = pipec_epsilon(s, eps_start,
+/// eps_end, eps_decay_steps). Randomness: Philox(seed, ACT) at counter (s, env, 0, 0): word x
+/// gives the coin (explore when u24(x) < epsilon), word y the random action (y >> 31); a
+/// reset draws from Philox(seed, RESET) at (s, env, half, 0).
+/// The bound of 512 threads is __launch_bounds__: with the env step the kernel needs more
+/// than the 64 registers a thread that blocks of 1024 allow (measured on an H200: blocks of
+/// 1024 failed to launch), and capping it at 64 would spill in the default launch of 256.
+/// Reads: params[P], flush_off[n_envs + 3] (replay_plan's), max_prio[1], lr[1].
+/// Updates: state[n_envs*4] (f64), ep_steps[n_envs], ep_return[n_envs] (as cp_step_env),
+///   win_obs[n_envs*nstep*4], win_act[n_envs*nstep], win_rew[n_envs*nstep], head[1], size[1],
+///   step[1], adam_t[1], tree (the flushed leaves and their ancestors down to depth top).
 /// Writes: obs[n_envs*4] (the observation acted on, f32), action[n_envs]; next_obs[n_envs*4],
-///   reward[n_envs], step_info[n_envs*2], fin_return[n_envs] (as cp_step_env).
-/// Launch: grid ceil_div(n_envs, epb) blocks, any block size up to 512 (ideally epb*H),
-/// dynamic shared memory 4 * (H*(H+4) + 8*H + 2 + epb*(2*H + 6)) bytes. The bound of 512 is
-/// __launch_bounds__: with the env step the kernel needs more than the 64 registers a thread
-/// that blocks of 1024 allow (measured on an H200: blocks of 1024 failed to launch), and
-/// capping it at 64 would spill in the default launch of 256 threads.
+///   reward[n_envs], step_info[n_envs*2], fin_return[n_envs] (as cp_step_env); sched[3],
+///   learn_on[1]; the flushed slots of rb_obs[C*4], rb_act[C], rb_ret[C], rb_next[C*4],
+///   rb_disc[C].
+/// Launch: grid ceil_div(n_envs, epb) + 1 blocks, any block size up to 512 (ideally epb*H),
+/// dynamic shared memory 4 * (H*(H+4) + 8*H + 2 + epb*(2*H + 6 + 6*nstep)) bytes;
+/// 0 <= top <= log2(C).
 /// pipec: extent params = 8 * H + H * H + 2
 /// pipec: extent state = n_envs * 4
 /// pipec: extent ep_steps = n_envs
 /// pipec: extent ep_return = n_envs
-/// pipec: extent step = 1
+/// pipec: extent flush_off = n_envs + 3
+/// pipec: extent max_prio = 1
 /// pipec: extent obs = n_envs * 4
 /// pipec: extent action = n_envs
 /// pipec: extent next_obs = n_envs * 4
 /// pipec: extent reward = n_envs
 /// pipec: extent step_info = n_envs * 2
 /// pipec: extent fin_return = n_envs
+/// pipec: extent win_obs = n_envs * nstep * 4
+/// pipec: extent win_act = n_envs * nstep
+/// pipec: extent win_rew = n_envs * nstep
+/// pipec: extent rb_obs = capacity * 4
+/// pipec: extent rb_act = capacity
+/// pipec: extent rb_ret = capacity
+/// pipec: extent rb_next = capacity * 4
+/// pipec: extent rb_disc = capacity
+/// pipec: extent tree = 2 * capacity
+/// pipec: extent head = 1
+/// pipec: extent size = 1
+/// pipec: extent step = 1
+/// pipec: extent sched = 3
+/// pipec: extent learn_on = 1
+/// pipec: extent lr = 1
+/// pipec: extent adam_t = 1
 /// pipec: out obs
 /// pipec: out action
 /// pipec: out next_obs
 /// pipec: out reward
 /// pipec: out step_info
 /// pipec: out fin_return
-extern "C" __global__ void __launch_bounds__(512) mlp_act_env(const float* params, double* state, int* ep_steps,
-                                       float* ep_return, const int* step, float* obs,
-                                       int* action, float* next_obs, float* reward,
-                                       int* step_info, float* fin_return, int n_envs, int H,
-                                       int epb, unsigned int seed, double eps_start,
-                                       double eps_end, int eps_decay_steps, int max_steps) {
+/// pipec: out sched
+/// pipec: out learn_on
+extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
+    const float* params, double* state, int* ep_steps, float* ep_return, const int* flush_off,
+    const float* max_prio, float* obs, int* action, float* next_obs, float* reward,
+    int* step_info, float* fin_return, float* win_obs, int* win_act, float* win_rew,
+    float* rb_obs, int* rb_act, float* rb_ret, float* rb_next, float* rb_disc, float* tree,
+    int* head, int* size, int* step, float* sched, int* learn_on, const float* lr, int* adam_t,
+    int n_envs, int H, int epb, unsigned int seed, double eps_start, double eps_end,
+    int eps_decay_steps, int max_steps, int nstep, int capacity, int top, float gamma,
+    float alpha, double beta0, int beta_steps, int learning_starts, int updates) {
     extern __shared__ __align__(16) float smem[];
+    const int t = (int)pipec_tid();
+    const int nt = (int)pipec_nthreads();
+    const int acting = (n_envs + epb - 1) / epb;
+    const int base = flush_off[n_envs];
+    const int total = flush_off[n_envs + 1];
+    const float leaf = powf(max_prio[0], alpha);
+    if ((int)blockIdx.x == acting) {  // the ring's block
+        __shared__ float scratch[300];
+        if (t == nt - 1) {  // not thread 0, which adds up the tree's partial nodes
+            int b0 = 0, old_size = 0;
+            replay_tick(head, size, step, sched, learn_on, lr, adam_t, eps_start, eps_end,
+                        eps_decay_steps, beta0, beta_steps, learning_starts, updates, &b0,
+                        &old_size);
+            replay_advance(head, size, base, old_size, total, capacity);
+        }
+        sumtree_fill_flush(tree, capacity, top, base, total, leaf, scratch);
+        return;
+    }
     const int ld = pipec_w2_ld(H);
     float* W2s = smem;                    // H * (H + 4), row stride ld
     float* W1s = W2s + H * (H + 4);       // 5 * H: W1 then b1 (contiguous in params)
@@ -87,26 +137,44 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_env(const float* param
     float* a2 = a1 + epb * H;             // epb * H
     float* q = a2 + epb * H;              // epb * 2
     float* W3s = q + epb * 2;             // 2 * H + 2: W3, b3
+    float* wo = W3s + 2 * H + 2;          // epb * nstep * 4: the envs' windows, staged
+    float* wr = wo + epb * nstep * PIPEC_OBS;            // epb * nstep
+    int* wa = reinterpret_cast<int*>(wr + epb * nstep);  // epb * nstep
 
-    const int t = (int)pipec_tid();
-    const int nt = (int)pipec_nthreads();
     const int e0 = blockIdx.x * epb;
-    if (e0 >= n_envs) return;  // uniform over the block
     const int ne = (n_envs - e0 < epb) ? (n_envs - e0) : epb;
-    const int s_now = step[0] + 1;  // loaded early, used at the end
+    const int s_now = flush_off[n_envs + 2];
     const unsigned int st = (unsigned int)s_now;
+    const int off_first = (t < ne) ? flush_off[e0 + t] : 0;  // the thread's first env's offset
 
-    // Every weight the block uses is staged before the first barrier, so no layer waits for a
-    // global load after it.
-    for (int i = t; i < 2 * H + 2; i += nt) W3s[i] = params[pipec_off_w3(H) + i];
-    for (int i = t; i < 5 * H; i += nt) W1s[i] = params[pipec_off_w1(H) + i];
-    for (int i = t; i < H; i += nt) b2s[i] = params[pipec_off_b2(H) + i];
-    for (int i = t; i < ne * PIPEC_OBS; i += nt) {
-        const float o = (float)state[e0 * PIPEC_OBS + i];
+    // Every weight the block uses, its envs' states and windows: all loads first (one round
+    // trip; sized for H = 64 in blocks of 256), then the stores, before the first barrier, so
+    // that no layer and no flush waits for a global load after it.
+    PipecSquareStage<16> w2;
+    PipecStage<2> w1, w3;  // W1 then b1 (contiguous), W3 then b3
+    PipecStage<1> b2, st_wo, st_wr;
+    PipecStage<1, int> st_wa;
+    PipecStage<1, double> st_x;
+    w2.load(params + pipec_off_w2(H), H);
+    w1.load(params + pipec_off_w1(H), 5 * H);
+    w3.load(params + pipec_off_w3(H), 2 * H + 2);
+    b2.load(params + pipec_off_b2(H), H);
+    st_x.load(state + e0 * PIPEC_OBS, ne * PIPEC_OBS);
+    st_wo.load(win_obs + e0 * nstep * PIPEC_OBS, ne * nstep * PIPEC_OBS);
+    st_wr.load(win_rew + e0 * nstep, ne * nstep);
+    st_wa.load(win_act + e0 * nstep, ne * nstep);
+    w2.store(params + pipec_off_w2(H), W2s, H);
+    w1.store(params + pipec_off_w1(H), W1s, 5 * H);
+    w3.store(params + pipec_off_w3(H), W3s, 2 * H + 2);
+    b2.store(params + pipec_off_b2(H), b2s, H);
+    st_wo.store(win_obs + e0 * nstep * PIPEC_OBS, wo, ne * nstep * PIPEC_OBS);
+    st_wr.store(win_rew + e0 * nstep, wr, ne * nstep);
+    st_wa.store(win_act + e0 * nstep, wa, ne * nstep);
+    for (int i = t; i < ne * PIPEC_OBS; i += nt) {  // obs = float32(state)
+        const float o = (float)((i == t) ? st_x.v[0] : state[e0 * PIPEC_OBS + i]);
         x[i] = o;
         obs[e0 * PIPEC_OBS + i] = o;
     }
-    pipec_stage_square(params + pipec_off_w2(H), W2s, H);
     __syncthreads();
     pipec_dense(W1s, PIPEC_OBS, W1s + 4 * H, x, PIPEC_OBS, a1, H, ne, 1);
     __syncthreads();
@@ -126,33 +194,57 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_env(const float* param
             a = (q[s * 2 + 1] > q[s * 2 + 0]) ? 1 : 0;
         }
         action[e] = a;
-        cp_step_env(e, a, st, state, ep_steps, ep_return, next_obs, reward, step_info,
-                    fin_return, seed, max_steps);
+        const CpStep r_env = cp_step_env(e, a, st, state, ep_steps, ep_return, next_obs, reward,
+                                         step_info, fin_return, seed, max_steps);
+        // the window from the staged copy, the step's entry from registers and shared memory
+        replay_flush_env(0, 1, r_env.t, r_env.done, (s == t) ? off_first : flush_off[e], base, total, leaf,
+                         x + s * PIPEC_OBS, a, r_env.reward, r_env.next_obs, wo + s * nstep * PIPEC_OBS,
+                         wa + s * nstep, wr + s * nstep, win_obs + e * nstep * PIPEC_OBS,
+                         win_act + e * nstep, win_rew + e * nstep, rb_obs, rb_act, rb_ret,
+                         rb_next, rb_disc, tree + capacity, nstep, capacity, gamma);
     }
 }
 
-/// Learner forward + per-sample loss + backward deltas, for one batch (docs/dqn.md 6.3):
+/// Sampling, learner forward, per-sample loss and backward deltas of one update, in one node
+/// (docs/dqn.md 6.2, 6.3). Every block draws the whole batch as per_sample does (the same
+/// functions, kernels/sumtree.cuh: tree top built on chip, stratified walk, leaf clamped,
+/// weight w_i = (size p_i / total)^-beta over the batch maximum), because the weights' maximum
+/// needs every draw; it gathers only its own spb samples, so the batch never waits for a
+/// node of its own. Block 0 writes the tree's top back (depths top-1 .. 0), as per_sample does.
+/// Then, per sample:
 ///   a* = argmax_a online(next)(a) (ties to 0), y = R + disc * target(next)(a*),
 ///   delta = online(obs)(act) - y, loss_i = w_i * huber(delta_i) (threshold 1),
 ///   dq[i][a] = dL/dQ(obs_i, a) for L = mean_i loss_i (only a = act_i is non-zero),
 ///   dh2 = (W3^T dq) * [h2 > 0], dh1 = (W2^T dh2) * [h1 > 0].
-/// Does nothing when *learn_on == 0.
-/// Reads: learn_on[1], params[P], target[P], b_obs[B*4], b_act[B], b_ret[B], b_next[B*4],
-///   b_disc[B], b_w[B].
-/// Writes: h1[B*H], h2[B*H] (online hidden activations on obs, post-ReLU), dh1[B*H],
-///   dh2[B*H] (loss gradients w.r.t. the pre-activations), dq[B*2], td[B] (delta),
-///   lossi[B] (w_i * huber(delta_i), not divided by B).
-/// Launch: grid ceil_div(B, spb) blocks, any block size (ideally spb*H, at most 1024),
-/// dynamic shared memory 4 * (2*H*(H+4) + 16*H + 8 + spb*(6*H + 16)) bytes.
+/// Does nothing when *learn_on == 0 or the replay is empty.
+/// Reads: learn_on[1], tree[2C] (depths top .. L current), replay_size[1], step[1],
+///   sched[3] (beta = sched[1]), the ring rb_*[C], params[P], target[P].
+/// Writes: tree[1 .. 2^top) (block 0), b_idx[B] (leaf = data slot), b_w[B], b_obs[B*4],
+///   b_act[B], b_ret[B], b_next[B*4], b_disc[B]; h1[B*H], h2[B*H] (online hidden activations
+///   on obs, post-ReLU), dh1[B*H], dh2[B*H] (loss gradients w.r.t. the pre-activations),
+///   dq[B*2], td[B] (delta), lossi[B] (w_i * huber(delta_i), not divided by B).
+/// Launch: grid ceil_div(B, spb) blocks, any block size (ideally spb*H, at most 1024), dynamic
+/// shared memory 4 * (2*H*(H+4) + 16*H + 8 + spb*(6*H + 20) + 2048 + blockDim) bytes;
+/// 0 <= top <= min(10, log2(C)).
 /// pipec: extent learn_on = 1
+/// pipec: extent tree = 2 * capacity
+/// pipec: extent replay_size = 1
+/// pipec: extent step = 1
+/// pipec: extent sched = 3
+/// pipec: extent rb_obs = capacity * 4
+/// pipec: extent rb_act = capacity
+/// pipec: extent rb_ret = capacity
+/// pipec: extent rb_next = capacity * 4
+/// pipec: extent rb_disc = capacity
 /// pipec: extent params = 8 * H + H * H + 2
 /// pipec: extent target = 8 * H + H * H + 2
+/// pipec: extent b_idx = B
+/// pipec: extent b_w = B
 /// pipec: extent b_obs = B * 4
 /// pipec: extent b_act = B
 /// pipec: extent b_ret = B
 /// pipec: extent b_next = B * 4
 /// pipec: extent b_disc = B
-/// pipec: extent b_w = B
 /// pipec: extent h1 = B * H
 /// pipec: extent h2 = B * H
 /// pipec: extent dh1 = B * H
@@ -160,6 +252,13 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_env(const float* param
 /// pipec: extent dq = B * 2
 /// pipec: extent td = B
 /// pipec: extent lossi = B
+/// pipec: out b_idx
+/// pipec: out b_w
+/// pipec: out b_obs
+/// pipec: out b_act
+/// pipec: out b_ret
+/// pipec: out b_next
+/// pipec: out b_disc
 /// pipec: out h1
 /// pipec: out h2
 /// pipec: out dh1
@@ -167,13 +266,14 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_env(const float* param
 /// pipec: out dq
 /// pipec: out td
 /// pipec: out lossi
-extern "C" __global__ void mlp_td_backward(const int* learn_on, const float* params,
-                                           const float* target, const float* b_obs,
-                                           const int* b_act, const float* b_ret,
-                                           const float* b_next, const float* b_disc,
-                                           const float* b_w, float* h1, float* h2, float* dh1,
-                                           float* dh2, float* dq, float* td, float* lossi,
-                                           int B, int H, int spb) {
+extern "C" __global__ void mlp_sample_td_backward(
+    const int* learn_on, float* tree, const int* replay_size, const int* step,
+    const float* sched, const float* rb_obs, const int* rb_act, const float* rb_ret,
+    const float* rb_next, const float* rb_disc, const float* params, const float* target,
+    int* b_idx, float* b_w, float* b_obs, int* b_act, float* b_ret, float* b_next,
+    float* b_disc, float* h1, float* h2, float* dh1, float* dh2, float* dq, float* td,
+    float* lossi, int B, int H, int spb, int capacity, int top, unsigned int seed,
+    int update) {
     extern __shared__ __align__(16) float smem[];
     const int ld = pipec_w2_ld(H);
     float* W2t = smem;                  // H * (H + 4)  target W2, row stride ld
@@ -196,51 +296,92 @@ extern "C" __global__ void mlp_td_backward(const int* learn_on, const float* par
     float* W1o = W1t + 5 * H;           // 5 * H        online W1, b1
     float* b2t = W1o + 5 * H;           // H            target b2
     float* b2o = b2t + H;               // H            online b2
+    float* s_ret = b2o + H;             // spb          the block's samples: return,
+    float* s_disc = s_ret + spb;        // spb          discount,
+    float* s_w = s_disc + spb;          // spb          weight before the batch maximum,
+    int* s_act = reinterpret_cast<int*>(s_w + spb);  // spb  action
+    float* stop = s_w + 2 * spb;        // PER_TOP_NODES  the tree's top
+    float* red = stop + PER_TOP_NODES;  // blockDim     the weights' maximum
 
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
     const int s0 = blockIdx.x * spb;
     if (s0 >= B) return;  // uniform over the block
     const int ns = (B - s0 < spb) ? (B - s0) : spb;
-    const int on = learn_on[0];  // waited for only after the staging loads are issued
+    // Every load that depends on no other (flags, schedule, the tree's top, every weight the
+    // block uses) is issued before the learning test and before any store (PipecStage): one
+    // round trip, and no layer waits for a global load after a barrier.
+    const int on = learn_on[0];
+    const int size = replay_size[0];
+    const float beta = sched[PIPEC_SCHED_BETA];
+    const unsigned int st = (unsigned int)step[0];
+    // Sized for H = 64 in blocks of 256 (kernels/common.cuh, PipecStage).
+    PipecSquareStage<16> w2t, w2o;
+    PipecStage<2> w1t, w1o;  // W1 then b1 (contiguous)
+    PipecStage<1> w3t, w3o, b2t_, b2o_;  // W3 then b3; b2
+    PipecStage<8> st_top;  // the tree's depths top .. 10
+    const int first = 1 << top;
+    const int ntop = per_top_nodes(capacity) - first;
+    st_top.load(tree + first, ntop);
+    w2t.load(target + pipec_off_w2(H), H);
+    w2o.load(params + pipec_off_w2(H), H);
+    w1t.load(target + pipec_off_w1(H), 5 * H);
+    w1o.load(params + pipec_off_w1(H), 5 * H);
+    w3t.load(target + pipec_off_w3(H), 2 * H + 2);
+    w3o.load(params + pipec_off_w3(H), 2 * H + 2);
+    b2t_.load(target + pipec_off_b2(H), H);
+    b2o_.load(params + pipec_off_b2(H), H);
+    if (on == 0 || size <= 0) return;  // uniform: learning off or empty replay, nothing written
+    st_top.store(tree + first, stop + first, ntop);
+    w2t.store(target + pipec_off_w2(H), W2t, H);
+    w2o.store(params + pipec_off_w2(H), W2o, H);
+    w1t.store(target + pipec_off_w1(H), W1t, 5 * H);
+    w1o.store(params + pipec_off_w1(H), W1o, 5 * H);
+    w3t.store(target + pipec_off_w3(H), W3t, 2 * H + 2);
+    w3o.store(params + pipec_off_w3(H), W3o, 2 * H + 2);
+    b2t_.store(target + pipec_off_b2(H), b2t, H);
+    b2o_.store(params + pipec_off_b2(H), b2o, H);
+    per_build_tree_top(tree, stop, top, blockIdx.x == 0);
+    const float total = stop[1];
 
-    // Every weight the block uses is staged before the first barrier (no layer waits for a
-    // global load after one), and so are the loss inputs of the thread's first sample.
-    int l_act = 0;
-    float l_ret = 0.0f, l_disc = 0.0f, l_w = 0.0f;
-    if (t < ns) {
-        l_act = b_act[s0 + t];
-        l_ret = b_ret[s0 + t];
-        l_disc = b_disc[s0 + t];
-        l_w = b_w[s0 + t];
+    // The whole batch's draws (for the weights' maximum); the block's own samples are
+    // gathered by the threads that drew them.
+    float wmax = 0.0f;
+    for (int i = t; i < B; i += nt) {
+        float p;
+        const int leaf = per_draw(i, B, total, stop, tree, capacity, size, st, seed, update, &p);
+        const float w = per_weight(p, size, total, beta);
+        wmax = fmaxf(wmax, w);
+        const int s = i - s0;
+        if (s < 0 || s >= ns) continue;
+        // all loads first, then the stores (they would serialize if interleaved)
+        float o[PIPEC_OBS], nx[PIPEC_OBS];
+#pragma unroll
+        for (int c = 0; c < PIPEC_OBS; ++c) {
+            o[c] = rb_obs[leaf * PIPEC_OBS + c];
+            nx[c] = rb_next[leaf * PIPEC_OBS + c];
+        }
+        const int a = rb_act[leaf];
+        const float ret = rb_ret[leaf];
+        const float disc = rb_disc[leaf];
+#pragma unroll
+        for (int c = 0; c < PIPEC_OBS; ++c) {
+            xo[s * PIPEC_OBS + c] = o[c];
+            xn[s * PIPEC_OBS + c] = nx[c];
+            b_obs[i * PIPEC_OBS + c] = o[c];
+            b_next[i * PIPEC_OBS + c] = nx[c];
+        }
+        s_act[s] = a;
+        s_ret[s] = ret;
+        s_disc[s] = disc;
+        s_w[s] = w;
+        b_idx[i] = leaf;
+        b_act[i] = a;
+        b_ret[i] = ret;
+        b_disc[i] = disc;
     }
-    for (int i = t; i < 2 * H + 2; i += nt) {
-        const float a = target[pipec_off_w3(H) + i];  // W3 then b3: contiguous
-        const float b = params[pipec_off_w3(H) + i];
-        W3t[i] = a;
-        W3o[i] = b;
-    }
-    for (int i = t; i < 5 * H; i += nt) {
-        const float a = target[pipec_off_w1(H) + i];  // W1 then b1: contiguous
-        const float b = params[pipec_off_w1(H) + i];
-        W1t[i] = a;
-        W1o[i] = b;
-    }
-    for (int i = t; i < H; i += nt) {
-        const float a = target[pipec_off_b2(H) + i];
-        const float b = params[pipec_off_b2(H) + i];
-        b2t[i] = a;
-        b2o[i] = b;
-    }
-    for (int i = t; i < ns * PIPEC_OBS; i += nt) {
-        const float a = b_obs[s0 * PIPEC_OBS + i];
-        const float b = b_next[s0 * PIPEC_OBS + i];
-        xo[i] = a;
-        xn[i] = b;
-    }
-    pipec_stage_square2(target + pipec_off_w2(H), W2t, params + pipec_off_w2(H), W2o, H);
-    if (on == 0) return;  // uniform: learning off, nothing written
-    __syncthreads();
+    wmax = pipec_block_max(wmax, red);  // its barriers publish the gathered samples too
+
     // The three forward passes, layer by layer (independent outputs, one barrier per layer).
     pipec_dense(W1t, PIPEC_OBS, W1t + 4 * H, xn, PIPEC_OBS, T1, H, ns, 1);
     pipec_dense(W1o, PIPEC_OBS, W1o + 4 * H, xo, PIPEC_OBS, A1, H, ns, 1);
@@ -267,11 +408,11 @@ extern "C" __global__ void mlp_td_backward(const int* learn_on, const float* par
     const float inv_b = 1.0f / (float)B;
     for (int s = t; s < ns; s += nt) {
         const int i = s0 + s;
-        const bool first = s == t;  // loaded before the barriers
-        const int a = first ? l_act : b_act[i];
-        const float r = first ? l_ret : b_ret[i];
-        const float disc = first ? l_disc : b_disc[i];
-        const float w = first ? l_w : b_w[i];
+        const int a = s_act[s];
+        const float r = s_ret[s];
+        const float disc = s_disc[s];
+        const float w = s_w[s] / wmax;
+        b_w[i] = w;
         const int astar = (qn[s * 2 + 1] > qn[s * 2 + 0]) ? 1 : 0;
         const float y = r + disc * qt[s * 2 + astar];
         const float d = q[s * 2 + a] - y;

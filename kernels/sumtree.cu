@@ -5,10 +5,9 @@
 // Depth d holds nodes [2^d, 2^(d+1)); the leaves are at depth L = log2(C). Every internal node
 // is fl(left + right) of its two children, so any schedule of the rebuild that computes each
 // node after its children gives bit-identical trees.
-#include "common.cuh"
+#include "sumtree.cuh"
 
 #define ST_SMEM 2048
-#define ST_TOP 2048  // tree nodes kept on chip by per_sample (depths 0..10)
 #define ST_SW 2048   // importance weights kept on chip by per_sample
 
 /// Sum-tree rebuild of the depths hi-1 down to lo (inputs: depth hi), one launch per stage:
@@ -113,55 +112,27 @@ extern "C" __global__ void per_sample(const int* learn_on, float* tree,
                                       float* b_obs, int* b_act, float* b_ret, float* b_next,
                                       float* b_disc, int B, int capacity, int top,
                                       unsigned int seed, int update) {
-    __shared__ float stop[ST_TOP];
+    __shared__ float stop[PER_TOP_NODES];
     __shared__ float sw[ST_SW];
     __shared__ float red[1024];
     if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
-    const int levels = 31 - __clz(capacity);
-    const int ntop = (2 * capacity < ST_TOP) ? 2 * capacity : ST_TOP;
     // Every load that depends on no other is issued before the learning test: one round trip.
     const int on = learn_on[0];
     const int size = replay_size[0];
     const float beta = sched[PIPEC_SCHED_BETA];
     const unsigned int st = (unsigned int)step[0];
-    // The top levels of the walk, on chip: depths top .. 10 loaded, depths top-1 .. 0 built.
-    const int first = 1 << top;
-    pipec_copy_to_shared(tree + first, stop + first, ntop - first);
+    per_load_tree_top(tree, stop, capacity, top);
     if (on == 0 || size <= 0) return;  // uniform: learning off or empty replay, nothing written
-    __syncthreads();
-    for (int d = top - 1; d >= 0; --d) {
-        const int base = 1 << d;
-        for (int n = base + t; n < 2 * base; n += nt) {
-            const float v = stop[2 * n] + stop[2 * n + 1];
-            stop[n] = v;
-            tree[n] = v;
-        }
-        __syncthreads();
-    }
+    per_build_tree_top(tree, stop, top, true);
     const float total = stop[1];
 
     float wmax = 0.0f;
     for (int i = t; i < B; i += nt) {
-        const pipec_u4 r = pipec_philox(st, (unsigned int)i, (unsigned int)update, 0u, seed,
-                                        PIPEC_STREAM_SAMPLE);
-        float u = ((float)i + pipec_u01f(r.x)) * total / (float)B;
-        int node = 1;
-        for (int lv = 0; lv < levels; ++lv) {
-            const int c = 2 * node;
-            const float left = (c < ntop) ? stop[c] : tree[c];
-            if (u < left) {
-                node = c;
-            } else {
-                u = u - left;
-                node = c + 1;
-            }
-        }
-        int leaf = node - capacity;
-        if (leaf > size - 1) leaf = size - 1;
+        float p;
+        const int leaf = per_draw(i, B, total, stop, tree, capacity, size, st, seed, update, &p);
         // all loads first, then the stores (they would serialize if interleaved)
-        const float p = tree[capacity + leaf];
         float o[PIPEC_OBS], nx[PIPEC_OBS];
 #pragma unroll
         for (int c = 0; c < PIPEC_OBS; ++c) {
@@ -171,7 +142,7 @@ extern "C" __global__ void per_sample(const int* learn_on, float* tree,
         const int a = rb_act[leaf];
         const float ret = rb_ret[leaf];
         const float disc = rb_disc[leaf];
-        const float w = powf((float)size * p / total, -beta);
+        const float w = per_weight(p, size, total, beta);
         wmax = fmaxf(wmax, w);
         if (i < ST_SW) sw[i] = w;
         else b_w[i] = w;  // re-read below by this same thread

@@ -97,7 +97,7 @@ def test_an_update_that_no_longer_checks_is_a_pipeline_error(live):
 ])
 def test_rl_step_updates_and_refusals(name, value, refusal):
     with load(RL_STEP, driver=fake_driver(RL_STEP)) as pipeline:
-        assert pipeline.update(GAMMA=0.95) == ["step/replay_push/replay_push_flush"]
+        assert pipeline.update(GAMMA=0.95) == ["step/act/mlp_act_push"]
         # one fused node (clip + AdamW)
         assert pipeline.update(TAU=0.02, MAX_GRAD_NORM=5.0) == ["step/optimize[0]/adamw_step"]
         with pytest.raises(UpdateRefused, match=refusal.replace("[", r"\[").replace("]", r"\]")):

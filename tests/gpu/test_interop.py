@@ -158,7 +158,7 @@ def test_rl_step_updates_gamma_in_place_and_stays_verified():
     with pipec.load(RL_STEP) as pipeline:
         pipeline.step(200)
         executable = pipeline.graph.exec
-        assert pipeline.update(GAMMA=0.95, TAU=0.02) == ["step/replay_push/replay_push_flush",
+        assert pipeline.update(GAMMA=0.95, TAU=0.02) == ["step/act/mlp_act_push",
                                                          "step/optimize[0]/adamw_step"]
         assert pipeline.graph.exec is executable
         pipeline.step(200)
@@ -174,7 +174,7 @@ def test_piperun_set_applies_updates_during_a_run():
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(e["event"], e["step"]) for e in events[:3]] == [("log", 500), ("set", 500), ("log", 1000)]
-    assert events[1]["nodes"] == ["step/replay_push/replay_push_flush"]
+    assert events[1]["nodes"] == ["step/act/mlp_act_push"]
 
 
 # --- close -------------------------------------------------------------------------------------

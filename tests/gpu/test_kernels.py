@@ -297,7 +297,7 @@ def test_block_primitives(rng, block):
 # cartpole.cu, cartpole.cuh
 # --------------------------------------------------------------------------------------------
 # The env step alone, one thread per env with given actions: what cartpole_step was before the
-# acting kernels took the step in (mlp_act_env, c51_act_env). Gymnasium checks it; it is the
+# acting kernels took the step in (mlp_act_push, c51_act_env). Gymnasium checks it; it is the
 # reference the fused kernels' env outputs must equal bit for bit.
 CARTPOLE_SRC = r"""
 #include "cartpole.cuh"
@@ -481,17 +481,29 @@ def test_mlp_init_params(rng, H):
     assert abs(w2.mean()) < 0.05 and abs(w2.var() - 1 / 3) < 0.03
 
 
-def _mlp_act_env(params, env, step, H, epb, threads, seed, eps_sched, max_steps=500):
-    """Launches mlp_act_env on `env` (`step` the counter before the tick); (obs, action)."""
+def _mlp_act_push(params, env, step, H, epb, threads, seed, eps_sched, max_steps=500, push=None,
+                  nstep=3, top=2, max_prio=1.5, tick=(F64(0.4), I32(15), I32(500), I32(3))):
+    """replay_plan, then mlp_act_push on `env` (`step` the counter before the tick) and
+    `push` (PushBuffers with nstep and a capacity of 4096 unless given); (obs, action)."""
     n = env.n
     start, end, decay = eps_sched
+    if push is None:
+        push = PushBuffers(n, nstep, 4096, 0, 0, 1e-3, 0)
+    C = len(push.leaves)
+    push.step[...] = step
+    flush_off = poisoni(n + 3)
+    K("replay", "replay_plan")(
+        (1,), (min(n, 1024),), (env.state, env.ep_steps, push.head, push.step, flush_off, I32(n), I32(nstep), I32(max_steps))
+    )
     obs, act = nanf(n, 4), poisoni(n)
-    K("mlp", "mlp_act_env")(
-        (cdiv(n, epb),),
+    K("mlp", "mlp_act_push")(
+        (cdiv(n, epb) + 1,),
         (threads,),
-        (dev(params), *env.updated(), dev([step], np.int32), obs, act, *env.outputs(), I32(n), I32(H),
-         I32(epb), U32(seed), F64(start), F64(end), I32(decay), I32(max_steps)),
-        shared_mem=4 * (H * (H + 4) + 8 * H + 2 + epb * (2 * H + 6)),
+        (dev(params), *env.updated(), flush_off, dev([max_prio], np.float32), obs, act, *env.outputs(), *push.win,
+         *push.ring, push.tree, push.head, push.size, push.step, push.sched, push.learn_on, push.lr, push.adam_t,
+         I32(n), I32(H), I32(epb), U32(seed), F64(start), F64(end), I32(decay), I32(max_steps), I32(nstep), I32(C),
+         I32(top), F32(0.9), F32(0.6), *tick),
+        shared_mem=4 * (H * (H + 4) + 8 * H + 2 + epb * (2 * H + 6 + 6 * nstep)),
     )
     return obs.get(), act.get()
 
@@ -500,7 +512,7 @@ ACT_SHAPES = [(64, 256, 4, 256), (40, 250, 3, 96), (64, 7, 4, 256), (32, 1000, 1
 
 
 @pytest.mark.parametrize("H,n,epb,threads", ACT_SHAPES)
-def test_mlp_act_env_actions(rng, H, n, epb, threads):
+def test_mlp_act_push_actions(rng, H, n, epb, threads):
     params = linear_init(rng, H)
     state = rng.normal(0, 0.5, (n, 4))
     obs32 = state.astype(np.float32)
@@ -515,7 +527,7 @@ def test_mlp_act_env_actions(rng, H, n, epb, threads):
     def run(p, start, end, decay):
         env = EnvBuffers(state, np.zeros(n), np.zeros(n))
         # step - 1: the counter before this step's tick
-        obs, act = _mlp_act_env(p, env, step - 1, H, epb, threads, seed, (start, end, decay))
+        obs, act = _mlp_act_push(p, env, step - 1, H, epb, threads, seed, (start, end, decay))
         np.testing.assert_array_equal(obs, obs32)
         return act
 
@@ -542,14 +554,54 @@ def test_mlp_act_env_actions(rng, H, n, epb, threads):
 
 
 @pytest.mark.parametrize("H,n,epb,threads", ACT_SHAPES)
-def test_mlp_act_env_steps_like_the_env_step_alone(rng, H, n, epb, threads):
+def test_mlp_act_push_steps_like_the_env_step_alone(rng, H, n, epb, threads):
     params = linear_init(rng, H)
     seed = int(rng.integers(0, 2**32))
 
     def act_env(env, step, max_steps):
-        return _mlp_act_env(params, env, step, H, epb, threads, seed, (0.5, 0.5, 7), max_steps)
+        return _mlp_act_push(params, env, step, H, epb, threads, seed, (0.5, 0.5, 7), max_steps)
 
     assert_steps_like_env_step(rng, n, act_env, seed)
+
+
+@pytest.mark.parametrize(
+    "H,n,epb,threads,N,C,top", [(64, 128, 4, 256, 5, 131072, 8), (40, 250, 3, 96, 3, 512, 4), (32, 37, 16, 512, 2, 64, 0)]
+)
+def test_mlp_act_push_pushes_like_the_push_node(rng, H, n, epb, threads, N, C, top):
+    """The push inside mlp_act_push (at replay_plan's offsets, the tick and the tree in one
+    extra block) leaves the bits replay_push_flush leaves after the same env step, step after
+    step: windows, ring, the whole sum tree, head, size, step, sched, learn_on and adam_t,
+    through terminations, truncations and a wrapped ring (C is small against n * N in two of
+    the shapes, and the first starts near the end of a large ring)."""
+    params = linear_init(rng, H)
+    seed, max_steps, max_prio = int(rng.integers(0, 2**32)), 25, float(rng.uniform(0.5, 3.0))
+    tick = (F64(0.4), I32(15), I32(min(C // 2, 2000)), I32(3))
+    eps = (F64(1.0), F64(0.05), I32(10))
+    head0 = int(rng.integers(max(0, C - 4 * n * N), C))
+    fused, split = (PushBuffers(n, N, C, head0, 0, 2e-3, 5) for _ in range(2))
+    tree0 = tree_from_leaves((rng.random(C) ** 2).astype(np.float32))
+    for b in (fused, split):
+        b.tree[...] = dev(tree0)
+    env = EnvBuffers(rng.uniform(-0.15, 0.15, (n, 4)), rng.integers(0, max_steps, n), rng.integers(0, 9, n))
+    ended = wrapped = 0
+    for step in range(30):
+        head_before = int(fused.head.get()[0])
+        obs, act = _mlp_act_push(params, env, step, H, epb, threads, seed, (1.0, 0.05, 10), max_steps, fused, N,
+                                 top, max_prio, tick)
+        info = env.step_info
+        K("replay", "replay_push_flush")(
+            (1,),
+            (max(32, -(-n // 32) * 32),),
+            (dev(obs), dev(act), env.reward, env.next_obs, info, dev([max_prio], np.float32), *split.win, split.head,
+             split.size, split.step, split.sched, split.learn_on, split.lr, split.adam_t, *split.ring, split.tree,
+             I32(n), I32(N), I32(C), I32(top), F32(0.9), F32(0.6), *eps, *tick),
+        )
+        got, want = fused.host(), split.host()
+        for k in want:
+            assert_same_bits(got[k], want[k], f"{k} at step {step}")
+        ended += int((info.get()[:, 1] != 0).sum())
+        wrapped |= int(want["head"][0]) < head_before
+    assert ended > 0 and wrapped and want["learn_on"][0] == 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -620,48 +672,67 @@ def _learner_inputs(rng, B, H):
     return params, target, obs, act, ret, nxt, disc, w
 
 
-def _run_td_backward(B, H, spb, threads, inputs, learn_on=1):
+def _replay_of(rng, inputs, size):
+    """A ring holding `inputs` (from _learner_inputs) as transitions, with random priorities;
+    the samples _learner_inputs marked fragile (weight 0) get priority 0, so no draw takes
+    them. Returns the ring, the tree and the replay size (its last slot drawable)."""
     params, target, obs, act, ret, nxt, disc, w = inputs
-    out = {
-        "h1": nanf(B, H),
-        "h2": nanf(B, H),
-        "dh1": nanf(B, H),
-        "dh2": nanf(B, H),
-        "dq": nanf(B, 2),
-        "td": nanf(B),
-        "lossi": nanf(B),
-    }
-    smem = 4 * (2 * H * (H + 4) + 16 * H + 8 + spb * (6 * H + 16))
-    fn = K("mlp", "mlp_td_backward")
+    C = len(obs)
+    fragile = w == 0
+    while fragile[size - 1]:
+        size -= 1
+    leaves = np.where(fragile, 0, rng.uniform(0.05, 2.0, C)).astype(np.float32)
+    leaves[size:] = 0
+    ring = {"obs": obs, "act": act, "ret": ret, "nxt": nxt, "disc": disc}
+    return ring, tree_from_leaves(leaves), size
+
+
+def _batch_out(B):
+    return {"idx": poisoni(B), "w": nanf(B), "obs": nanf(B, 4), "act": poisoni(B), "ret": nanf(B),
+            "nxt": nanf(B, 4), "disc": nanf(B)}
+
+
+def _draw_args(learn_on, tree, size, step, beta, ring):
+    return (dev([learn_on], np.int32), tree, dev([size], np.int32), dev([step], np.int32),
+            dev([0.1, beta, 1e-3], np.float32), *(dev(ring[k]) for k in ("obs", "act", "ret", "nxt", "disc")))
+
+
+_BATCH_KEYS = ("idx", "w", "obs", "act", "ret", "nxt", "disc")
+_LEARN_KEYS = ("h1", "h2", "dh1", "dh2", "dq", "td", "lossi")
+
+
+def _run_sample_td(B, H, spb, threads, top, params, target, ring, tree, size, draw, learn_on=1):
+    """mlp_sample_td_backward on a tree whose depths below `top` are stale (NaN): returns the
+    batch it drew, its learner outputs and the tree after."""
+    C = len(ring["act"])
+    step, seed, update, beta = draw
+    tree_dev = dev(tree)
+    tree_dev[1 : 1 << top] = np.nan
+    batch = _batch_out(B)
+    out = {k: nanf(B, H) for k in ("h1", "h2", "dh1", "dh2")}
+    out.update(dq=nanf(B, 2), td=nanf(B), lossi=nanf(B))
+    smem = 4 * (2 * H * (H + 4) + 16 * H + 8 + spb * (6 * H + 20) + 2048 + threads)
+    fn = K("mlp", "mlp_sample_td_backward")
     # above 48 KiB the launch must opt in, as pipec's runtime does (runtime/modules.py)
     fn.max_dynamic_shared_size_bytes = max(fn.max_dynamic_shared_size_bytes, smem)
-    fn(
-        (cdiv(B, spb),),
-        (threads,),
-        (
-            dev([learn_on], np.int32),
-            dev(params),
-            dev(target),
-            dev(obs),
-            dev(act),
-            dev(ret),
-            dev(nxt),
-            dev(disc),
-            dev(w),
-            out["h1"],
-            out["h2"],
-            out["dh1"],
-            out["dh2"],
-            out["dq"],
-            out["td"],
-            out["lossi"],
-            I32(B),
-            I32(H),
-            I32(spb),
-        ),
-        shared_mem=smem,
-    )
-    return out
+    fn((cdiv(B, spb),), (threads,),
+       (*_draw_args(learn_on, tree_dev, size, step, beta, ring), dev(params), dev(target),
+        *(batch[k] for k in _BATCH_KEYS), *(out[k] for k in _LEARN_KEYS),
+        I32(B), I32(H), I32(spb), I32(C), I32(top), U32(seed), I32(update)),
+       shared_mem=smem)
+    return {k: v.get() for k, v in batch.items()}, out, tree_dev.get()
+
+
+def _run_per_sample(B, threads, top, ring, tree, size, draw, learn_on=1):
+    """per_sample alone, the same arguments as _run_sample_td's draw: batch and tree after."""
+    step, seed, update, beta = draw
+    tree_dev = dev(tree)
+    tree_dev[1 : 1 << top] = np.nan
+    batch = _batch_out(B)
+    K("sumtree", "per_sample")((1,), (threads,),
+        (*_draw_args(learn_on, tree_dev, size, step, beta, ring), *(batch[k] for k in _BATCH_KEYS),
+         I32(B), I32(len(ring["act"])), I32(top), U32(seed), I32(update)))
+    return {k: v.get() for k, v in batch.items()}, tree_dev.get()
 
 
 def _run_grad(B, H, block, obs, h1, h2, dh1, dh2, dq, learn_on=1):
@@ -675,19 +746,30 @@ def _run_grad(B, H, block, obs, h1, h2, dh1, dh2, dq, learn_on=1):
 
 
 @pytest.mark.parametrize(
-    "B,H,spb,threads,gblock",
+    "B,H,spb,threads,gblock,C,top",
     [
-        (256, 64, 4, 256, (64, 8)),
-        (100, 40, 3, 128, (32, 4)),
-        (37, 64, 8, 512, (128, 3)),
-        (256, 64, 4, 100, (256, 1)),
+        (256, 64, 4, 256, (64, 8), 1024, 8),
+        (100, 40, 3, 128, (32, 4), 256, 5),
+        (37, 64, 8, 512, (128, 3), 64, 6),
+        (256, 64, 4, 100, (256, 1), 8192, 10),
     ],
 )
-def test_learner_kernels_match_autograd(rng, B, H, spb, threads, gblock):
+def test_learner_kernels_match_autograd(rng, B, H, spb, threads, gblock, C, top):
+    """mlp_sample_td_backward draws the batch per_sample draws (bit for bit: leaves, weights,
+    gathered transitions, the tree's top), and its learner outputs, then mlp_grad's gradient,
+    match PyTorch autograd on that batch."""
     torch = pytest.importorskip("torch")
-    inputs = _learner_inputs(rng, B, H)
-    ref = _torch_learner(torch, *inputs, H)
-    out = _run_td_backward(B, H, spb, threads, inputs)
+    inputs = _learner_inputs(rng, C, H)
+    ring, tree, size = _replay_of(rng, inputs, int(C * 0.9))
+    draw = (int(rng.integers(1, 10**6)), int(rng.integers(0, 2**32)), 1, np.float32(rng.uniform(0.4, 1.0)))
+    batch, out, tree_after = _run_sample_td(B, H, spb, threads, top, *inputs[:2], ring, tree, size, draw)
+    want, want_tree = _run_per_sample(B, min(B, 1024), top, ring, tree, size, draw)
+    for k in _BATCH_KEYS:
+        assert_same_bits(batch[k], want[k], k)
+    assert_same_bits(tree_after, want_tree, "tree")
+    assert len(np.unique(batch["idx"])) > B // 2 and batch["w"].max() == 1.0
+    ref = _torch_learner(torch, *inputs[:2], batch["obs"], batch["act"], batch["ret"], batch["nxt"],
+                         batch["disc"], batch["w"], H)
     got = {k: v.get() for k, v in out.items()}
     for k in ("h1", "h2", "td", "lossi", "dq", "dh1", "dh2"):
         err = rel_err(got[k], ref[k])
@@ -695,8 +777,8 @@ def test_learner_kernels_match_autograd(rng, B, H, spb, threads, gblock):
         assert err <= 1e-4, k
     assert abs(got["lossi"].mean() - ref["loss"]) <= 1e-5 * (1 + abs(ref["loss"]))
     # dq is zero off the taken action
-    assert np.all(got["dq"][np.arange(B), 1 - inputs[3]] == 0)
-    grad, part = _run_grad(B, H, gblock, inputs[2], out["h1"], out["h2"], out["dh1"], out["dh2"], out["dq"])
+    assert np.all(got["dq"][np.arange(B), 1 - batch["act"]] == 0)
+    grad, part = _run_grad(B, H, gblock, batch["obs"], out["h1"], out["h2"], out["dh1"], out["dh2"], out["dq"])
     g = grad.get()
     for name, gg in unpack(g, H).items():
         err = rel_err(gg, unpack(ref["grad"], H)[name])
@@ -705,6 +787,12 @@ def test_learner_kernels_match_autograd(rng, B, H, spb, threads, gblock):
     pt = part.get()
     blocks = [g[i : i + gblock[0]].astype(np.float64) for i in range(0, len(g), gblock[0])]
     np.testing.assert_allclose(pt, [np.sum(b * b) for b in blocks], rtol=1e-5, atol=1e-30)
+    # learning off, or an empty replay: nothing is written, the tree's top not either
+    for learn_on, sz in ((0, size), (1, 0)):
+        b_off, o_off, t_off = _run_sample_td(B, H, spb, threads, top, *inputs[:2], ring, tree, sz, draw,
+                                             learn_on=learn_on)
+        assert np.all(b_off["idx"] == POISON_I) and np.all(np.isnan(o_off["h1"].get()))
+        assert np.all(np.isnan(t_off[1 : 1 << top]))
 
 
 @pytest.mark.parametrize("B,H,block", [(256, 64, (64, 8)), (77, 24, (32, 5)), (5, 16, (96, 1))])
@@ -924,34 +1012,43 @@ class PushBuffers:
             cp.zeros((C, 4), cp.float32),
             cp.zeros(C, cp.float32),
         )
-        self.leaves = cp.zeros(C, cp.float32)
+        self.tree = cp.zeros(2 * C, cp.float32)
+        self.leaves = self.tree[C:]
         self.head, self.size = dev([head], np.int32), dev([size], np.int32)
         self.step, self.sched, self.learn_on, self.lr, self.adam_t = _tick_args(lr=lr, adam_t=adam_t)
 
     def host(self):
         named = dict(zip(("win_obs", "win_act", "win_rew"), self.win))
-        named.update(zip(("rb_obs", "rb_act", "rb_ret", "rb_next", "rb_disc"), self.ring), leaves=self.leaves)
+        named.update(zip(("rb_obs", "rb_act", "rb_ret", "rb_next", "rb_disc"), self.ring), tree=self.tree)
         for k in ("head", "size", "step", "sched", "learn_on", "adam_t"):
             named[k] = getattr(self, k)
         return {k: v.get() for k, v in named.items()}
 
 
 @pytest.mark.parametrize(
-    "E,N,C,threads,scan_threads",
-    [(37, 3, 64, 37, 37), (256, 3, 4096, 256, 64), (300, 5, 256, 320, 128), (1024, 5, 1024, 1024, 1024),
-     (19, 1, 32, 32, 19)],
+    "E,N,C,threads,scan_threads,top",
+    [(37, 3, 64, 37, 37, 2), (256, 3, 4096, 256, 64, 8), (300, 5, 256, 320, 128, 0),
+     (1024, 5, 1024, 1024, 1024, 5), (19, 1, 32, 32, 19, 4), (128, 5, 131072, 128, 128, 8)],
 )
-def test_push_flush_matches_scan_then_write(rng, E, N, C, threads, scan_threads):
+def test_push_flush_matches_scan_then_write(rng, E, N, C, threads, scan_threads, top):
     """replay_push_flush (one block, thread e for env e) leaves the bits replay_push_scan then
-    replay_flush_write leave, step after step: windows, ring, leaves, head, size and the tick's
-    outputs, through episode ends (terminated and truncated), full windows, a wrapped ring
-    and, when E * N > C, a flush of more than C transitions."""
+    replay_flush_write then a rebuild of the tree's depths top .. L-1 leave, step after step:
+    windows, ring, the whole sum tree, head, size and the tick's outputs, through episode ends
+    (terminated and truncated), full windows, a wrapped ring and, when E * N > C, a flush of
+    more than C transitions. The tree starts from random priorities, so the flushed range's
+    edge nodes sum flushed and unflushed leaves."""
     gamma, alpha = 0.9, 0.6
-    consts = (*_TICK_CONSTS[:5], I32(C // 2), _TICK_CONSTS[6])  # learning starts half way to full
-    head0, lr, adam_t = int(rng.integers(0, C)), float(rng.uniform(1e-4, 1e-2)), int(rng.integers(0, 99))
+    consts = (*_TICK_CONSTS[:5], I32(min(C // 2, 2000)), _TICK_CONSTS[6])  # learning starts on the way
+    head0 = int(rng.integers(max(0, C - 4 * E * N), C))  # near the end: the ring wraps
+    lr, adam_t = float(rng.uniform(1e-4, 1e-2)), int(rng.integers(0, 99))
     fused, split = (PushBuffers(E, N, C, head0, 0, lr, adam_t) for _ in range(2))
+    tree0 = tree_from_leaves((rng.random(C) ** 2).astype(np.float32))
+    for b in (fused, split):
+        b.tree[...] = dev(tree0)
+    levels = int(math.log2(C))
     push = K("replay", "replay_push_flush")
     scan, write = K("replay", "replay_push_scan"), K("replay", "replay_flush_write")
+    rebuild = K("sumtree", "sumtree_rebuild")
     t = np.zeros(E, np.int64)
     flushed = ended = full = 0
     wrapped = overfull = False
@@ -966,8 +1063,8 @@ def test_push_flush_matches_scan_then_write(rng, E, N, C, threads, scan_threads)
             (1,),
             (threads,),
             (obs, act, rew, nxt, info, maxp, *fused.win, fused.head, fused.size, fused.step, fused.sched,
-             fused.learn_on, fused.lr, fused.adam_t, *fused.ring, fused.leaves, I32(E), I32(N), I32(C),
-             F32(gamma), F32(alpha), *consts),
+             fused.learn_on, fused.lr, fused.adam_t, *fused.ring, fused.tree, I32(E), I32(N), I32(C),
+             I32(top), F32(gamma), F32(alpha), *consts),
         )
         off = poisoni(E + 2)
         scan(
@@ -982,6 +1079,8 @@ def test_push_flush_matches_scan_then_write(rng, E, N, C, threads, scan_threads)
             (obs, act, rew, nxt, info, off, maxp, *split.win, *split.ring, split.leaves, I32(E), I32(N),
              I32(C), F32(gamma), F32(alpha)),
         )
+        if top < levels:
+            rebuild((1 << top,), (64,), (split.tree, I32(top), I32(levels)))
         got, want = fused.host(), split.host()
         for k in want:
             assert_same_bits(got[k], want[k], f"{k} at step {step}")
@@ -1344,12 +1443,10 @@ def test_optim_learning_off(rng):
         np.testing.assert_array_equal(got.get(), want)
 
 
-def test_learner_kernels_learning_off(rng):
+def test_mlp_grad_learning_off(rng):
+    """(mlp_sample_td_backward's learning-off case is in test_learner_kernels_match_autograd.)"""
     B, H = 64, 32
     inputs = _learner_inputs(rng, B, H)
-    out = _run_td_backward(B, H, 4, 128, inputs, learn_on=0)
-    for k, v in out.items():
-        assert np.all(np.isnan(v.get())), k
     grad, part = _run_grad(
         B,
         H,
