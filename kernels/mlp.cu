@@ -8,9 +8,9 @@
 //   mlp_act_push     forward for every env + epsilon-greedy action, then the env step
 //                    (CartPole-v1, kernels/cartpole.cuh) with that action, then the n-step
 //                    push of its transitions (kernels/replay.cuh): one node
-//   mlp_sample_td_backward  prioritized draw and gather of the batch (as per_sample), then
-//                    double-DQN targets, TD errors, IS-weighted Huber loss per sample, dQ,
-//                    and the backward deltas of both hidden layers (one fused pass)
+//   mlp_td_backward  gather of the drawn batch, double-DQN targets, TD errors, IS-weighted
+//                    Huber loss per sample, dQ, and the backward deltas of both hidden
+//                    layers (one fused pass)
 //   mlp_grad         weight gradients summed over the batch + per-block partial sums of
 //                    squares for the global-norm clip
 // Every reduction has a fixed order; no atomics; no inter-block communication.
@@ -43,9 +43,12 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
 /// and window entry (replay_flush_env) at the offsets of the step's flush plan, which
 /// replay_plan computed from the states before the step (a step's termination does not depend
 /// on its action). Block A, the ring's block, runs the tick (replay_tick: step, sched,
-/// learn_on, adam_t), advances head and size by the plan's total, and brings the sum tree's
-/// depths top .. L-1 above the flushed slots up to date (sumtree_fill_flush). No block reads
-/// what another writes: acting takes the step number from the plan, not from the counter.
+/// learn_on, adam_t), advances head and size by the plan's total, brings the sum tree's
+/// depths top .. L-1 above the flushed slots up to date (sumtree_fill_flush), then draws the
+/// step's first learner batch as per_sample does (update 0; kernels/sumtree.cuh; the flushed
+/// leaves, which the acting blocks are writing, read as max_prio^alpha) into b_idx and b_w,
+/// whenever the replay holds anything. No block reads what another writes: acting takes the
+/// step number from the plan, not from the counter.
 /// This is step s = flush_off[n_envs + 2] (= *step + 1); epsilon = pipec_epsilon(s, eps_start,
 /// eps_end, eps_decay_steps). Randomness: Philox(seed, ACT) at counter (s, env, 0, 0): word x
 /// gives the coin (explore when u24(x) < epsilon), word y the random action (y >> 31); a
@@ -60,7 +63,8 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
 /// Writes: obs[n_envs*4] (the observation acted on, f32), action[n_envs]; next_obs[n_envs*4],
 ///   reward[n_envs], step_info[n_envs*2], fin_return[n_envs] (as cp_step_env); sched[3],
 ///   learn_on[1]; the flushed slots of rb_obs[C*4], rb_act[C], rb_ret[C], rb_next[C*4],
-///   rb_disc[C].
+///   rb_disc[C]; tree[1 .. 2^top) (built by the draw); b_idx[B], b_w[B] (the first update's
+///   batch, as per_sample's).
 /// Launch: grid ceil_div(n_envs, epb) + 1 blocks, any block size up to 512 (ideally epb*H),
 /// dynamic shared memory 4 * (H*(H+4) + 8*H + 2 + epb*(2*H + 6 + 6*nstep)) bytes;
 /// 0 <= top <= log2(C).
@@ -92,6 +96,10 @@ extern "C" __global__ void mlp_init_params(float* params, int H, unsigned int se
 /// pipec: extent learn_on = 1
 /// pipec: extent lr = 1
 /// pipec: extent adam_t = 1
+/// pipec: extent b_idx = B
+/// pipec: extent b_w = B
+/// pipec: out b_idx
+/// pipec: out b_w
 /// pipec: out obs
 /// pipec: out action
 /// pipec: out next_obs
@@ -106,9 +114,10 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
     int* step_info, float* fin_return, float* win_obs, int* win_act, float* win_rew,
     float* rb_obs, int* rb_act, float* rb_ret, float* rb_next, float* rb_disc, float* tree,
     int* head, int* size, int* step, float* sched, int* learn_on, const float* lr, int* adam_t,
-    int n_envs, int H, int epb, unsigned int seed, double eps_start, double eps_end,
-    int eps_decay_steps, int max_steps, int nstep, int capacity, int top, float gamma,
-    float alpha, double beta0, int beta_steps, int learning_starts, int updates) {
+    int* b_idx, float* b_w, int n_envs, int H, int epb, unsigned int seed, double eps_start,
+    double eps_end, int eps_decay_steps, int max_steps, int nstep, int capacity, int top,
+    float gamma, float alpha, double beta0, int beta_steps, int learning_starts, int updates,
+    int B) {
     extern __shared__ __align__(16) float smem[];
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
@@ -116,8 +125,11 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
     const int base = flush_off[n_envs];
     const int total = flush_off[n_envs + 1];
     const float leaf = powf(max_prio[0], alpha);
+    const int s_now = flush_off[n_envs + 2];  // this step (the plan's: *step + 1)
+    const unsigned int st = (unsigned int)s_now;
     if ((int)blockIdx.x == acting) {  // the ring's block
         __shared__ float scratch[300];
+        __shared__ float stop[PER_TOP_NODES];
         if (t == nt - 1) {  // not thread 0, which adds up the tree's partial nodes
             int b0 = 0, old_size = 0;
             replay_tick(head, size, step, sched, learn_on, lr, adam_t, eps_start, eps_end,
@@ -126,6 +138,30 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
             replay_advance(head, size, base, old_size, total, capacity);
         }
         sumtree_fill_flush(tree, capacity, top, base, total, leaf, scratch);
+        __syncthreads();  // publishes the tick's values and the tree above the flush
+        // The first update's batch, drawn now (as per_sample draws it) so that the learner
+        // does not wait for a draw: the flushed leaves, which the acting blocks are writing,
+        // read as `leaf`. Drawn whenever the replay holds anything: under data parallelism
+        // the ranks agree on learning only after this node.
+        const int sz = size[0];
+        if (sz <= 0) return;
+        const float beta = sched[PIPEC_SCHED_BETA];
+        per_load_tree_top(tree, stop, capacity, top);
+        per_build_tree_top(tree, stop, top, true);
+        const float mass = stop[1];
+        const PerFlush flush{base, total, leaf};
+        float wmax = 0.0f, w_first = 0.0f;
+        for (int i = t; i < B; i += nt) {
+            float p;
+            const int l = per_draw(i, B, mass, stop, tree, capacity, sz, st, seed, 0, flush, &p);
+            const float w = per_weight(p, sz, mass, beta);
+            wmax = fmaxf(wmax, w);
+            if (i == t) w_first = w;
+            else b_w[i] = w;  // re-read below by this same thread
+            b_idx[i] = l;
+        }
+        wmax = pipec_block_max(wmax, scratch);
+        for (int i = t; i < B; i += nt) b_w[i] = ((i == t) ? w_first : b_w[i]) / wmax;
         return;
     }
     const int ld = pipec_w2_ld(H);
@@ -143,8 +179,7 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
 
     const int e0 = blockIdx.x * epb;
     const int ne = (n_envs - e0 < epb) ? (n_envs - e0) : epb;
-    const int s_now = flush_off[n_envs + 2];
-    const unsigned int st = (unsigned int)s_now;
+
     const int off_first = (t < ne) ? flush_off[e0 + t] : 0;  // the thread's first env's offset
 
     // Every weight the block uses, its envs' states and windows: all loads first (one round
@@ -205,32 +240,26 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
     }
 }
 
-/// Sampling, learner forward, per-sample loss and backward deltas of one update, in one node
-/// (docs/dqn.md 6.2, 6.3). Every block draws the whole batch as per_sample does (the same
-/// functions, kernels/sumtree.cuh: tree top built on chip, stratified walk, leaf clamped,
-/// weight w_i = (size p_i / total)^-beta over the batch maximum), because the weights' maximum
-/// needs every draw; it gathers only its own spb samples, so the batch never waits for a
-/// node of its own. Block 0 writes the tree's top back (depths top-1 .. 0), as per_sample does.
-/// Then, per sample:
+/// Learner forward, per-sample loss and backward deltas of one update (docs/dqn.md 6.3), on
+/// the batch drawn by per_sample or, for the step's first update, by mlp_act_push: each block
+/// gathers its spb samples' transitions from the ring (and records them in b_obs .. b_disc
+/// for mlp_grad and the tests), then, per sample:
 ///   a* = argmax_a online(next)(a) (ties to 0), y = R + disc * target(next)(a*),
 ///   delta = online(obs)(act) - y, loss_i = w_i * huber(delta_i) (threshold 1),
 ///   dq[i][a] = dL/dQ(obs_i, a) for L = mean_i loss_i (only a = act_i is non-zero),
 ///   dh2 = (W3^T dq) * [h2 > 0], dh1 = (W2^T dh2) * [h1 > 0].
-/// Does nothing when *learn_on == 0 or the replay is empty.
-/// Reads: learn_on[1], tree[2C] (depths top .. L current), replay_size[1], step[1],
-///   sched[3] (beta = sched[1]), the ring rb_*[C], params[P], target[P].
-/// Writes: tree[1 .. 2^top) (block 0), b_idx[B] (leaf = data slot), b_w[B], b_obs[B*4],
-///   b_act[B], b_ret[B], b_next[B*4], b_disc[B]; h1[B*H], h2[B*H] (online hidden activations
-///   on obs, post-ReLU), dh1[B*H], dh2[B*H] (loss gradients w.r.t. the pre-activations),
-///   dq[B*2], td[B] (delta), lossi[B] (w_i * huber(delta_i), not divided by B).
-/// Launch: grid ceil_div(B, spb) blocks, any block size (ideally spb*H, at most 1024), dynamic
-/// shared memory 4 * (2*H*(H+4) + 16*H + 8 + spb*(6*H + 20) + 2048 + blockDim) bytes;
-/// 0 <= top <= min(10, log2(C)).
+/// Does nothing when *learn_on == 0.
+/// Reads: learn_on[1], b_idx[B] (leaf = data slot), b_w[B] (importance weights), the ring
+///   rb_*[C], params[P], target[P].
+/// Writes: b_obs[B*4], b_act[B], b_ret[B], b_next[B*4], b_disc[B] (the gathered batch);
+///   h1[B*H], h2[B*H] (online hidden activations on obs, post-ReLU), dh1[B*H], dh2[B*H] (loss
+///   gradients w.r.t. the pre-activations), dq[B*2], td[B] (delta), lossi[B] (w_i *
+///   huber(delta_i), not divided by B).
+/// Launch: grid ceil_div(B, spb) blocks, any block size (ideally spb*H, at most 1024),
+/// dynamic shared memory 4 * (2*H*(H+4) + 16*H + 8 + spb*(6*H + 20)) bytes.
 /// pipec: extent learn_on = 1
-/// pipec: extent tree = 2 * capacity
-/// pipec: extent replay_size = 1
-/// pipec: extent step = 1
-/// pipec: extent sched = 3
+/// pipec: extent b_idx = B
+/// pipec: extent b_w = B
 /// pipec: extent rb_obs = capacity * 4
 /// pipec: extent rb_act = capacity
 /// pipec: extent rb_ret = capacity
@@ -238,8 +267,6 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
 /// pipec: extent rb_disc = capacity
 /// pipec: extent params = 8 * H + H * H + 2
 /// pipec: extent target = 8 * H + H * H + 2
-/// pipec: extent b_idx = B
-/// pipec: extent b_w = B
 /// pipec: extent b_obs = B * 4
 /// pipec: extent b_act = B
 /// pipec: extent b_ret = B
@@ -252,8 +279,6 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
 /// pipec: extent dq = B * 2
 /// pipec: extent td = B
 /// pipec: extent lossi = B
-/// pipec: out b_idx
-/// pipec: out b_w
 /// pipec: out b_obs
 /// pipec: out b_act
 /// pipec: out b_ret
@@ -266,14 +291,12 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
 /// pipec: out dq
 /// pipec: out td
 /// pipec: out lossi
-extern "C" __global__ void mlp_sample_td_backward(
-    const int* learn_on, float* tree, const int* replay_size, const int* step,
-    const float* sched, const float* rb_obs, const int* rb_act, const float* rb_ret,
-    const float* rb_next, const float* rb_disc, const float* params, const float* target,
-    int* b_idx, float* b_w, float* b_obs, int* b_act, float* b_ret, float* b_next,
-    float* b_disc, float* h1, float* h2, float* dh1, float* dh2, float* dq, float* td,
-    float* lossi, int B, int H, int spb, int capacity, int top, unsigned int seed,
-    int update) {
+extern "C" __global__ void mlp_td_backward(
+    const int* learn_on, const int* b_idx, const float* b_w, const float* rb_obs,
+    const int* rb_act, const float* rb_ret, const float* rb_next, const float* rb_disc,
+    const float* params, const float* target, float* b_obs, int* b_act, float* b_ret,
+    float* b_next, float* b_disc, float* h1, float* h2, float* dh1, float* dh2, float* dq,
+    float* td, float* lossi, int B, int H, int spb, int capacity) {
     extern __shared__ __align__(16) float smem[];
     const int ld = pipec_w2_ld(H);
     float* W2t = smem;                  // H * (H + 4)  target W2, row stride ld
@@ -298,72 +321,59 @@ extern "C" __global__ void mlp_sample_td_backward(
     float* b2o = b2t + H;               // H            online b2
     float* s_ret = b2o + H;             // spb          the block's samples: return,
     float* s_disc = s_ret + spb;        // spb          discount,
-    float* s_w = s_disc + spb;          // spb          weight before the batch maximum,
+    float* s_w = s_disc + spb;          // spb          weight,
     int* s_act = reinterpret_cast<int*>(s_w + spb);  // spb  action
-    float* stop = s_w + 2 * spb;        // PER_TOP_NODES  the tree's top
-    float* red = stop + PER_TOP_NODES;  // blockDim     the weights' maximum
 
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
     const int s0 = blockIdx.x * spb;
     if (s0 >= B) return;  // uniform over the block
     const int ns = (B - s0 < spb) ? (B - s0) : spb;
-    // Every load that depends on no other (flags, schedule, the tree's top, every weight the
-    // block uses) is issued before the learning test and before any store (PipecStage): one
-    // round trip, and no layer waits for a global load after a barrier.
+    // Every load that depends on no other (the flag, the block's draws, every weight the
+    // block uses) is issued before the learning test; no layer waits for a global load after
+    // a barrier. (Measured on an H200, per-region loops here beat issuing every load before
+    // any store, PipecStage, by 0.6 us: the stores of the small regions overlap the loads of
+    // W2.)
     const int on = learn_on[0];
-    const int size = replay_size[0];
-    const float beta = sched[PIPEC_SCHED_BETA];
-    const unsigned int st = (unsigned int)step[0];
-    // Sized for H = 64 in blocks of 256 (kernels/common.cuh, PipecStage).
-    PipecSquareStage<16> w2t, w2o;
-    PipecStage<2> w1t, w1o;  // W1 then b1 (contiguous)
-    PipecStage<1> w3t, w3o, b2t_, b2o_;  // W3 then b3; b2
-    PipecStage<8> st_top;  // the tree's depths top .. 10
-    const int first = 1 << top;
-    const int ntop = per_top_nodes(capacity) - first;
-    st_top.load(tree + first, ntop);
+    const int leaf = (t < ns) ? b_idx[s0 + t] : 0;
+    const float w_own = (t < ns) ? b_w[s0 + t] : 0.0f;
+    for (int i = t; i < 2 * H + 2; i += nt) {
+        const float a = target[pipec_off_w3(H) + i];  // W3 then b3: contiguous
+        const float b = params[pipec_off_w3(H) + i];
+        W3t[i] = a;
+        W3o[i] = b;
+    }
+    for (int i = t; i < 5 * H; i += nt) {
+        const float a = target[pipec_off_w1(H) + i];  // W1 then b1: contiguous
+        const float b = params[pipec_off_w1(H) + i];
+        W1t[i] = a;
+        W1o[i] = b;
+    }
+    for (int i = t; i < H; i += nt) {
+        const float a = target[pipec_off_b2(H) + i];
+        const float b = params[pipec_off_b2(H) + i];
+        b2t[i] = a;
+        b2o[i] = b;
+    }
+    PipecSquareStage<16> w2t, w2o;  // sized for H = 64 in blocks of 256
     w2t.load(target + pipec_off_w2(H), H);
     w2o.load(params + pipec_off_w2(H), H);
-    w1t.load(target + pipec_off_w1(H), 5 * H);
-    w1o.load(params + pipec_off_w1(H), 5 * H);
-    w3t.load(target + pipec_off_w3(H), 2 * H + 2);
-    w3o.load(params + pipec_off_w3(H), 2 * H + 2);
-    b2t_.load(target + pipec_off_b2(H), H);
-    b2o_.load(params + pipec_off_b2(H), H);
-    if (on == 0 || size <= 0) return;  // uniform: learning off or empty replay, nothing written
-    st_top.store(tree + first, stop + first, ntop);
     w2t.store(target + pipec_off_w2(H), W2t, H);
     w2o.store(params + pipec_off_w2(H), W2o, H);
-    w1t.store(target + pipec_off_w1(H), W1t, 5 * H);
-    w1o.store(params + pipec_off_w1(H), W1o, 5 * H);
-    w3t.store(target + pipec_off_w3(H), W3t, 2 * H + 2);
-    w3o.store(params + pipec_off_w3(H), W3o, 2 * H + 2);
-    b2t_.store(target + pipec_off_b2(H), b2t, H);
-    b2o_.store(params + pipec_off_b2(H), b2o, H);
-    per_build_tree_top(tree, stop, top, blockIdx.x == 0);
-    const float total = stop[1];
-
-    // The whole batch's draws (for the weights' maximum); the block's own samples are
-    // gathered by the threads that drew them.
-    float wmax = 0.0f;
-    for (int i = t; i < B; i += nt) {
-        float p;
-        const int leaf = per_draw(i, B, total, stop, tree, capacity, size, st, seed, update, &p);
-        const float w = per_weight(p, size, total, beta);
-        wmax = fmaxf(wmax, w);
-        const int s = i - s0;
-        if (s < 0 || s >= ns) continue;
-        // all loads first, then the stores (they would serialize if interleaved)
+    if (on == 0) return;  // uniform: learning off, nothing written
+    // The block's samples, gathered by one thread each (all loads first, then the stores).
+    for (int s = t; s < ns; s += nt) {
+        const int i = s0 + s;
+        const int l = (s == t) ? leaf : b_idx[i];
         float o[PIPEC_OBS], nx[PIPEC_OBS];
 #pragma unroll
         for (int c = 0; c < PIPEC_OBS; ++c) {
-            o[c] = rb_obs[leaf * PIPEC_OBS + c];
-            nx[c] = rb_next[leaf * PIPEC_OBS + c];
+            o[c] = rb_obs[l * PIPEC_OBS + c];
+            nx[c] = rb_next[l * PIPEC_OBS + c];
         }
-        const int a = rb_act[leaf];
-        const float ret = rb_ret[leaf];
-        const float disc = rb_disc[leaf];
+        const int a = rb_act[l];
+        const float ret = rb_ret[l];
+        const float disc = rb_disc[l];
 #pragma unroll
         for (int c = 0; c < PIPEC_OBS; ++c) {
             xo[s * PIPEC_OBS + c] = o[c];
@@ -374,13 +384,12 @@ extern "C" __global__ void mlp_sample_td_backward(
         s_act[s] = a;
         s_ret[s] = ret;
         s_disc[s] = disc;
-        s_w[s] = w;
-        b_idx[i] = leaf;
+        s_w[s] = (s == t) ? w_own : b_w[i];
         b_act[i] = a;
         b_ret[i] = ret;
         b_disc[i] = disc;
     }
-    wmax = pipec_block_max(wmax, red);  // its barriers publish the gathered samples too
+    __syncthreads();
 
     // The three forward passes, layer by layer (independent outputs, one barrier per layer).
     pipec_dense(W1t, PIPEC_OBS, W1t + 4 * H, xn, PIPEC_OBS, T1, H, ns, 1);
@@ -411,8 +420,7 @@ extern "C" __global__ void mlp_sample_td_backward(
         const int a = s_act[s];
         const float r = s_ret[s];
         const float disc = s_disc[s];
-        const float w = s_w[s] / wmax;
-        b_w[i] = w;
+        const float w = s_w[s];
         const int astar = (qn[s * 2 + 1] > qn[s * 2 + 0]) ? 1 : 0;
         const float y = r + disc * qt[s * 2 + astar];
         const float d = q[s * 2 + a] - y;

@@ -131,7 +131,8 @@ extern "C" __global__ void per_sample(const int* learn_on, float* tree,
     float wmax = 0.0f;
     for (int i = t; i < B; i += nt) {
         float p;
-        const int leaf = per_draw(i, B, total, stop, tree, capacity, size, st, seed, update, &p);
+        const int leaf = per_draw(i, B, total, stop, tree, capacity, size, st, seed, update,
+                                  PerFlush{0, 0, 0.0f}, &p);
         // all loads first, then the stores (they would serialize if interleaved)
         float o[PIPEC_OBS], nx[PIPEC_OBS];
 #pragma unroll

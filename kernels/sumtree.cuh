@@ -40,16 +40,29 @@ __device__ __forceinline__ void per_build_tree_top(float* tree, float* stop, int
     }
 }
 
+// Leaves a flush is writing while a draw runs (mlp_act_push draws beside the blocks that
+// write them): slots base .. base + total - 1 (mod capacity; all of them when total >=
+// capacity) hold `leaf` whatever the tree holds yet. total = 0: none.
+struct PerFlush {
+    int base, total;
+    float leaf;
+    __device__ __forceinline__ float at(int slot, float stored, int capacity) const {
+        const int d = slot - base + ((slot < base) ? capacity : 0);
+        return (total >= capacity || d < total) ? leaf : stored;
+    }
+};
+
 // Draw i of a batch of B (docs/dqn.md 6.2): u = (i + U_i) * total / B, U_i = u24 of word x of
 // Philox(seed, SAMPLE) at counter (step, i, update, 0); walk from the root (left when u < left
 // sum, else subtract it and go right; nodes below per_top_nodes from stop); the leaf clamped
 // to size - 1. Returns the leaf (its data slot) and sets *p to its priority. Below the chip's
 // nodes each level loads both children at once (one 8-byte load when the tree is 8-byte
 // aligned), so the leaf's priority needs no load of its own unless the leaf was clamped.
+// Leaves `flush` covers read as its value.
 __device__ __forceinline__ int per_draw(int i, int B, float total, const float* stop,
                                         const float* tree, int capacity, int size,
                                         unsigned int step, unsigned int seed, int update,
-                                        float* p) {
+                                        const PerFlush& flush, float* p) {
     const pipec_u4 r = pipec_philox(step, (unsigned int)i, (unsigned int)update, 0u, seed,
                                     PIPEC_STREAM_SAMPLE);
     const int ntop = per_top_nodes(capacity);
@@ -71,6 +84,10 @@ __device__ __forceinline__ int per_draw(int i, int B, float total, const float* 
             left = tree[c];
             right = tree[c + 1];
         }
+        if (c >= capacity) {  // the leaves
+            left = flush.at(c - capacity, left, capacity);
+            right = flush.at(c + 1 - capacity, right, capacity);
+        }
         if (u < left) {
             node = c;
             pick = left;
@@ -82,7 +99,7 @@ __device__ __forceinline__ int per_draw(int i, int B, float total, const float* 
     }
     const int leaf = node - capacity;
     if (leaf > size - 1) {
-        *p = tree[capacity + size - 1];
+        *p = flush.at(size - 1, tree[capacity + size - 1], capacity);
         return size - 1;
     }
     *p = pick;

@@ -482,9 +482,10 @@ def test_mlp_init_params(rng, H):
 
 
 def _mlp_act_push(params, env, step, H, epb, threads, seed, eps_sched, max_steps=500, push=None,
-                  nstep=3, top=2, max_prio=1.5, tick=(F64(0.4), I32(15), I32(500), I32(3))):
+                  nstep=3, top=2, max_prio=1.5, tick=(F64(0.4), I32(15), I32(500), I32(3)), batch=None):
     """replay_plan, then mlp_act_push on `env` (`step` the counter before the tick) and
-    `push` (PushBuffers with nstep and a capacity of 4096 unless given); (obs, action)."""
+    `push` (PushBuffers with nstep and a capacity of 4096 unless given), drawing into `batch`
+    ((b_idx, b_w), 64 draws unless given); (obs, action)."""
     n = env.n
     start, end, decay = eps_sched
     if push is None:
@@ -496,13 +497,14 @@ def _mlp_act_push(params, env, step, H, epb, threads, seed, eps_sched, max_steps
         (1,), (min(n, 1024),), (env.state, env.ep_steps, push.head, push.step, flush_off, I32(n), I32(nstep), I32(max_steps))
     )
     obs, act = nanf(n, 4), poisoni(n)
+    b_idx, b_w = batch if batch is not None else (poisoni(64), nanf(64))
     K("mlp", "mlp_act_push")(
         (cdiv(n, epb) + 1,),
         (threads,),
         (dev(params), *env.updated(), flush_off, dev([max_prio], np.float32), obs, act, *env.outputs(), *push.win,
          *push.ring, push.tree, push.head, push.size, push.step, push.sched, push.learn_on, push.lr, push.adam_t,
-         I32(n), I32(H), I32(epb), U32(seed), F64(start), F64(end), I32(decay), I32(max_steps), I32(nstep), I32(C),
-         I32(top), F32(0.9), F32(0.6), *tick),
+         b_idx, b_w, I32(n), I32(H), I32(epb), U32(seed), F64(start), F64(end), I32(decay), I32(max_steps),
+         I32(nstep), I32(C), I32(top), F32(0.9), F32(0.6), *tick, I32(len(b_idx))),
         shared_mem=4 * (H * (H + 4) + 8 * H + 2 + epb * (2 * H + 6 + 6 * nstep)),
     )
     return obs.get(), act.get()
@@ -568,11 +570,12 @@ def test_mlp_act_push_steps_like_the_env_step_alone(rng, H, n, epb, threads):
     "H,n,epb,threads,N,C,top", [(64, 128, 4, 256, 5, 131072, 8), (40, 250, 3, 96, 3, 512, 4), (32, 37, 16, 512, 2, 64, 0)]
 )
 def test_mlp_act_push_pushes_like_the_push_node(rng, H, n, epb, threads, N, C, top):
-    """The push inside mlp_act_push (at replay_plan's offsets, the tick and the tree in one
-    extra block) leaves the bits replay_push_flush leaves after the same env step, step after
-    step: windows, ring, the whole sum tree, head, size, step, sched, learn_on and adam_t,
-    through terminations, truncations and a wrapped ring (C is small against n * N in two of
-    the shapes, and the first starts near the end of a large ring)."""
+    """The push inside mlp_act_push (at replay_plan's offsets, the tick, the tree and the first
+    update's draw in one extra block) leaves the bits replay_push_flush then per_sample leave
+    after the same env step, step after step: windows, ring, the whole sum tree, head, size,
+    step, sched, learn_on, adam_t and the drawn batch, through terminations, truncations and a
+    wrapped ring (C is small against n * N in two of the shapes, and the first starts near the
+    end of a large ring). The draw reads the leaves the acting blocks are writing meanwhile."""
     params = linear_init(rng, H)
     seed, max_steps, max_prio = int(rng.integers(0, 2**32)), 25, float(rng.uniform(0.5, 3.0))
     tick = (F64(0.4), I32(15), I32(min(C // 2, 2000)), I32(3))
@@ -583,11 +586,13 @@ def test_mlp_act_push_pushes_like_the_push_node(rng, H, n, epb, threads, N, C, t
     for b in (fused, split):
         b.tree[...] = dev(tree0)
     env = EnvBuffers(rng.uniform(-0.15, 0.15, (n, 4)), rng.integers(0, max_steps, n), rng.integers(0, 9, n))
+    B = 256
+    drawn, want_drawn = (poisoni(B), nanf(B)), (poisoni(B), nanf(B))
     ended = wrapped = 0
     for step in range(30):
         head_before = int(fused.head.get()[0])
         obs, act = _mlp_act_push(params, env, step, H, epb, threads, seed, (1.0, 0.05, 10), max_steps, fused, N,
-                                 top, max_prio, tick)
+                                 top, max_prio, tick, drawn)
         info = env.step_info
         K("replay", "replay_push_flush")(
             (1,),
@@ -596,12 +601,22 @@ def test_mlp_act_push_pushes_like_the_push_node(rng, H, n, epb, threads, N, C, t
              split.size, split.step, split.sched, split.learn_on, split.lr, split.adam_t, *split.ring, split.tree,
              I32(n), I32(N), I32(C), I32(top), F32(0.9), F32(0.6), *eps, *tick),
         )
+        gathered = [nanf(B, 4), poisoni(B), nanf(B), nanf(B, 4), nanf(B)]
+        K("sumtree", "per_sample")(
+            (1,),
+            (B,),
+            (dev([1], np.int32), split.tree, split.size, split.step, split.sched, *split.ring, *want_drawn, *gathered,
+             I32(B), I32(C), I32(top), U32(seed), I32(0)),
+        )
         got, want = fused.host(), split.host()
         for k in want:
             assert_same_bits(got[k], want[k], f"{k} at step {step}")
+        for g, w, k in zip(drawn, want_drawn, ("b_idx", "b_w")):
+            assert_same_bits(g.get(), w.get(), f"{k} at step {step}")
         ended += int((info.get()[:, 1] != 0).sum())
         wrapped |= int(want["head"][0]) < head_before
     assert ended > 0 and wrapped and want["learn_on"][0] == 1
+    assert len(np.unique(drawn[0].get())) > 16
 
 
 # --------------------------------------------------------------------------------------------
@@ -701,30 +716,28 @@ _BATCH_KEYS = ("idx", "w", "obs", "act", "ret", "nxt", "disc")
 _LEARN_KEYS = ("h1", "h2", "dh1", "dh2", "dq", "td", "lossi")
 
 
-def _run_sample_td(B, H, spb, threads, top, params, target, ring, tree, size, draw, learn_on=1):
-    """mlp_sample_td_backward on a tree whose depths below `top` are stale (NaN): returns the
-    batch it drew, its learner outputs and the tree after."""
+def _run_td(B, H, spb, threads, params, target, ring, drawn, learn_on=1):
+    """mlp_td_backward on a drawn batch (b_idx, b_w on the device): the batch it gathered and
+    its learner outputs."""
     C = len(ring["act"])
-    step, seed, update, beta = draw
-    tree_dev = dev(tree)
-    tree_dev[1 : 1 << top] = np.nan
-    batch = _batch_out(B)
+    batch = {k: v for k, v in _batch_out(B).items() if k not in ("idx", "w")}
     out = {k: nanf(B, H) for k in ("h1", "h2", "dh1", "dh2")}
     out.update(dq=nanf(B, 2), td=nanf(B), lossi=nanf(B))
-    smem = 4 * (2 * H * (H + 4) + 16 * H + 8 + spb * (6 * H + 20) + 2048 + threads)
-    fn = K("mlp", "mlp_sample_td_backward")
+    smem = 4 * (2 * H * (H + 4) + 16 * H + 8 + spb * (6 * H + 20))
+    fn = K("mlp", "mlp_td_backward")
     # above 48 KiB the launch must opt in, as pipec's runtime does (runtime/modules.py)
     fn.max_dynamic_shared_size_bytes = max(fn.max_dynamic_shared_size_bytes, smem)
     fn((cdiv(B, spb),), (threads,),
-       (*_draw_args(learn_on, tree_dev, size, step, beta, ring), dev(params), dev(target),
-        *(batch[k] for k in _BATCH_KEYS), *(out[k] for k in _LEARN_KEYS),
-        I32(B), I32(H), I32(spb), I32(C), I32(top), U32(seed), I32(update)),
+       (dev([learn_on], np.int32), *drawn, *(dev(ring[k]) for k in ("obs", "act", "ret", "nxt", "disc")),
+        dev(params), dev(target), *(batch[k] for k in ("obs", "act", "ret", "nxt", "disc")),
+        *(out[k] for k in _LEARN_KEYS), I32(B), I32(H), I32(spb), I32(C)),
        shared_mem=smem)
-    return {k: v.get() for k, v in batch.items()}, out, tree_dev.get()
+    return {k: v.get() for k, v in batch.items()}, out
 
 
 def _run_per_sample(B, threads, top, ring, tree, size, draw, learn_on=1):
-    """per_sample alone, the same arguments as _run_sample_td's draw: batch and tree after."""
+    """per_sample on a tree whose depths below `top` are stale (NaN): the batch and the tree
+    after."""
     step, seed, update, beta = draw
     tree_dev = dev(tree)
     tree_dev[1 : 1 << top] = np.nan
@@ -755,21 +768,20 @@ def _run_grad(B, H, block, obs, h1, h2, dh1, dh2, dq, learn_on=1):
     ],
 )
 def test_learner_kernels_match_autograd(rng, B, H, spb, threads, gblock, C, top):
-    """mlp_sample_td_backward draws the batch per_sample draws (bit for bit: leaves, weights,
-    gathered transitions, the tree's top), and its learner outputs, then mlp_grad's gradient,
-    match PyTorch autograd on that batch."""
+    """mlp_td_backward gathers the batch per_sample drew (bit for bit, as per_sample gathered
+    it), and its learner outputs, then mlp_grad's gradient, match PyTorch autograd on it."""
     torch = pytest.importorskip("torch")
     inputs = _learner_inputs(rng, C, H)
     ring, tree, size = _replay_of(rng, inputs, int(C * 0.9))
     draw = (int(rng.integers(1, 10**6)), int(rng.integers(0, 2**32)), 1, np.float32(rng.uniform(0.4, 1.0)))
-    batch, out, tree_after = _run_sample_td(B, H, spb, threads, top, *inputs[:2], ring, tree, size, draw)
-    want, want_tree = _run_per_sample(B, min(B, 1024), top, ring, tree, size, draw)
-    for k in _BATCH_KEYS:
+    want, _ = _run_per_sample(B, min(B, 1024), top, ring, tree, size, draw)
+    drawn = (dev(want["idx"]), dev(want["w"]))
+    batch, out = _run_td(B, H, spb, threads, *inputs[:2], ring, drawn)
+    for k in ("obs", "act", "ret", "nxt", "disc"):
         assert_same_bits(batch[k], want[k], k)
-    assert_same_bits(tree_after, want_tree, "tree")
-    assert len(np.unique(batch["idx"])) > B // 2 and batch["w"].max() == 1.0
-    ref = _torch_learner(torch, *inputs[:2], batch["obs"], batch["act"], batch["ret"], batch["nxt"],
-                         batch["disc"], batch["w"], H)
+    assert len(np.unique(want["idx"])) > B // 2 and want["w"].max() == 1.0
+    ref = _torch_learner(torch, *inputs[:2], want["obs"], want["act"], want["ret"], want["nxt"], want["disc"],
+                         want["w"], H)
     got = {k: v.get() for k, v in out.items()}
     for k in ("h1", "h2", "td", "lossi", "dq", "dh1", "dh2"):
         err = rel_err(got[k], ref[k])
@@ -777,8 +789,8 @@ def test_learner_kernels_match_autograd(rng, B, H, spb, threads, gblock, C, top)
         assert err <= 1e-4, k
     assert abs(got["lossi"].mean() - ref["loss"]) <= 1e-5 * (1 + abs(ref["loss"]))
     # dq is zero off the taken action
-    assert np.all(got["dq"][np.arange(B), 1 - batch["act"]] == 0)
-    grad, part = _run_grad(B, H, gblock, batch["obs"], out["h1"], out["h2"], out["dh1"], out["dh2"], out["dq"])
+    assert np.all(got["dq"][np.arange(B), 1 - want["act"]] == 0)
+    grad, part = _run_grad(B, H, gblock, want["obs"], out["h1"], out["h2"], out["dh1"], out["dh2"], out["dq"])
     g = grad.get()
     for name, gg in unpack(g, H).items():
         err = rel_err(gg, unpack(ref["grad"], H)[name])
@@ -787,12 +799,9 @@ def test_learner_kernels_match_autograd(rng, B, H, spb, threads, gblock, C, top)
     pt = part.get()
     blocks = [g[i : i + gblock[0]].astype(np.float64) for i in range(0, len(g), gblock[0])]
     np.testing.assert_allclose(pt, [np.sum(b * b) for b in blocks], rtol=1e-5, atol=1e-30)
-    # learning off, or an empty replay: nothing is written, the tree's top not either
-    for learn_on, sz in ((0, size), (1, 0)):
-        b_off, o_off, t_off = _run_sample_td(B, H, spb, threads, top, *inputs[:2], ring, tree, sz, draw,
-                                             learn_on=learn_on)
-        assert np.all(b_off["idx"] == POISON_I) and np.all(np.isnan(o_off["h1"].get()))
-        assert np.all(np.isnan(t_off[1 : 1 << top]))
+    # learning off: nothing is written
+    b_off, o_off = _run_td(B, H, spb, threads, *inputs[:2], ring, drawn, learn_on=0)
+    assert np.all(b_off["act"] == POISON_I) and np.all(np.isnan(o_off["h1"].get()))
 
 
 @pytest.mark.parametrize("B,H,block", [(256, 64, (64, 8)), (77, 24, (32, 5)), (5, 16, (96, 1))])
@@ -1444,7 +1453,7 @@ def test_optim_learning_off(rng):
 
 
 def test_mlp_grad_learning_off(rng):
-    """(mlp_sample_td_backward's learning-off case is in test_learner_kernels_match_autograd.)"""
+    """(mlp_td_backward's learning-off case is in test_learner_kernels_match_autograd.)"""
     B, H = 64, 32
     inputs = _learner_inputs(rng, B, H)
     grad, part = _run_grad(
