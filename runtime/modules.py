@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 from .driver import Device
 
-# Dynamic shared memory every kernel may use without opting in.
-DEFAULT_DYNAMIC_SHARED = 48 * 1024
+# Shared memory, static and dynamic together, every block may use without opting in: beyond
+# it the function's dynamic limit must be raised to what the launch asks for.
+SHARED_WITHOUT_OPT_IN = 48 * 1024
 
 
 class Modules:
@@ -19,6 +20,7 @@ class Modules:
         self.device = device
         self._loaded: dict[tuple[str, int], object] = {}
         self._functions: dict[tuple[str, int, str], object] = {}
+        self._static_shared: dict[tuple[str, int, str], int] = {}
 
     def function(self, scope: str, module: int, name: str, shared_bytes: int = 0):
         call = self.device.driver.call
@@ -29,10 +31,14 @@ class Modules:
             function = call("cuModuleGetFunction", self._loaded[(scope, module)], name.encode())
             self._functions[key] = function
         function = self._functions[key]
-        if shared_bytes > DEFAULT_DYNAMIC_SHARED:
+        if shared_bytes:
             attributes = self.device.driver.cu.CUfunction_attribute
-            call("cuFuncSetAttribute", function, attributes.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                 shared_bytes)
+            if key not in self._static_shared:
+                self._static_shared[key] = call("cuFuncGetAttribute", attributes.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                                                function)
+            if self._static_shared[key] + shared_bytes > SHARED_WITHOUT_OPT_IN:
+                call("cuFuncSetAttribute", function, attributes.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                     shared_bytes)
         return function
 
     @property

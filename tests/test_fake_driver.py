@@ -285,3 +285,21 @@ def test_a_flattened_build_has_the_leaf_dag_of_the_plan(nodes):
         assert set(name.values()) == set(dag.nodes) and edges == set(dag.edges)
     finally:
         flat.close()
+
+
+def test_a_block_past_48_kib_of_shared_memory_in_all_opts_in():
+    """The dynamic limit is raised when static and dynamic shared memory together pass 48 KiB
+    (mlp_act_push: 34 KiB static, 18 KiB dynamic), not only when the dynamic part does: the
+    launch failed with CUDA_ERROR_INVALID_VALUE on an H200."""
+    from types import SimpleNamespace
+
+    from pipec.runtime.modules import Modules
+
+    driver = fake_driver(NODES, function_attributes={"mixed": FunctionAttributes(static_shared=34 * 1024)})
+    modules = Modules([b"module"], SimpleNamespace(driver=driver))
+    modules.function("step", 0, "mixed", 18 * 1024)
+    modules.function("step", 0, "plain", 18 * 1024)
+    modules.function("step", 0, "big", 60 * 1024)
+    modules.function("step", 0, "mixed", 0)
+    opted = [(c.args[0].name, c.args[2]) for c in driver.cu.named("cuFuncSetAttribute")]
+    assert opted == [("mixed", 18 * 1024), ("big", 60 * 1024)]
