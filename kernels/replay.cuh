@@ -131,12 +131,3 @@ __device__ __forceinline__ void replay_flush_env_global(
                      wa, wr, wo, wa, wr, rb_obs, rb_act, rb_ret, rb_next, rb_disc, leaves, nstep,
                      capacity, gamma);
 }
-
-// The number of transitions env e will flush when it next steps, from its state before the
-// step (the environment step's own rule, cp_done_after, so the same bits): every entry of its
-// window when that step ends the episode, else the oldest one when the window is full.
-__device__ __forceinline__ int replay_flush_count_ahead(const double* state, const int* ep_steps,
-                                                        int e, int nstep, int max_steps) {
-    const int t = ep_steps[e];
-    return pipec_flush_count(t, cp_done_after(state + e * 4, t, max_steps), nstep);
-}
