@@ -103,6 +103,41 @@ __device__ __forceinline__ int pipec_flush_count(int t, int done, int nstep) {
     return (t + 1 >= nstep) ? 1 : 0;
 }
 
+// One replay transition (docs/dqn.md 5): obs, action, n-step return, next obs, bootstrap
+// discount; stored column-wise, element i of rb_obs[*][4], rb_act[*], rb_ret[*],
+// rb_next[*][4], rb_disc[*] (the ring, and the learner's gathered batch b_*, alike).
+struct PipecTransition {
+    float obs[PIPEC_OBS], next[PIPEC_OBS];
+    int act;
+    float ret, disc;
+};
+__device__ __forceinline__ PipecTransition pipec_load_transition(
+    const float* obs, const int* act, const float* ret, const float* next, const float* disc,
+    int i) {
+    PipecTransition x;
+#pragma unroll
+    for (int c = 0; c < PIPEC_OBS; ++c) {
+        x.obs[c] = obs[i * PIPEC_OBS + c];
+        x.next[c] = next[i * PIPEC_OBS + c];
+    }
+    x.act = act[i];
+    x.ret = ret[i];
+    x.disc = disc[i];
+    return x;
+}
+__device__ __forceinline__ void pipec_store_transition(const PipecTransition& x, float* obs,
+                                                       int* act, float* ret, float* next,
+                                                       float* disc, int i) {
+#pragma unroll
+    for (int c = 0; c < PIPEC_OBS; ++c) {
+        obs[i * PIPEC_OBS + c] = x.obs[c];
+        next[i * PIPEC_OBS + c] = x.next[c];
+    }
+    act[i] = x.act;
+    ret[i] = x.ret;
+    disc[i] = x.disc;
+}
+
 // Exploration rate of step s (docs/dqn.md 1): max(end, start - (start - end) * s / decay),
 // in double from double constants as Python computes it, rounded to float once. The acting
 // kernels and the tick (which records it in sched) all call this, so they agree bit for bit.
@@ -123,6 +158,14 @@ __device__ __forceinline__ unsigned int pipec_tid() {
 }
 __device__ __forceinline__ unsigned int pipec_nthreads() {
     return blockDim.x * blockDim.y * blockDim.z;
+}
+
+// The contiguous run [*begin, *end) of n items that thread t of a block owns (ceil(n / nt) a
+// thread, in thread order): scans over the block then see the items in order.
+__device__ __forceinline__ void pipec_thread_run(int n, int* begin, int* end) {
+    const int per = (n + (int)pipec_nthreads() - 1) / (int)pipec_nthreads();
+    *begin = (int)pipec_tid() * per;
+    *end = (*begin + per < n) ? (*begin + per) : n;
 }
 
 // Tree reduction over the block: pairs (t, t + h) for h = P/2, P/4, ..., 1 with P the next

@@ -364,30 +364,11 @@ extern "C" __global__ void mlp_td_backward(
     // The block's samples, gathered by one thread each (all loads first, then the stores).
     for (int s = t; s < ns; s += nt) {
         const int i = s0 + s;
-        const int l = (s == t) ? leaf : b_idx[i];
-        float o[PIPEC_OBS], nx[PIPEC_OBS];
-#pragma unroll
-        for (int c = 0; c < PIPEC_OBS; ++c) {
-            o[c] = rb_obs[l * PIPEC_OBS + c];
-            nx[c] = rb_next[l * PIPEC_OBS + c];
-        }
-        const int a = rb_act[l];
-        const float ret = rb_ret[l];
-        const float disc = rb_disc[l];
-#pragma unroll
-        for (int c = 0; c < PIPEC_OBS; ++c) {
-            xo[s * PIPEC_OBS + c] = o[c];
-            xn[s * PIPEC_OBS + c] = nx[c];
-            b_obs[i * PIPEC_OBS + c] = o[c];
-            b_next[i * PIPEC_OBS + c] = nx[c];
-        }
-        s_act[s] = a;
-        s_ret[s] = ret;
-        s_disc[s] = disc;
+        const PipecTransition x = pipec_load_transition(rb_obs, rb_act, rb_ret, rb_next, rb_disc,
+                                                        (s == t) ? leaf : b_idx[i]);
+        pipec_store_transition(x, xo, s_act, s_ret, xn, s_disc, s);
         s_w[s] = (s == t) ? w_own : b_w[i];
-        b_act[i] = a;
-        b_ret[i] = ret;
-        b_disc[i] = disc;
+        pipec_store_transition(x, b_obs, b_act, b_ret, b_next, b_disc, i);
     }
     __syncthreads();
 

@@ -126,10 +126,8 @@ extern "C" __global__ void replay_push_scan(const int* step_info, int* head, int
     __shared__ int s[1024];
     if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
-    const int nt = (int)pipec_nthreads();
-    const int per = (n_envs + nt - 1) / nt;
-    const int e0 = t * per;
-    const int e1 = (e0 + per < n_envs) ? (e0 + per) : n_envs;
+    int e0, e1;
+    pipec_thread_run(n_envs, &e0, &e1);
     // Thread 0 loads its scalars and runs the tick (which needs no scan) first, so that their
     // latency overlaps the scan's barriers.
     int base = 0, old_size = 0;
@@ -219,10 +217,8 @@ extern "C" __global__ void replay_plan(const double* state, const int* ep_steps,
     __shared__ int s[32];
     if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
-    const int nt = (int)pipec_nthreads();
-    const int per = (n_envs + nt - 1) / nt;
-    const int e0 = t * per;
-    const int e1 = (e0 + per < n_envs) ? (e0 + per) : n_envs;
+    int e0, e1;
+    pipec_thread_run(n_envs, &e0, &e1);
     const int base = head[0];
     const int next = step[0] + 1;
     int mine = 0;

@@ -81,25 +81,22 @@ __device__ __forceinline__ void replay_flush_env(
         const int j = j0 + i;
         const int js = j % nstep;
         // all loads first, then the stores (they would serialize if interleaved)
-        float o[PIPEC_OBS];
+        PipecTransition x;
 #pragma unroll
-        for (int c = 0; c < PIPEC_OBS; ++c) o[c] = (j == t) ? o_now[c] : wo[js * PIPEC_OBS + c];
-        const int a = (j == t) ? a_now : wa[js];
+        for (int c = 0; c < PIPEC_OBS; ++c) {
+            x.obs[c] = (j == t) ? o_now[c] : wo[js * PIPEC_OBS + c];
+            x.next[c] = nx[c];
+        }
+        x.act = (j == t) ? a_now : wa[js];
         float R = 0.0f, gp = 1.0f;
         for (int k = j, ks = js; k <= t; ++k, ks = (ks + 1 == nstep) ? 0 : ks + 1) {
             const float rk = (k == t) ? r_now : wr[ks];
             R = fmaf(gp, rk, R);
             gp = gp * gamma;
         }
-        const float disc = (done == PIPEC_DONE_TERMINATED) ? 0.0f : gp;
-#pragma unroll
-        for (int c = 0; c < PIPEC_OBS; ++c) {
-            rb_obs[slot * PIPEC_OBS + c] = o[c];
-            rb_next[slot * PIPEC_OBS + c] = nx[c];
-        }
-        rb_act[slot] = a;
-        rb_ret[slot] = R;
-        rb_disc[slot] = disc;
+        x.ret = R;
+        x.disc = (done == PIPEC_DONE_TERMINATED) ? 0.0f : gp;
+        pipec_store_transition(x, rb_obs, rb_act, rb_ret, rb_next, rb_disc, slot);
         leaves[slot] = leaf;
     }
     // Window push of this step's entry.

@@ -134,28 +134,13 @@ extern "C" __global__ void per_sample(const int* learn_on, float* tree,
         const int leaf = per_draw(i, B, total, stop, tree, capacity, size, st, seed, update,
                                   PerFlush{0, 0, 0.0f}, &p);
         // all loads first, then the stores (they would serialize if interleaved)
-        float o[PIPEC_OBS], nx[PIPEC_OBS];
-#pragma unroll
-        for (int c = 0; c < PIPEC_OBS; ++c) {
-            o[c] = rb_obs[leaf * PIPEC_OBS + c];
-            nx[c] = rb_next[leaf * PIPEC_OBS + c];
-        }
-        const int a = rb_act[leaf];
-        const float ret = rb_ret[leaf];
-        const float disc = rb_disc[leaf];
+        const PipecTransition x = pipec_load_transition(rb_obs, rb_act, rb_ret, rb_next, rb_disc, leaf);
         const float w = per_weight(p, size, total, beta);
         wmax = fmaxf(wmax, w);
         if (i < ST_SW) sw[i] = w;
         else b_w[i] = w;  // re-read below by this same thread
         b_idx[i] = leaf;
-#pragma unroll
-        for (int c = 0; c < PIPEC_OBS; ++c) {
-            b_obs[i * PIPEC_OBS + c] = o[c];
-            b_next[i * PIPEC_OBS + c] = nx[c];
-        }
-        b_act[i] = a;
-        b_ret[i] = ret;
-        b_disc[i] = disc;
+        pipec_store_transition(x, b_obs, b_act, b_ret, b_next, b_disc, i);
     }
     wmax = pipec_block_max(wmax, red);
     // Each thread rescales the weights it computed itself (same i stride).
