@@ -1,5 +1,5 @@
 // kernels/cartpole.cuh: CartPole-v1 exactly as Gymnasium 1.x defines it, per env, for the
-// kernels that step the environments (mlp_act_env in mlp.cu, c51_act_env in c51.cu: acting
+// kernels that step the environments (mlp_act_push in mlp_act.cu, c51_act_env in c51.cu: acting
 // and the environment step in one node) and cartpole_reset_all (cartpole.cu).
 //
 // State in float64 as Gymnasium computes it. The physics uses explicitly rounded double

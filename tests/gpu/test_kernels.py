@@ -501,7 +501,7 @@ def _mlp_act_push(params, env, step, H, epb, threads, seed, eps_sched, max_steps
     )
     obs, act = nanf(n, 4), poisoni(n)
     b_idx, b_w = batch if batch is not None else (poisoni(64), nanf(64))
-    K("mlp", "mlp_act_push")(
+    K("mlp_act", "mlp_act_push")(
         (cdiv(n, epb) + 1,),
         (threads,),
         (dev(params), *env.updated(), flush_off, dev([max_prio], np.float32), obs, act, *env.outputs(), *push.win,
