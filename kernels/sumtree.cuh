@@ -1,8 +1,9 @@
 // kernels/sumtree.cuh: the prioritized-replay draw (docs/dqn.md 6.1, 6.2), shared by
-// per_sample (kernels/sumtree.cu, one block draws and gathers the whole batch) and
-// mlp_sample_td_backward (kernels/mlp.cu, where every block draws the whole batch, for the
-// weights' batch maximum, and gathers only the samples it trains on). Both call the same
-// functions, so they draw the same leaves and weights, bit for bit.
+// per_sample (kernels/sumtree.cu, one block draws and gathers the whole batch) and the ring
+// block of mlp_act_push (kernels/mlp_act.cu, which draws the step's first batch while the
+// acting blocks are still writing the flushed leaves). Both call the same functions, so they
+// draw the same leaves and weights, bit for bit. And the sum tree's update above a flush
+// (sumtree_fill_flush), which spares the one-node pushes a rebuild.
 //
 // Heap layout as in sumtree.cu: node 1 the root, children 2n and 2n+1, leaves C .. 2C-1.
 #pragma once
@@ -14,8 +15,8 @@
 // Loads tree depths top .. 10 (of those the tree has) into stop and builds depths top-1 .. 0
 // there, each node fl(left + right), level by level, so the nodes are the bits a rebuild in
 // separate launches computes; with write_back they are written to the tree as well. The
-// caller issues the load part before its learning test (load_tree_top) and the build after
-// (build_tree_top), so the loads overlap its other first loads. stop holds PER_TOP_NODES.
+// caller issues the loads (per_load_tree_top) before its learning test and builds after it
+// (per_build_tree_top), so the loads overlap its other first loads. stop holds PER_TOP_NODES.
 __device__ __forceinline__ int per_top_nodes(int capacity) {
     return (2 * capacity < PER_TOP_NODES) ? 2 * capacity : PER_TOP_NODES;
 }
@@ -131,8 +132,9 @@ __device__ __noinline__ void sumtree_fill_range(float* tree, int capacity, int k
                                                 int b, float leaf, float* scratch) {
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
-    // Per partial node i = 2 * (k - 1) + side: its two operands' values (or, for a partial
-    // child, which side of height k - 1 it is: -1 left, -2 right) and its heap index (-1: none).
+    // Per partial node i = 2 * (k - 1) + side: its heap index (-1: none at that side) and its
+    // two operands, each a value (kind 0) or the left (1) or right (2) partial node of height
+    // k - 1.
     float* op = scratch;                                         // 2 per node
     int* node = reinterpret_cast<int*>(scratch + 4 * kmax);      // 1 per node
     int* kind = node + 2 * kmax;                                 // 2 per node
