@@ -2,7 +2,7 @@
 // (layout in common.cuh) on every env, epsilon-greedy, the env step (kernels/cartpole.cuh)
 // and the n-step push of the transitions (kernels/replay.cuh), with the tick, the sum tree's
 // update above the flushed slots and the first learner update's draw (kernels/sumtree.cuh)
-// in one more block: one node. No atomics; no block reads what another writes.
+// in one more block: one node. No atomics; no block depends on what another writes.
 #include "replay.cuh"
 
 /// Acting, the environment step and the n-step push, one node (docs/dqn.md 1-5). Blocks
@@ -17,8 +17,9 @@
 /// depths top .. L-1 above the flushed slots up to date (sumtree_fill_flush), then draws the
 /// step's first learner batch as per_sample does (update 0; kernels/sumtree.cuh; the flushed
 /// leaves, which the acting blocks are writing, read as max_prio^alpha) into b_idx and b_w,
-/// whenever the replay holds anything. No block reads what another writes: acting takes the
-/// step number from the plan, not from the counter.
+/// whenever the replay holds anything. No block depends on what another writes: acting takes
+/// the step number from the plan, not from the counter the ring block advances, and the
+/// draw replaces whatever it reads of a flushed leaf by the leaf's known value.
 /// This is step s = flush_off[n_envs + 2] (= *step + 1); epsilon = pipec_epsilon(s, eps_start,
 /// eps_end, eps_decay_steps). Randomness: Philox(seed, ACT) at counter (s, env, 0, 0): word x
 /// gives the coin (explore when u24(x) < epsilon), word y the random action (y >> 31); a
@@ -202,10 +203,11 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
         const CpStep r_env = cp_step_env(e, a, st, state, ep_steps, ep_return, next_obs, reward,
                                          step_info, fin_return, seed, max_steps);
         // the window from the staged copy, the step's entry from registers and shared memory
-        replay_flush_env(0, 1, r_env.t, r_env.done, (s == t) ? off_first : flush_off[e], base, total, leaf,
-                         x + s * PIPEC_OBS, a, r_env.reward, r_env.next_obs, wo + s * nstep * PIPEC_OBS,
-                         wa + s * nstep, wr + s * nstep, win_obs + e * nstep * PIPEC_OBS,
-                         win_act + e * nstep, win_rew + e * nstep, rb_obs, rb_act, rb_ret,
-                         rb_next, rb_disc, tree + capacity, nstep, capacity, gamma);
+        const int off = (s == t) ? off_first : flush_off[e];
+        replay_flush_env(0, 1, r_env.t, r_env.done, off, base, total, leaf, x + s * PIPEC_OBS, a,
+                         r_env.reward, r_env.next_obs, wo + s * nstep * PIPEC_OBS, wa + s * nstep,
+                         wr + s * nstep, win_obs + e * nstep * PIPEC_OBS, win_act + e * nstep,
+                         win_rew + e * nstep, rb_obs, rb_act, rb_ret, rb_next, rb_disc,
+                         tree + capacity, nstep, capacity, gamma);
     }
 }

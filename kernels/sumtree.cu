@@ -134,7 +134,8 @@ extern "C" __global__ void per_sample(const int* learn_on, float* tree,
         const int leaf = per_draw(i, B, total, stop, tree, capacity, size, st, seed, update,
                                   PerFlush{0, 0, 0.0f}, &p);
         // all loads first, then the stores (they would serialize if interleaved)
-        const PipecTransition x = pipec_load_transition(rb_obs, rb_act, rb_ret, rb_next, rb_disc, leaf);
+        const PipecTransition x =
+            pipec_load_transition(rb_obs, rb_act, rb_ret, rb_next, rb_disc, leaf);
         const float w = per_weight(p, size, total, beta);
         wmax = fmaxf(wmax, w);
         if (i < ST_SW) sw[i] = w;
