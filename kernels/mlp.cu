@@ -124,9 +124,9 @@ extern "C" __global__ void mlp_td_backward(
     const int ns = (B - s0 < spb) ? (B - s0) : spb;
     // Every load that depends on no other (the flag, the block's draws, every weight the
     // block uses) is issued before the learning test; no layer waits for a global load after
-    // a barrier. (Measured on an H200, per-region loops here beat issuing every load before
-    // any store, PipecStage, by 0.6 us: the stores of the small regions overlap the loads of
-    // W2.)
+    // a barrier. (Measured on an H200 in this kernel's earlier form, which drew the batch
+    // too, per-region loops beat issuing every load before any store, PipecStage, by 0.6 us:
+    // the stores of the small regions overlap the loads of W2.)
     const int on = learn_on[0];
     const int leaf = (t < ns) ? b_idx[s0 + t] : 0;
     const float w_own = (t < ns) ? b_w[s0 + t] : 0.0f;
