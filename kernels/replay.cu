@@ -5,20 +5,23 @@
 // t the episode step before this step's increment. The env flushes
 // pipec_flush_count(t, done, nstep) transitions: every entry of its window when the episode
 // ended, else the oldest one when the window is full (t + 1 >= nstep), else none. Slots are
-// made unique by an exclusive prefix sum over the envs. Two forms, the same bits:
-//   - replay_push_flush (n_envs <= 1024): one block, thread e owns env e: scan, tick and
-//     writes in one node;
+// made unique by an exclusive prefix sum over the envs. The push nodes (c51_step's), two
+// forms with the same bits:
+//   - replay_push_flush (n_envs <= 1024): one block, thread e owns env e: scan, tick, writes
+//     and the sum tree's update above them in one node;
 //   - replay_push_scan (one block: the scan and the tick, offsets to flush_off) then
-//     replay_flush_write (one block per env), for any n_envs.
-// Both write an env's transitions and window entry with replay_flush_env. No atomics, no
+//     replay_flush_write (one block per env), for any n_envs, then a tree rebuild.
+// rl_step pushes inside its acting kernel (mlp_act_push, kernels/mlp_act.cu) at the offsets
+// replay_plan, below, computed from the states before the step. All write an env's
+// transitions and window entry with replay_flush_env (kernels/replay.cuh). No atomics, no
 // inter-block communication inside a launch.
 //
 // Window layout per env (docs/dqn.md): win_obs[e][slot][4], win_act[e][slot],
 // win_rew[e][slot], slot = episode step % nstep.
 // Replay ring: rb_obs[C][4], rb_act[C], rb_ret[C] (n-step return), rb_next[C][4],
 // rb_disc[C] (bootstrap discount); sum-tree leaves leaves[C] (tree[C .. 2C-1]).
-// flush_off[n_envs + 2]: [e] exclusive offset of env e, [n_envs] base slot (the old head),
-// [n_envs + 1] total flushed this step.
+// flush_off[n_envs + 3]: [e] exclusive offset of env e, [n_envs] base slot (the old head),
+// [n_envs + 1] total flushed this step, [n_envs + 2] (replay_plan's) the step it is for.
 #include "replay.cuh"
 
 /// The push in one node (n_envs <= 1024): thread e owns env e. Its flush count from

@@ -1,16 +1,16 @@
 // kernels/replay.cuh: the n-step flush's pieces (docs/dqn.md 1, 4-5), shared by the push
-// kernels of replay.cu and by mlp_act_push (kernels/mlp.cu), which writes each env's
-// transitions from the thread that stepped it: the tick, the ring's advance, one env's part of
-// the flush, and the flush's plan (every env's flush count from its state before the step).
-// Layouts are replay.cu's.
+// kernels of replay.cu and by mlp_act_push (kernels/mlp_act.cu), which writes each env's
+// transitions from the thread that stepped it: the tick, the ring's advance and one env's
+// part of the flush. Layouts are replay.cu's.
 #pragma once
 
 #include "cartpole.cuh"
 #include "sumtree.cuh"
 
-// The tick (docs/dqn.md 1), run by thread 0 of the push's single block rather than in a
-// single-thread node ahead of acting: acting and the environment read the counter before it
-// advances (they use *step + 1), and the push is the first single-block node after them.
+// The tick (docs/dqn.md 1), run by one thread of a block that no other block of its launch
+// reads the counters from, rather than in a single-thread node ahead of acting: the push's
+// single block (c51_step, whose acting reads the counter before it and uses *step + 1) or
+// mlp_act_push's ring block (rl_step, whose acting blocks take the step from the plan).
 // s = *step + 1, *step = s; sched = (pipec_epsilon(s, ...), min(1, beta0 + (1 - beta0) * s /
 // beta_steps) in double, *lr), sched[2] being the learning rate in force for this step's
 // updates (the plateau controller writes *lr at the end of the step without racing this
