@@ -14,6 +14,9 @@
 // order; no atomics; no inter-block communication.
 #include "common.cuh"
 
+// Samples per chunk of mlp_grad that take its all-loads-first path (B 256 over 8 chunks).
+#define PIPEC_GRAD_CHUNK 32
+
 /// Initialises the Q network parameters as PyTorch's nn.Linear default: every weight and bias
 /// of a layer uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)) (fan_in 4, H, H for the three
 /// layers), from the init stream: element p uses Philox(seed, INIT) at counter (p, 0, 0, 0),
@@ -291,11 +294,28 @@ extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, con
     const int chunk = (B + (int)blockDim.y - 1) / (int)blockDim.y;
     const int i0 = ty * chunk;
     const int i1 = (i0 + chunk < B) ? (i0 + chunk) : B;
-    // Eight interleaved partial sums: 16 independent loads in flight per iteration.
+    // Eight interleaved partial sums (sample i adds into acc[(i - i0) % 8]).
     float acc[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) acc[u] = 0.0f;
-    if (p < P) {
+    if (p < P && i1 - i0 == PIPEC_GRAD_CHUNK) {
+        // The usual chunk: every load is issued before the first sum needs one, so the
+        // chunk costs one round trip to L2 instead of one per eight samples; the sums are
+        // the loop's below, in its order.
+        float lv[PIPEC_GRAD_CHUNK];
+#pragma unroll
+        for (int k = 0; k < PIPEC_GRAD_CHUNK; ++k) lv[k] = L[(i0 + k) * ldl + l];
+        if (R) {
+            float rv[PIPEC_GRAD_CHUNK];
+#pragma unroll
+            for (int k = 0; k < PIPEC_GRAD_CHUNK; ++k) rv[k] = R[(i0 + k) * ldr + r];
+#pragma unroll
+            for (int k = 0; k < PIPEC_GRAD_CHUNK; ++k) acc[k % 8] = fmaf(lv[k], rv[k], acc[k % 8]);
+        } else {
+#pragma unroll
+            for (int k = 0; k < PIPEC_GRAD_CHUNK; ++k) acc[k % 8] += lv[k];
+        }
+    } else if (p < P) {
         int i = i0;
         if (R) {
             for (; i + 8 <= i1; i += 8) {
@@ -326,12 +346,23 @@ extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, con
     const float sq = (ty == 0 && p < P) ? gsum * gsum : 0.0f;
     if (ty == 0) red[tx] = sq;
     __syncthreads();
+    // Pairs (x, x + h) for h = pw/2 .. 1: the levels with h >= 32 in shared memory, the
+    // rest in the first warp with shuffles (a lane past h that adds is never read again).
     unsigned int pw = 1;
     while (pw < blockDim.x) pw <<= 1;
-    for (unsigned int h = pw >> 1; h > 0; h >>= 1) {
+    unsigned int h = pw >> 1;
+    for (; h >= 32; h >>= 1) {
         if (ty == 0 && (unsigned int)tx < h && (unsigned int)tx + h < blockDim.x)
             red[tx] = red[tx] + red[tx + h];
         __syncthreads();
     }
-    if (tx == 0 && ty == 0) gnorm_part[blockIdx.x] = red[0];
+    const unsigned int lane = ty * blockDim.x + tx;
+    if (lane < 32) {
+        float v = (lane < blockDim.x) ? red[lane] : 0.0f;
+        for (; h > 0; h >>= 1) {
+            const float o = __shfl_down_sync(0xffffffffu, v, h);
+            if (lane + h < blockDim.x) v = v + o;
+        }
+        if (lane == 0) gnorm_part[blockIdx.x] = v;
+    }
 }
