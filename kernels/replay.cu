@@ -196,17 +196,14 @@ extern "C" __global__ void replay_flush_write(
 
 /// The next step's flush plan (docs/dqn.md 4-5; rl_step runs it after acting, beside the
 /// learner, and once in init): for every env, the transitions it will flush when it next
-/// steps, known from its state now (cp_done_after: the step's termination does not
-/// depend on the action); their exclusive prefix sum in env order; the ring's base slot
-/// (*head) and the next step's number. mlp_act_push reads it, so the next step's push needs
-/// no scan after acting and no node of its own. Each thread owns a contiguous run of envs and
-/// loads their states four at a time before using them, keeping their counts in shared
-/// memory for the offsets: at 65 536 envs in 1 024 threads a load after a load each env made
-/// this node longer than the learner beside it (measured on an H200).
+/// steps, known from its state now (cp_done_after: the step's termination does not depend on
+/// the action); their exclusive prefix sum in env order; the ring's base slot (*head) and the
+/// next step's number. The envs go by rows of one per thread (coalesced loads, four rows
+/// loaded before any is used), each row scanned over the block on top of the rows before it.
 /// Writes flush_off[n_envs + 3]: [e] exclusive offset of env e, [n_envs] base = *head,
 /// [n_envs + 1] total, [n_envs + 2] the next step s = *step + 1.
 /// Reads: state[n_envs*4], ep_steps[n_envs], head[1], step[1].
-/// Launch: <<<1, T>>> with any T <= 1024, dynamic shared memory n_envs bytes.
+/// Launch: <<<1, T>>> with any T <= 1024.
 /// pipec: extent state = n_envs * 4
 /// pipec: extent ep_steps = n_envs
 /// pipec: extent head = 1
@@ -216,42 +213,40 @@ extern "C" __global__ void replay_flush_write(
 extern "C" __global__ void replay_plan(const double* state, const int* ep_steps,
                                        const int* head, const int* step, int* flush_off,
                                        int n_envs, int nstep, int max_steps) {
-    extern __shared__ unsigned char counts[];  // n_envs: at most nstep (<= 255) each
     __shared__ int s[32];
     if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
-    int e0, e1;
-    pipec_thread_run(n_envs, &e0, &e1);
+    const int nt = (int)pipec_nthreads();
     const int base = head[0];
     const int next = step[0] + 1;
-    int mine = 0;
-    for (int c0 = e0; c0 < e1; c0 += 4) {
+    int done_before = 0;  // transitions of the rows before
+    for (int r0 = 0; r0 < n_envs; r0 += 4 * nt) {
         double st[4][4];
         int ts[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-            const int e = (c0 + u < e1) ? c0 + u : e0;
-            ts[u] = ep_steps[e];
+            const int e = r0 + u * nt + t;
+            const int ec = (e < n_envs) ? e : 0;
+            ts[u] = ep_steps[ec];
 #pragma unroll
-            for (int c = 0; c < 4; ++c) st[u][c] = state[e * 4 + c];
+            for (int c = 0; c < 4; ++c) st[u][c] = state[ec * 4 + c];
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-            if (c0 + u >= e1) continue;
-            const int n = pipec_flush_count(ts[u], cp_done_after(st[u], ts[u], max_steps), nstep);
-            counts[c0 + u] = (unsigned char)n;
-            mine += n;
+            const int e = r0 + u * nt + t;
+            if (r0 + u * nt >= n_envs) break;  // uniform: no env left in this row
+            const int n = (e < n_envs)
+                              ? pipec_flush_count(ts[u], cp_done_after(st[u], ts[u], max_steps), nstep)
+                              : 0;
+            int row = 0;
+            const int off = pipec_block_exscan(n, s, &row);
+            if (e < n_envs) flush_off[e] = done_before + off;
+            done_before += row;
         }
-    }
-    int total = 0;
-    int off = pipec_block_exscan(mine, s, &total);  // its barriers publish the counts too
-    for (int e = e0; e < e1; ++e) {
-        flush_off[e] = off;
-        off += counts[e];
     }
     if (t == 0) {
         flush_off[n_envs] = base;
-        flush_off[n_envs + 1] = total;
+        flush_off[n_envs + 1] = done_before;
         flush_off[n_envs + 2] = next;
     }
 }

@@ -497,7 +497,6 @@ def _mlp_act_push(params, env, step, H, epb, threads, seed, eps_sched, max_steps
         (1,),
         (min(n, 1024),),
         (env.state, env.ep_steps, push.head, push.step, flush_off, I32(n), I32(nstep), I32(max_steps)),
-        shared_mem=n,
     )
     obs, act = nanf(n, 4), poisoni(n)
     b_idx, b_w = batch if batch is not None else (poisoni(64), nanf(64))
