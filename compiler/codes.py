@@ -101,7 +101,7 @@ RULES: tuple[Rule, ...] = (
     Rule("PC310", "buffer-smaller-than-extent", _E, "a buffer is smaller than the extent the kernel declares"),
     Rule("PC311", "block-too-large", _E, "a block has more threads than the device or the kernel allows"),
     Rule("PC312", "shared-memory-over-limit", _E, "dynamic shared memory exceeds the device's limit"),
-    Rule("PC313", "invalid-grid", _E, "a launch has no blocks, no threads, or more blocks than a grid holds"),
+    Rule("PC313", "invalid-grid", _E, "a launch has no blocks, no threads, more blocks than a grid holds, or a part of a cluster"),
     Rule("PC314", "unordered-conflict", _E,
          "two nodes touch the same data, one writing, with no path between them", suppressible=True),
     Rule("PC315", "graph-cycle", _E, "a graph uses itself"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .source_scan import ExtentAnnotation, TextRange
 
-FORMAT = 6  # bump with any change to the records below
+FORMAT = 7  # bump with any change to the records below
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ class KernelRecord:
     findings: tuple[FindingRecord, ...]
     signature: TextRange | None  # the declaration in the source; None when the text does not show it
     unreadable_annotations: tuple[TextRange, ...] = ()
+    cluster: tuple[int, int, int] | None = None  # from __cluster_dims__
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,7 @@ def _kernel(k: dict) -> KernelRecord:
         tuple(FindingRecord(f["rule"], f["instruction"], _location(f["location"]),
                             _call_sites(f["reached_from"])) for f in k["findings"]),
         _range(k["signature"]), tuple(_range(r) for r in k["unreadable_annotations"]),
+        tuple(k["cluster"]) if k["cluster"] else None,
     )
 
 

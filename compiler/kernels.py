@@ -173,7 +173,7 @@ def _kernel_record(entry: ptx.Function, words: list[int], decl: Declaration | No
     writes = module.writes(entry.name)
     params = tuple(_with_writes(p, writes.get(p.index, (ptx.Written.UNKNOWN, None)), system) for p in params)
     return KernelRecord(entry.name, params, entry.max_threads, findings,
-                        decl.where if decl else None, decl.unreadable if decl else ())
+                        decl.where if decl else None, decl.unreadable if decl else (), entry.cluster)
 
 
 def _param_record(index: int, code: int, name: str, decl: Declaration | None) -> ParamRecord:

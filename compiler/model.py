@@ -119,6 +119,7 @@ class Kernel:
     max_threads: int | None  # from __launch_bounds__
     findings: tuple[KernelFinding, ...]
     decl_span: Span  # the signature in the CUDA source
+    cluster: tuple[int, int, int] | None = None  # blocks per cluster, from __cluster_dims__
 
 
 # --- nodes ------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ _LABEL = re.compile(r"^\s*([\w$]+)\s*:(?!:)")
 _GUARD = re.compile(r"^@(!?)([%\w$]+)\s+")
 _REG_DECL = re.compile(r"^\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.*)$")
 _BOUNDS = re.compile(r"\.(maxntid|reqntid)\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
+_CLUSTER = re.compile(r"\.reqnctapercluster\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?")
 _GLOBAL_ARRAY = re.compile(
     r"^\s*(?:\.visible\s+)?\.global\s+(?:\.align\s+\d+\s+)?\.(b8|u32|b32)\s+([\w$]+)\[(\d+)\]"
     r"(?:\s*=\s*\{([^}]*)\})?"
@@ -99,6 +100,7 @@ class Function:
     is_entry: bool
     params: int = 0
     max_threads: int | None = None
+    cluster: tuple[int, int, int] | None = None  # `__cluster_dims__`: blocks per cluster
     has_body: bool = False
     instructions: list[Instruction] = field(default_factory=list)
     registers: set[str] = field(default_factory=set)  # names declared with `.reg` (inline asm)
@@ -173,6 +175,8 @@ def _read_function(lines: list[str], i: int, function: Function, files: dict[int
         for kind, x, y, z in _BOUNDS.findall(text):
             threads = int(x) * int(y or 1) * int(z or 1)
             function.max_threads = min(function.max_threads or threads, threads)
+        if m := _CLUSTER.search(text):
+            function.cluster = (int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
         i += 1
     if i >= len(lines):
         return i

@@ -105,7 +105,7 @@ class KernelImports(Scope):
             for f in record.findings
         )
         return Kernel(ident.text, KernelSource(path, source, key), params, record.max_threads,
-                      findings, decl_span)
+                      findings, decl_span, record.cluster)
 
     def _extent(self, source: SourceFile, extent: ExtentAnnotation) -> Extent | None:
         span = Span(source, extent.where.start, extent.where.end)

@@ -103,11 +103,11 @@ def _inside(ranges: list[TextRange], offset: int) -> bool:
 
 def _signature(plain: str, pos: int) -> _Signature | None:
     """The kernel name and parameter list after `__global__` at `pos`, skipping the return
-    type, `__launch_bounds__(...)` and other qualifiers."""
+    type, `__launch_bounds__(...)`, `__cluster_dims__(...)` and other qualifiers."""
     while m := _WORD.match(plain, pos):
         word, after = m.group(1), m.end()
         rest = plain[after:].lstrip()
-        if word == "__launch_bounds__" and rest.startswith("("):
+        if word in ("__launch_bounds__", "__cluster_dims__") and rest.startswith("("):
             pos = matching_paren(plain, plain.index("(", after)) + 1
             if pos == 0:
                 return None

@@ -78,6 +78,37 @@ def test_grid_limits():
     assert messages[5].startswith("the grid ")  # one finding per launch, the grid first
 
 
+CLUSTER_KERNELS = """\
+extern "C" __global__ __cluster_dims__(4, 2, 1) void in_clusters(float* x) { x[blockIdx.x] = 1.0f; }
+extern "C" __global__ void __cluster_dims__(16, 1, 1) in_large_clusters(float* x) { x[0] = 1.0f; }
+"""
+
+
+def test_grids_divide_into_the_declared_clusters(tmp_path):
+    """A kernel declared with `__cluster_dims__` is found (either place of the attribute), and
+    its grid must be a whole number of clusters of at most 8 blocks."""
+    (tmp_path / "clusters.cu").write_text(CLUSTER_KERNELS)
+    header = (f'from "{tmp_path / "clusters.cu"}" import in_clusters, in_large_clusters\n'
+              "buffer x: f32[4096]\n")
+    result = check_text("""\
+step {
+    launch in_clusters<<<(8, 2), 32>>>(x)
+    launch in_clusters<<<(8, 3), 32>>>(x)
+    launch in_clusters<<<(6, 2), 32>>>(x)
+    launch in_large_clusters<<<16, 32>>>(x)
+}
+""", header=header, settings=Settings(CompileOptions(allow_paths=(tmp_path,))))
+    found = [(d.code, d.span.line - 3, d.message) for d in result.diagnostics]  # lines of launches: 1 ..
+    assert found == [
+        ("PC313", 2, "grid.y = 3 is not a multiple of the 2 blocks of `in_clusters`'s clusters along y "
+                     "(`__cluster_dims__`)"),
+        ("PC313", 3, "grid.x = 6 is not a multiple of the 4 blocks of `in_clusters`'s clusters along x "
+                     "(`__cluster_dims__`)"),
+        ("PC313", 4, "`in_large_clusters` declares clusters of 16 blocks; the launch needs a non-portable "
+                     "opt-in beyond 8, which pipec does not make"),
+    ]
+
+
 @pytest.mark.parametrize("arch, limit", [("sm_90", 232448), ("sm_90a", 232448), ("sm_75", 65536),
                                          ("sm_61", 49152)])
 def test_shared_memory_limit_by_architecture(arch, limit):

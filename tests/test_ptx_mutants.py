@@ -55,6 +55,22 @@ def test_a_prototype_neither_hides_the_body_that_follows_nor_is_lost_before_it()
     assert "helper" in declared_only.functions and not declared_only.functions["helper"].has_body
 
 
+def test_cluster_dimensions_are_read_from_the_entry_header():
+    m = ptx.parse("""
+.visible .entry clustered()
+.explicitcluster
+.reqnctapercluster 4, 2
+{
+  ret;
+}
+.visible .entry plain()
+{
+  ret;
+}
+""")
+    assert {f.name: f.cluster for f in m.entries} == {"clustered": (4, 2, 1), "plain": None}
+
+
 def test_launch_bounds_multiply_their_dimensions_and_the_tightest_wins():
     m = ptx.parse("""
 .visible .entry three(

@@ -12,6 +12,7 @@ DECLARATIONS = [
     ('extern "C" __global__ void k(float* x, int n) {}', {"k": ("x", "n")}),
     ('extern "C"\n__global__ void k(float* x) {}', {"k": ("x",)}),
     ("__global__ void __launch_bounds__(256, 2) k(float* x) {}", {"k": ("x",)}),
+    ("__global__ void __cluster_dims__(8, 1, 1) k(float* x) {}", {"k": ("x",)}),
     ("__global__ static void k(const float* __restrict__ x, float* __restrict__ y);", {"k": ("x", "y")}),
     ("__global__ void k(void) {}", {"k": ()}),
     ("__global__ void k() {}", {"k": ()}),

@@ -1,10 +1,15 @@
-"""PC313: a launch with no blocks or no threads, or a grid over the device's limits."""
+"""PC313: a launch with no blocks or no threads, a grid over the device's limits, or a grid
+that does not divide into the clusters the kernel declares (`__cluster_dims__`)."""
 
 from __future__ import annotations
 
+from ..diagnostics import Label
 from .context import CheckContext
 
 MAX_GRID = (2**31 - 1, 65535, 65535)
+# Blocks per cluster without the non-portable opt-in (cudaFuncAttributeNonPortableClusterSizeAllowed),
+# which pipec does not make: every GPU with clusters runs clusters of this many.
+MAX_PORTABLE_CLUSTER = 8
 
 
 def invalid_grid(ctx: CheckContext) -> None:
@@ -21,3 +26,26 @@ def invalid_grid(ctx: CheckContext) -> None:
                 ctx.sink.add("PC313", f"grid.{over[0]} = {node.grid['xyz'.index(over[0])]} exceeds the "
                              f"limit {MAX_GRID['xyz'.index(over[0])]}", node.config_span,
                              "launch fewer, larger blocks or loop inside the kernel")
+            else:
+                _check_clusters(ctx, node)
+
+
+def _check_clusters(ctx: CheckContext, node) -> None:
+    cluster = node.kernel.cluster
+    if cluster is None:
+        return
+    declared = (Label(node.kernel.decl_span, "clusters declared here"),)
+    size = cluster[0] * cluster[1] * cluster[2]
+    if size > MAX_PORTABLE_CLUSTER:
+        ctx.sink.add("PC313", f"`{node.kernel.name}` declares clusters of {size} blocks; the launch "
+                     f"needs a non-portable opt-in beyond {MAX_PORTABLE_CLUSTER}, which pipec does not make",
+                     node.config_span, f"declare at most {MAX_PORTABLE_CLUSTER} blocks per cluster",
+                     labels=declared)
+        return
+    uneven = [axis for axis, d, c in zip("xyz", node.grid, cluster) if d % c]
+    if uneven:
+        i = "xyz".index(uneven[0])
+        ctx.sink.add("PC313", f"grid.{uneven[0]} = {node.grid[i]} is not a multiple of the {cluster[i]} "
+                     f"blocks of `{node.kernel.name}`'s clusters along {uneven[0]} (`__cluster_dims__`)",
+                     node.config_span, f"launch a multiple of {cluster[i]} blocks along {uneven[0]}",
+                     labels=declared)
