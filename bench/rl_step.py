@@ -4,7 +4,8 @@ torch.compile "max-autotune-no-cudagraphs" captured in one CUDAGraph) and in JAX
 step under jax.jit, K steps per dispatch with lax.scan), and how steps/s scale with the
 number of environments and learner updates.
 
-    python bench/rl_step.py [--steps 2000] [--jax-steps-per-dispatch 500] [--scaling] [--out DIR]
+    python bench/rl_step.py [--steps 2000] [--jax-steps-per-dispatch 500] [--pipec-steps-per-launch 10]
+                            [--scaling] [--out DIR]
 
 Every figure is the median of several timed runs after warm-up (and compilation), all
 measured in the same process; pipec and PyTorch also report GPU time from CUDA events. Every
@@ -30,6 +31,7 @@ TORCH_MODES = ("eager", "cudagraph", "compile", "compile-graph")
 # (result key, table label) of every implementation, in table order.
 IMPLEMENTATIONS = (
     ("pipec_graph", "pipec graph (piperun)"),
+    ("pipec_unrolled", "pipec graph, K steps a launch (piperun --steps-per-launch K --unroll)"),
     ("pipec_eager", "pipec eager (same kernels, one launch each)"),
     ("torch_eager", "PyTorch eager"),
     ("torch_cudagraph", "PyTorch torch.cuda.CUDAGraph"),
@@ -49,27 +51,30 @@ def pipe_constants(defines: dict, pipe: Path = PIPE) -> dict:
     return compilation.program.consts
 
 
-def time_pipec(defines: dict, steps: int, eager: bool, pipe: Path = PIPE) -> dict:
+def time_pipec(defines: dict, steps: int, eager: bool, pipe: Path = PIPE, per_launch: int = 1) -> dict:
+    """pipec's graph replays or eager launches; with `per_launch` K > 1, K unrolled steps a launch."""
     import pipec
     from pipec.runtime.profile import ProfileError
 
-    with pipec.load(pipe, defines=defines) as p:
+    launches = max(1, steps // per_launch)
+    steps = launches * per_launch
+    with pipec.load(pipe, defines=defines, steps_per_launch=per_launch, unroll=per_launch > 1) as p:
         call = p.driver.call
         run = p.run_eager if eager else p.step
-        run(min(200, steps))  # warm-up: caches, clocks, lazy module loads
+        run(max(1, min(200, steps) // per_launch))  # warm-up: caches, clocks, lazy module loads
         start, end = call("cuEventCreate", 0), call("cuEventCreate", 0)
         gpu, wall = [], []
         for _ in range(RUNS):
             t = time.perf_counter()
             call("cuEventRecord", start, p.stream)
-            run(steps)
+            run(launches)
             call("cuEventRecord", end, p.stream)
             call("cuEventSynchronize", end)
             wall.append(time.perf_counter() - t)
             gpu.append(call("cuEventElapsedTime", start, end) / 1000)
         nodes = p.graph.node_count
         floor = None
-        if not eager:
+        if not eager and per_launch == 1:
             try:
                 report = p.profile()
                 floor = {"critical_path_us": report.critical_path_us, "replay_us": report.replay_us,
@@ -77,7 +82,7 @@ def time_pipec(defines: dict, steps: int, eager: bool, pipe: Path = PIPE) -> dic
             except ProfileError as error:  # conditional bodies that skip replays: no per-node floor
                 floor = {"unavailable": str(error)}
         return {"steps_per_s": steps / median(wall), "gpu_us_per_step": median(gpu) * 1e6 / steps,
-                "nodes": nodes, "floor": floor}
+                "nodes": nodes, "floor": floor, "steps_per_launch": per_launch}
 
 
 def time_torch(config, steps: int, mode: str, module: str = "torch_dqn") -> dict:
@@ -147,13 +152,16 @@ def time_jax(config, steps: int, per_dispatch: int, module: str = "jax_dqn") -> 
             "device": str(jax.devices()[0])}
 
 
-def compare(defines: dict, steps: int, torch_modes=TORCH_MODES, jax_per_dispatch: int | None = 500) -> dict:
+def compare(defines: dict, steps: int, torch_modes=TORCH_MODES, jax_per_dispatch: int | None = 500,
+            pipec_per_launch: int = 0) -> dict:
     from dqn_spec import Config
 
     consts = pipe_constants(defines)
     config = Config.from_constants(consts)
     row = {"defines": defines, "envs": consts["ENVS"], "updates": consts["UPDATES"]}
     row["pipec_graph"] = time_pipec(defines, steps, eager=False)
+    row["pipec_unrolled"] = (time_pipec(defines, steps, eager=False, per_launch=pipec_per_launch)
+                             if pipec_per_launch > 1 else None)
     row["pipec_eager"] = time_pipec(defines, max(20, steps // 10), eager=True)
     for mode in TORCH_MODES:
         row[f"torch_{mode}"] = (time_torch(config, steps if mode != "eager" else max(20, steps // 10), mode)
@@ -207,6 +215,8 @@ def main() -> int:
                         help="PyTorch modes of the default comparison")
     parser.add_argument("--jax-steps-per-dispatch", type=int, default=500,
                         help="K, the steps of one jitted lax.scan; 0 leaves JAX out")
+    parser.add_argument("--pipec-steps-per-launch", type=int, default=10, metavar="K",
+                        help="K of the default comparison's unrolled pipec row (0 or 1: left out)")
     parser.add_argument("--scaling", action="store_true", help="also sweep ENVS and UPDATES")
     parser.add_argument("--skip-default", action="store_true", help="only the sweep")
     parser.add_argument("--allow-missing", action="store_true",
@@ -215,7 +225,7 @@ def main() -> int:
     args = parser.parse_args()
     results = {"environment": environment(), "scaling": [],
                "default": None if args.skip_default else
-               compare({}, args.steps, args.torch_modes, args.jax_steps_per_dispatch)}
+               compare({}, args.steps, args.torch_modes, args.jax_steps_per_dispatch, args.pipec_steps_per_launch)}
     # The sweep keeps PyTorch's eager and CUDAGraph modes and JAX, the fastest baseline of the
     # default comparison; torch.compile's modes (slower than JAX there, and each compiling for
     # minutes per size) are left out of it.
@@ -251,6 +261,8 @@ def _print_default(d: dict) -> None:
         entry = d.get(key)
         if key == "jax" and entry and "steps_per_dispatch" in entry:
             label += f" (K={entry['steps_per_dispatch']})"
+        if key == "pipec_unrolled" and entry and "steps_per_launch" in entry:
+            label = label.replace("K", str(entry["steps_per_launch"]))
         us = "-"
         if entry and "gpu_us_per_step" in entry:
             us = f"{entry['gpu_us_per_step']:.1f}"

@@ -32,6 +32,9 @@ class CompileOptions:
     # without one the pipeline's own folder), the include folders and these folders.
     project_root: Path | None = None
     allow_paths: tuple[Path, ...] = ()
+    # The step block's body this many times in a row, one graph (`pipec.load(...,
+    # steps_per_launch=K, unroll=True)`): compiler/launch_loop.py
+    step_copies: int = 1
 
     @property
     def virtual_arch(self) -> str:
@@ -103,7 +106,8 @@ def _with_shipped(folders: tuple[Path, ...]) -> tuple[Path, ...]:
 def override(settings: Settings, **changes) -> Settings:
     """Command-line values on top of the file's; None means "not given"."""
     compile_changes = {k: v for k, v in changes.items()
-                       if k in ("include_dirs", "compiler", "arch", "lanes", "defines") and v is not None}
+                       if k in ("include_dirs", "compiler", "arch", "lanes", "defines", "step_copies")
+                       and v is not None}
     if "include_dirs" in compile_changes:
         compile_changes["include_dirs"] = _with_shipped(settings.compile.include_dirs
                                                      + tuple(compile_changes["include_dirs"]))

@@ -22,6 +22,7 @@ from .dag import Dag, build_dag
 from .dag import _without_cycle_collection as without_cycle_collection
 from .diagnostics import Diagnostic, DiagnosticSink
 from .model import Program, child_bodies
+from .launch_loop import unroll_step
 from .lower import build_plan
 from .plan_schema import Plan
 from .resolve import Resolver
@@ -69,7 +70,7 @@ def parse_source(source: SourceFile, c: Compilation) -> ast.Module | None:
 def resolve_program(tree: ast.Module, c: Compilation) -> Program:
     options = c.settings.compile
     resolver = Resolver(options, c.sink, get_toolchain(options.compiler))
-    program = resolver.resolve(c.sources[0], tree)
+    program = resolver.resolve(c.sources[0], unroll_step(tree, options.step_copies))
     c.sources[:] = program.sources
     return program
 

@@ -50,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    help="read the mapped diagnostics every K steps (default 500)")
     p.add_argument("--steps-per-launch", type=int, default=1, metavar="K",
                    help="run K steps in a device-side loop per graph launch (divides --steps and --log-every)")
+    p.add_argument("--unroll", action="store_true",
+                   help="with --steps-per-launch K: K copies of the step in one graph instead of a device-side loop")
     p.add_argument("--json", action="store_true", help="one JSON object per log point, and a summary")
     p.add_argument("--eager", action="store_true", help="launch the nodes one by one instead of replaying")
     p.add_argument("--sync-each", action="store_true",
@@ -170,8 +172,8 @@ def _main(args) -> int:
     try:
         device = args.device if args.device is not None else launch.local_rank if launch else 0
         pipeline = load(args.file, device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
-                        defines=dict(args.defines), steps_per_launch=per_launch, launch=launch,
-                        tune_gemms=args.tune_gemms)
+                        defines=dict(args.defines), steps_per_launch=per_launch, unroll=args.unroll,
+                        launch=launch, tune_gemms=args.tune_gemms)
     except PipelineError as error:
         sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
         return EXIT_USAGE

@@ -16,7 +16,7 @@ from ..compiler.artifacts import module_binaries
 from ..compiler.config import override
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.launch_loop import repeat_step
-from ..compiler.plan_schema import Plan, collective_sequence
+from ..compiler.plan_schema import ConditionalNodeSpec, Plan, collective_sequence
 from ..compiler.render import RENDERERS
 from ..compiler.toolchain import CompileFailed
 from ..dsl.source import SourceFile, Span
@@ -44,14 +44,15 @@ class PipelineError(Error):
 def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = None,
          defines: dict[str, object] | None = None, lanes: int | None = None,
          include_dirs: tuple[Path, ...] = (), drop_nodes: frozenset[str] = frozenset(),
-         driver: Driver | None = None, steps_per_launch: int = 1, tune_gemms: bool = False,
-         gemm_library=None, launch: Launch | None = None, connect_ranks=connect) -> Pipeline:
+         driver: Driver | None = None, steps_per_launch: int = 1, unroll: bool = False,
+         tune_gemms: bool = False, gemm_library=None, launch: Launch | None = None,
+         connect_ranks=connect) -> Pipeline:
     """Compile and load a pipeline. `defines` overrides constants of the file (`{"ENVS": 1024}`);
     `bind` maps buffer names to existing CUDA arrays (CuPy, PyTorch...) to use instead of
     allocating; `drop_nodes` builds those nodes as empty ones (a planted fault, for testing
     verification); `driver` replaces the CUDA driver (the CPU tests' fake). With
-    `steps_per_launch` K > 1 the step runs K times inside a device-side loop: `step(n)` and
-    `run_eager(n)` then run n * K steps. GEMM nodes run the heuristic's first algorithm, or with
+    `steps_per_launch` K > 1 the step runs K times inside a device-side loop, or with `unroll` as
+    K copies of its nodes in one graph: `step(n)` and `run_eager(n)` then run n * K steps. GEMM nodes run the heuristic's first algorithm, or with
     `tune_gemms` the fastest of its best candidates timed on the GPU; either choice is kept in
     the artifact cache for later loads. `gemm_library` replaces nvmath-python's cuBLASLt binding
     (the CPU tests' fake). `launch` is the launcher's view of this process
@@ -59,7 +60,8 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
     and its ranks connect (`connect_ranks`, replaced by the CPU tests) before the pipeline is
     built; a plan with collectives and no launcher runs on a communicator of one rank."""
     path = Path(path)
-    settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None)
+    settings = override(load_settings(path), lanes=lanes, include_dirs=include_dirs or None,
+                        step_copies=steps_per_launch if unroll else None)
 
     def compile_plan(values: dict[str, object]) -> tuple[Plan, list[SourceFile]]:
         """The plan for the file with these constant values (the load's, then an update's)."""
@@ -69,7 +71,15 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
             raise PipelineError(compilation.diagnostics)
         if compilation.plan.step is None:
             raise PipelineError([], f"{path}: there is no `step` block to run")
-        return repeat_step(compilation.plan, steps_per_launch), compilation.sources
+        if unroll and steps_per_launch > 1 and any(
+                isinstance(n, ConditionalNodeSpec) and n.construct == "every"
+                for g in compilation.plan.graphs for n in g.nodes):
+            # each copy would count its own replays, once a launch, not the steps
+            raise PipelineError([], f"{path}: the step has an `every` block, which counts replays: "
+                                    "unrolled, each copy would count launches; use the device-side loop "
+                                    "(without unroll)")
+        return (compilation.plan if unroll else repeat_step(compilation.plan, steps_per_launch),
+                compilation.sources)
 
     if tune_gemms and launch is not None and launch.world_size > 1:
         # Each rank would time its own candidates and could keep another algorithm: replicated

@@ -195,6 +195,30 @@ def test_steps_per_launch_wraps_the_step_in_a_device_loop():
         assert report.ok and report.branches["launch/repeat"] == {0: 8} and report.branches["step/every"] == {0: 4}
 
 
+def test_unrolled_steps_per_launch_copy_the_step_into_one_graph():
+    rl_step = ROOT / "pipelines" / "rl_step.pipe"
+    driver = fake_driver(rl_step)
+    cu = driver.cu
+    with load(rl_step, driver=driver, steps_per_launch=3, unroll=True) as pipeline:
+        plan = pipeline.plan
+        step = plan.graphs[plan.step]
+        assert CONTROL not in {b.name for b in plan.buffers}  # no device-side loop
+        names = [n.name for n in step.nodes]
+        assert len(names) == 3 * len({n.split("#")[0] for n in names})
+        assert {n.split("#")[1] for n in names if "#" in n} == {"2", "3"}
+        scopes = [g.scope for g in plan.graphs if g.name.startswith("step/act")]
+        assert len(scopes) == len(set(scopes)) == 3  # each copy its own module instances
+        before = len(cu.launches)
+        pipeline.step(1)  # one launch: three steps
+        assert [l.function for l in cu.launches[before:]].count("mlp_act_push") == 3
+
+
+def test_unrolled_steps_refuse_an_every_block():
+    """`every N` counts the replays of its graph: unrolled, each copy would count launches."""
+    with pytest.raises(pipec.PipelineError, match="the step has an `every` block"):
+        load(FIXTURE, driver=fake_driver(FIXTURE), steps_per_launch=4, unroll=True)
+
+
 def test_piperun_steps_per_launch_must_divide_the_steps(capsys):
     from pipec.runtime.cli import main
 
