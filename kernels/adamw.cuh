@@ -70,6 +70,10 @@ __device__ __forceinline__ void pipec_adamw_step(const int* learn_on, const floa
         part[u] = (threadIdx.x < 32 && k < nparts) ? gnorm_part[k] : 0.0f;
     }
     if (on == 0) return;  // uniform: learning off, nothing written
+    // The bias corrections (double arithmetic), before the norm: the thread that records
+    // them in opt also sums the norm, which every thread waits for.
+    const float bc1 = (float)(1.0 - pipec_powi(b1, t));
+    const float bc2 = (float)(1.0 - pipec_powi(b2, t));
     if (threadIdx.x < 32) {
         const unsigned int lane = threadIdx.x;
         float acc = 0.0f;
@@ -85,16 +89,12 @@ __device__ __forceinline__ void pipec_adamw_step(const int* learn_on, const floa
             s_scale = scale;
             if (blockIdx.x == 0) {
                 opt[PIPEC_OPT_SCALE] = scale;
-                opt[PIPEC_OPT_BC1] = (float)(1.0 - pipec_powi(b1, t));
-                opt[PIPEC_OPT_BC2] = (float)(1.0 - pipec_powi(b2, t));
+                opt[PIPEC_OPT_BC1] = bc1;
+                opt[PIPEC_OPT_BC2] = bc2;
                 opt[PIPEC_OPT_NORM] = norm;
             }
         }
     }
-    // Every thread computes the bias corrections itself (same double arithmetic) while the
-    // first warp sums the norm.
-    const float bc1 = (float)(1.0 - pipec_powi(b1, t));
-    const float bc2 = (float)(1.0 - pipec_powi(b2, t));
     __syncthreads();
     if (first >= P) return;
     const float b1f = (float)b1, b2f = (float)b2, scale = s_scale;

@@ -53,13 +53,34 @@ struct PerFlush {
     }
 };
 
+// One step down the walk: children c (left) and c + 1 with values left and right (leaves
+// read through `flush`); go left when u < left, else subtract it and go right.
+__device__ __forceinline__ void per_descend(int c, float left, float right, int capacity,
+                                            const PerFlush& flush, float& u, int& node,
+                                            float& pick) {
+    if (c >= capacity) {  // the leaves
+        left = flush.at(c - capacity, left, capacity);
+        right = flush.at(c + 1 - capacity, right, capacity);
+    }
+    if (u < left) {
+        node = c;
+        pick = left;
+    } else {
+        u = u - left;
+        node = c + 1;
+        pick = right;
+    }
+}
 // Draw i of a batch of B (docs/dqn.md 6.2): u = (i + U_i) * total / B, U_i = u24 of word x of
 // Philox(seed, SAMPLE) at counter (step, i, update, 0); walk from the root (left when u < left
 // sum, else subtract it and go right; nodes below per_top_nodes from stop); the leaf clamped
 // to size - 1. Returns the leaf (its data slot) and sets *p to its priority. Below the chip's
-// nodes each level loads both children at once (one 8-byte load when the tree is 8-byte
-// aligned), so the leaf's priority needs no load of its own unless the leaf was clamped.
-// Leaves `flush` covers read as its value.
+// nodes a walk at node n loads the next three levels at once, n's children 2n, 2n + 1, their
+// children 4n .. 4n + 3 and theirs 8n .. 8n + 7 (one 8-, 16- and 32-byte load each when the tree
+// is 32-byte aligned), and takes three steps from registers: one round trip to L2 per three
+// levels instead of per level, the same comparisons and subtractions in the same order. The
+// leaf's priority needs no load of its own unless the leaf was clamped. Leaves `flush` covers
+// read as its value.
 __device__ __forceinline__ int per_draw(int i, int B, float total, const float* stop,
                                         const float* tree, int capacity, int size,
                                         unsigned int step, unsigned int seed, int update,
@@ -67,36 +88,51 @@ __device__ __forceinline__ int per_draw(int i, int B, float total, const float* 
     const pipec_u4 r = pipec_philox(step, (unsigned int)i, (unsigned int)update, 0u, seed,
                                     PIPEC_STREAM_SAMPLE);
     const int ntop = per_top_nodes(capacity);
-    const bool pairs = (reinterpret_cast<unsigned long long>(tree) & 7ull) == 0;
+    const bool vectors = (reinterpret_cast<unsigned long long>(tree) & 31ull) == 0;
     float u = ((float)i + pipec_u01f(r.x)) * total / (float)B;
     int node = 1;
     float pick = total;  // the value of the node the walk is at (the root: the total)
     while (node < capacity) {
         const int c = 2 * node;
-        float left, right;
         if (c < ntop) {
-            left = stop[c];
-            right = stop[c + 1];
-        } else if (pairs) {
-            const float2 lr = *reinterpret_cast<const float2*>(tree + c);
-            left = lr.x;
-            right = lr.y;
+            per_descend(c, stop[c], stop[c + 1], capacity, flush, u, node, pick);
+            continue;
+        }
+        // c, 2c and 4c are the first nodes of the next three levels; the walk takes a second
+        // (third) step when both nodes it may reach after the first (second) are inner ones
+        const bool second = c + 1 < capacity, third = 2 * c + 3 < capacity;
+        float n1[2], n2[4] = {0.0f, 0.0f, 0.0f, 0.0f}, n3[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (vectors) {
+            const float2 a = *reinterpret_cast<const float2*>(tree + c);
+            n1[0] = a.x;
+            n1[1] = a.y;
+            if (second) {
+                const float4 b = *reinterpret_cast<const float4*>(tree + 2 * c);
+                n2[0] = b.x; n2[1] = b.y; n2[2] = b.z; n2[3] = b.w;
+            }
+            if (third) {
+                const float4 d0 = *reinterpret_cast<const float4*>(tree + 4 * c);
+                const float4 d1 = *reinterpret_cast<const float4*>(tree + 4 * c + 4);
+                n3[0] = d0.x; n3[1] = d0.y; n3[2] = d0.z; n3[3] = d0.w;
+                n3[4] = d1.x; n3[5] = d1.y; n3[6] = d1.z; n3[7] = d1.w;
+            }
         } else {
-            left = tree[c];
-            right = tree[c + 1];
+#pragma unroll
+            for (int k = 0; k < 2; ++k) n1[k] = tree[c + k];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) n2[k] = second ? tree[2 * c + k] : 0.0f;
+#pragma unroll
+            for (int k = 0; k < 8; ++k) n3[k] = third ? tree[4 * c + k] : 0.0f;
         }
-        if (c >= capacity) {  // the leaves
-            left = flush.at(c - capacity, left, capacity);
-            right = flush.at(c + 1 - capacity, right, capacity);
-        }
-        if (u < left) {
-            node = c;
-            pick = left;
-        } else {
-            u = u - left;
-            node = c + 1;
-            pick = right;
-        }
+        per_descend(c, n1[0], n1[1], capacity, flush, u, node, pick);
+        if (!second) break;
+        const int b1 = node - c;  // 0: went left
+        per_descend(2 * node, b1 ? n2[2] : n2[0], b1 ? n2[3] : n2[1], capacity, flush, u, node, pick);
+        if (!third) break;
+        const int q = node - 2 * c;  // which of the four: 2 * b1 + b2
+        const float left = (q == 0) ? n3[0] : (q == 1) ? n3[2] : (q == 2) ? n3[4] : n3[6];
+        const float right = (q == 0) ? n3[1] : (q == 1) ? n3[3] : (q == 2) ? n3[5] : n3[7];
+        per_descend(2 * node, left, right, capacity, flush, u, node, pick);
     }
     const int leaf = node - capacity;
     if (leaf > size - 1) {
@@ -106,7 +142,6 @@ __device__ __forceinline__ int per_draw(int i, int B, float total, const float* 
     *p = pick;
     return leaf;
 }
-
 // Importance weight of a draw before the batch maximum divides it: (size * p / total)^-beta.
 __device__ __forceinline__ float per_weight(float p, int size, float total, float beta) {
     return powf((float)size * p / total, -beta);
