@@ -43,7 +43,7 @@ __device__ __forceinline__ void pipec_adamw_step(const int* learn_on, const floa
                                                  int nparts, float max_norm, double b1, double b2,
                                                  float eps, float wd, float tau, int updates,
                                                  int update, const Copies& copies) {
-    __shared__ float s_scale;
+    __shared__ float s_scale, s_bc[2];
     const long long first = 4LL * (blockIdx.x * (long long)blockDim.x + threadIdx.x);
     const bool aligned = ((reinterpret_cast<unsigned long long>(grad) | reinterpret_cast<unsigned long long>(params) |
                            reinterpret_cast<unsigned long long>(m) | reinterpret_cast<unsigned long long>(v) |
@@ -70,10 +70,12 @@ __device__ __forceinline__ void pipec_adamw_step(const int* learn_on, const floa
         part[u] = (threadIdx.x < 32 && k < nparts) ? gnorm_part[k] : 0.0f;
     }
     if (on == 0) return;  // uniform: learning off, nothing written
-    // The bias corrections (double arithmetic), before the norm: the thread that records
-    // them in opt also sums the norm, which every thread waits for.
-    const float bc1 = (float)(1.0 - pipec_powi(b1, t));
-    const float bc2 = (float)(1.0 - pipec_powi(b2, t));
+    // The second warp computes the bias corrections (double arithmetic, log2(t) dependent
+    // multiplies) while the first sums the norm; in a block of one warp the first does both.
+    if (threadIdx.x == ((blockDim.x > 32) ? 32u : 0u)) {
+        s_bc[0] = (float)(1.0 - pipec_powi(b1, t));
+        s_bc[1] = (float)(1.0 - pipec_powi(b2, t));
+    }
     if (threadIdx.x < 32) {
         const unsigned int lane = threadIdx.x;
         float acc = 0.0f;
@@ -89,13 +91,16 @@ __device__ __forceinline__ void pipec_adamw_step(const int* learn_on, const floa
             s_scale = scale;
             if (blockIdx.x == 0) {
                 opt[PIPEC_OPT_SCALE] = scale;
-                opt[PIPEC_OPT_BC1] = bc1;
-                opt[PIPEC_OPT_BC2] = bc2;
                 opt[PIPEC_OPT_NORM] = norm;
             }
         }
     }
     __syncthreads();
+    const float bc1 = s_bc[0], bc2 = s_bc[1];
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        opt[PIPEC_OPT_BC1] = bc1;
+        opt[PIPEC_OPT_BC2] = bc2;
+    }
     if (first >= P) return;
     const float b1f = (float)b1, b2f = (float)b2, scale = s_scale;
     if (whole) {

@@ -63,10 +63,12 @@ extern "C" __global__ void episode_stats(const int* step_info, const float* fin_
     }
 }
 
-/// Writes the mapped diagnostics buffer, the last node of the step:
+/// Writes the mapped diagnostics buffer:
 /// diag = [step, mean_return_100, episodes, loss, loss_ema, lr, epsilon, replay_size]
-/// (all as float32; lr is the controller's value after this step).
-/// Reads: step[1], ep_mean[1], ep_count[1], loss_last[1], loss_ema[1], lr[1], sched[3],
+/// (all as float32; lr is the one this step's AdamW used, sched[2], which the tick took from
+/// the controller: reading it rather than the controller's own value lets this node run beside
+/// the controller instead of after it).
+/// Reads: step[1], ep_mean[1], ep_count[1], loss_last[1], loss_ema[1], sched[3],
 ///   replay_size[1]. Writes: diag[8].
 /// Launch: <<<1, 1>>>.
 /// pipec: extent step = 1
@@ -74,14 +76,13 @@ extern "C" __global__ void episode_stats(const int* step_info, const float* fin_
 /// pipec: extent ep_count = 1
 /// pipec: extent loss_last = 1
 /// pipec: extent loss_ema = 1
-/// pipec: extent lr = 1
 /// pipec: extent sched = 3
 /// pipec: extent replay_size = 1
 /// pipec: extent diag = 8
 /// pipec: out diag
 extern "C" __global__ void diag_write(const int* step, const float* ep_mean, const int* ep_count,
                                       const float* loss_last, const float* loss_ema,
-                                      const float* lr, const float* sched,
+                                      const float* sched,
                                       const int* replay_size, float* diag) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     diag[0] = (float)step[0];
@@ -89,7 +90,7 @@ extern "C" __global__ void diag_write(const int* step, const float* ep_mean, con
     diag[2] = (float)ep_count[0];
     diag[3] = loss_last[0];
     diag[4] = loss_ema[0];
-    diag[5] = lr[0];
+    diag[5] = sched[PIPEC_SCHED_LR];
     diag[6] = sched[PIPEC_SCHED_EPS];
     diag[7] = (float)replay_size[0];
 }

@@ -336,33 +336,32 @@ extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, con
     red[ty * blockDim.x + tx] =
         ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     __syncthreads();
-    float gsum = 0.0f;
-    if (ty == 0) {
-        for (int y = 0; y < (int)blockDim.y; ++y) gsum += red[y * blockDim.x + tx];
-        if (p < P) grad[p] = gsum;
+    // The first warp finishes alone, with no barrier more: lane l adds the chunks of the
+    // block's parameters x = l, l + 32, ... in chunk order and keeps their squares in red[x]
+    // (the chunk-0 entry only it reads), then sums the squares by pairs (x, x + h) for
+    // h = pw/2 .. 1: in its own entries while h >= 32, then by shuffles (a lane past h that
+    // adds is never read again).
+    const unsigned int lane = ty * blockDim.x + tx;
+    if (lane >= 32) return;
+    const int bx = (int)blockDim.x;
+    for (int x = (int)lane; x < bx; x += 32) {
+        float gsum = 0.0f;
+        for (int y = 0; y < (int)blockDim.y; ++y) gsum += red[y * bx + x];
+        const int px = blockIdx.x * bx + x;
+        if (px < P) grad[px] = gsum;
+        red[x] = (px < P) ? gsum * gsum : 0.0f;
     }
-    __syncthreads();
-    // Sum of squares over the block's parameters (row ty == 0), fixed tree over x.
-    const float sq = (ty == 0 && p < P) ? gsum * gsum : 0.0f;
-    if (ty == 0) red[tx] = sq;
-    __syncthreads();
-    // Pairs (x, x + h) for h = pw/2 .. 1: the levels with h >= 32 in shared memory, the
-    // rest in the first warp with shuffles (a lane past h that adds is never read again).
     unsigned int pw = 1;
     while (pw < blockDim.x) pw <<= 1;
     unsigned int h = pw >> 1;
-    for (; h >= 32; h >>= 1) {
-        if (ty == 0 && (unsigned int)tx < h && (unsigned int)tx + h < blockDim.x)
-            red[tx] = red[tx] + red[tx + h];
-        __syncthreads();
+    for (; h >= 32; h >>= 1)
+        for (unsigned int x = lane; x < h; x += 32)
+            if (x + h < blockDim.x) red[x] = red[x] + red[x + h];
+    float v = (lane < blockDim.x) ? red[lane] : 0.0f;
+    const unsigned int mask = pipec_warp_mask();  // a block of fewer than 32 threads
+    for (; h > 0; h >>= 1) {
+        const float o = __shfl_down_sync(mask, v, h);
+        if (lane + h < blockDim.x) v = v + o;
     }
-    const unsigned int lane = ty * blockDim.x + tx;
-    if (lane < 32) {
-        float v = (lane < blockDim.x) ? red[lane] : 0.0f;
-        for (; h > 0; h >>= 1) {
-            const float o = __shfl_down_sync(0xffffffffu, v, h);
-            if (lane + h < blockDim.x) v = v + o;
-        }
-        if (lane == 0) gnorm_part[blockIdx.x] = v;
-    }
+    if (lane == 0) gnorm_part[blockIdx.x] = v;
 }
