@@ -99,7 +99,9 @@ __device__ __forceinline__ int per_draw(int i, int B, float total, const float* 
             continue;
         }
         // c, 2c and 4c are the first nodes of the next three levels; the walk takes a second
-        // (third) step when both nodes it may reach after the first (second) are inner ones
+        // (third) step when both nodes it may reach after the first (second) are inner ones.
+        // The capacity is a power of two, so a level is all inner nodes or all leaves, and
+        // a walk that takes no further step stands on a leaf.
         const bool second = c + 1 < capacity, third = 2 * c + 3 < capacity;
         float n1[2], n2[4] = {0.0f, 0.0f, 0.0f, 0.0f}, n3[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
         if (vectors) {
@@ -142,6 +144,7 @@ __device__ __forceinline__ int per_draw(int i, int B, float total, const float* 
     *p = pick;
     return leaf;
 }
+
 // Importance weight of a draw before the batch maximum divides it: (size * p / total)^-beta.
 __device__ __forceinline__ float per_weight(float p, int size, float total, float beta) {
     return powf((float)size * p / total, -beta);

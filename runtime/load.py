@@ -52,7 +52,8 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
     allocating; `drop_nodes` builds those nodes as empty ones (a planted fault, for testing
     verification); `driver` replaces the CUDA driver (the CPU tests' fake). With
     `steps_per_launch` K > 1 the step runs K times inside a device-side loop, or with `unroll` as
-    K copies of its nodes in one graph: `step(n)` and `run_eager(n)` then run n * K steps. GEMM nodes run the heuristic's first algorithm, or with
+    K copies of its nodes in one graph (a step with an `every` block is refused): `step(n)` and
+    `run_eager(n)` then run n * K steps. GEMM nodes run the heuristic's first algorithm, or with
     `tune_gemms` the fastest of its best candidates timed on the GPU; either choice is kept in
     the artifact cache for later loads. `gemm_library` replaces nvmath-python's cuBLASLt binding
     (the CPU tests' fake). `launch` is the launcher's view of this process
