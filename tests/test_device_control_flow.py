@@ -213,10 +213,16 @@ def test_unrolled_steps_per_launch_copy_the_step_into_one_graph():
         assert [l.function for l in cu.launches[before:]].count("mlp_act_push") == 3
 
 
-def test_unrolled_steps_refuse_an_every_block():
-    """`every N` counts the replays of its graph: unrolled, each copy would count launches."""
+def test_unrolled_steps_refuse_an_every_block(capsys):
+    """`every N` counts the replays of its graph: unrolled, each copy would count launches.
+    piperun says so in one line (before it looks for a GPU) and exits with 2."""
+    from pipec.runtime.cli import main
+
     with pytest.raises(pipec.PipelineError, match="the step has an `every` block"):
         load(FIXTURE, driver=fake_driver(FIXTURE), steps_per_launch=4, unroll=True)
+    assert main([str(FIXTURE), "--steps", "8", "--log-every", "4", "--steps-per-launch", "4", "--unroll"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the step has an `every` block, which counts replays" in err[0]
 
 
 def test_piperun_steps_per_launch_must_divide_the_steps(capsys):
