@@ -211,6 +211,9 @@ def test_unrolled_steps_per_launch_copy_the_step_into_one_graph():
         before = len(cu.launches)
         pipeline.step(1)  # one launch: three steps
         assert [l.function for l in cu.launches[before:]].count("mlp_act_push") == 3
+        # a live update reaches every copy
+        assert pipeline.update(GAMMA=0.95) == ["step/act/mlp_act_push", "step/act#2/mlp_act_push",
+                                               "step/act#3/mlp_act_push"]
 
 
 def test_unrolled_steps_refuse_an_every_block(capsys):
