@@ -23,10 +23,10 @@ ERRORS = {
     "PipelineError": "runtime.load", "CudaError": "runtime.driver", "NoDevice": "runtime.driver",
     "OutOfMemory": "runtime.memory", "BindError": "runtime.memory", "ClosedError": "runtime.views",
     "UpdateRefused": "runtime.update", "StateError": "runtime.state", "NodeFailed": "runtime.eager",
-    "LaunchLimitsExceeded": "runtime.resources", "ProfileError": "runtime.profile",
-    "ProfilerUnavailable": "runtime.profile_cupti", "ConfigError": "compiler.config",
+    "LaunchLimitsExceeded": "runtime.resources", "ProfileError": "runtime.profile_analysis",
+    "ProfilerUnavailable": "runtime.profile_collect", "ConfigError": "compiler.config",
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
-    "UsageError": "compiler.cli", "GemmError": "runtime.gemm", "LibraryRecordingError": "runtime.library",
+    "UsageError": "compiler.cli", "GemmError": "runtime.cublaslt", "LibraryRecordingError": "runtime.library",
     "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
 }
 

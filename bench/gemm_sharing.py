@@ -12,7 +12,7 @@ accumulation, bias and an epilogue). Four variants: every GEMM with the same des
 kernel serves every child graph) or each with a different epilogue (a different kernel each),
 and either eager steps run between the timed replay batches (the eager path launches the same
 kernels) or not. Each pipeline also runs its GEMMs once eagerly at build time (the first call,
-runtime/gemms.py). Replay time per step: median over repeats of CUDA-event time around
+runtime/gemm_nodes.py). Replay time per step: median over repeats of CUDA-event time around
 `--replays` replays; the eager step's GPU time beside it for scale."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def measure(plan, replays: int, eager_between: bool, driver=None, library=None) 
     """`driver` and `library`: the CUDA driver and cuBLASLt binding (None: the real ones; the
     CPU test passes fakes)."""
     from pipec.runtime.driver import open_device
-    from pipec.runtime.gemm import GemmSettings
+    from pipec.runtime.cublaslt import GemmSettings
     from pipec.runtime.pipeline import Pipeline
 
     with Pipeline(plan, [], open_device(0, driver), gemm=GemmSettings(library)) as p:

@@ -54,7 +54,7 @@ def pipe_constants(defines: dict, pipe: Path = PIPE) -> dict:
 def time_pipec(defines: dict, steps: int, eager: bool, pipe: Path = PIPE, per_launch: int = 1) -> dict:
     """pipec's graph replays or eager launches; with `per_launch` K > 1, K unrolled steps a launch."""
     import pipec
-    from pipec.runtime.profile import ProfileError
+    from pipec.runtime.profile_analysis import ProfileError
 
     launches = max(1, steps // per_launch)
     steps = launches * per_launch

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import kernels
-from .plan_schema import Plan
+from . import kernel_analysis
+from ..plan.schema import Plan
 from .toolchain import get_toolchain
 
 
@@ -19,9 +19,9 @@ def module_binaries(plan: Plan, arch: str) -> tuple[bytes, ...]:
     CompileFailed when a source no longer compiles, ToolchainUnavailable without a compiler."""
     toolchain = get_toolchain(plan.compiler)
     return tuple(
-        kernels.compile_generated_cubin(spec.name, spec.source, toolchain, arch)
+        kernel_analysis.compile_generated_cubin(spec.name, spec.source, toolchain, arch)
         if spec.source is not None
-        else kernels.compile_cubin(Path(spec.path), tuple(Path(d) for d in spec.include_dirs),
+        else kernel_analysis.compile_cubin(Path(spec.path), tuple(Path(d) for d in spec.include_dirs),
                                    toolchain, arch)
         for spec in plan.modules
     )

@@ -19,7 +19,7 @@ from ..errors import Error
 from . import codes
 from .config import CompileOptions, ConfigError, Settings, load_settings, override
 from .diagnostics import Diagnostic
-from .driver import compile_file, without_cycle_collection
+from .stages import compile_file, without_cycle_collection
 from .emit import plan_dot, plan_json
 from .render import RENDERERS, statistics_json, statistics_text
 from .render.terminal import COLOR_CHOICES, finish_stdout, say, use_color, write_stdout

@@ -33,7 +33,7 @@ class CompileOptions:
     project_root: Path | None = None
     allow_paths: tuple[Path, ...] = ()
     # The step block's body this many times in a row, one graph (`pipec.load(...,
-    # steps_per_launch=K, unroll=True)`): compiler/launch_loop.py
+    # steps_per_launch=K, unroll=True)`): compiler/steps_per_launch.py
     step_copies: int = 1
 
     @property

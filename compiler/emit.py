@@ -7,7 +7,7 @@ from dataclasses import fields, is_dataclass
 from functools import cache
 from json.encoder import encode_basestring_ascii
 
-from .plan_schema import (
+from ..plan.schema import (
     NODE_KINDS, ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec,
     MemsetNodeSpec, Plan,
 )

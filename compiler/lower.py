@@ -19,12 +19,12 @@ import hashlib
 from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
-from .dtypes import fill_pattern
+from ..plan.dtypes import fill_pattern
 from .model import (
     CONTAINERS, CollectiveNode, CollectiveOperand, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode,
     GraphBody, GraphNode, LaunchNode, MatrixView, Mode, PointerArg, Program, ValueArg,
 )
-from .plan_schema import (
+from ..plan.schema import (
     AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, CollectiveOperandSpec,
     ConditionalNodeSpec, GemmGroupSpec, GemmNodeSpec, GemmUseSpec, GraphSpec, HazardEdge, InitSpec, KernelNodeSpec, Location,
     MatrixSpec, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,

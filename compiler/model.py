@@ -15,7 +15,7 @@ from typing import Union
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
 from .diagnostics import Label
-from .dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
+from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
 
 
 class Mode(enum.IntFlag):
@@ -239,7 +239,7 @@ class MatrixView:
 class GemmNode:
     """`c = alpha * op(a) @ op(b) + bias + beta * c` and its epilogue, per matrix of a batch
     (program terms, row-major: op(a) m x k, op(b) k x n, c m x n). The auxiliary output and
-    the bias gradient are element ranges: their layout is the library's (compiler/resolve_gemm.py)."""
+    the bias gradient are element ranges: their layout is the library's (compiler/resolve/gemm.py)."""
 
     name: str
     a: MatrixView
@@ -332,7 +332,7 @@ class CollectiveOperand:
 
 @dataclass(eq=False)
 class CollectiveNode:
-    """One NCCL collective over every rank (compiler/resolve_collective.py): one call per
+    """One NCCL collective over every rank (compiler/resolve/collectives.py): one call per
     operand, several of them issued as one NCCL group (one kernel, one synchronisation of the
     ranks). Its accesses include the communicator's token, which orders every collective of a
     program in program order on every rank."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..dsl import ast
 from .consteval import ConstError, RuntimeValue, Value, evaluate
 from .model import Access, LaunchNode, Mode, Param, PointerArg, ValueArg
-from .resolve_scope import names_read
+from .resolve.scope import names_read
 
 
 def pointer_mode(param: Param, qualifier: str | None) -> Mode:

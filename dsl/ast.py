@@ -1,6 +1,6 @@
 """The syntax tree of a `.pipe` file: one frozen class per grammar construct, each with its span.
 
-Nothing here knows what a name means; that starts in `pipec.compiler.resolve`.
+Nothing here knows what a name means; that starts in `pipec.compiler.resolve.resolver`.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class DeviceLoop:
 @dataclass(frozen=True)
 class Gemm:
     """`gemm TARGET = EXPR with NAME = VALUE, ...`: one library matrix multiply. The
-    expression and the options keep their syntax; compiler/resolve_gemm.py reads them."""
+    expression and the options keep their syntax; compiler/resolve/gemm.py reads them."""
 
     target: Expr
     value: Expr

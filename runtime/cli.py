@@ -24,8 +24,8 @@ from ..compiler.render.terminal import finish_stdout, say, use_color
 from ..compiler.toolchain import ToolchainUnavailable
 from .cli_reports import EXIT_FAILED, EXIT_OK, EXIT_USAGE, plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
-from .launchers import DistributedError, launch_from_environment
-from .profile_cupti import ProfilerUnavailable
+from .process_launchers import DistributedError, launch_from_environment
+from .profile_collect import ProfilerUnavailable
 
 # With collectives, piperun never has more than IN_FLIGHT nodes (of graph launches or eager
 # steps) enqueued and not known finished. A wait polls for a failed rank; a launch does not:
@@ -116,7 +116,7 @@ def _preflight(args) -> None:
     profile, CUPTI."""
     check_toolchain(load_settings(args.file).compile)
     if args.profile or args.trace:
-        from .profile_cupti import load_cupti
+        from .profile_collect import load_cupti
 
         load_cupti()
 
@@ -199,11 +199,11 @@ def _run_reported(args, pipeline) -> int:
     from .collectives import CollectiveFailed
     from .driver import CudaError
     from .eager import NodeFailed
-    from .gemm import GemmError
+    from .cublaslt import GemmError
     from .library import LibraryRecordingError
     from .load import PipelineError
     from .memory import OutOfMemory
-    from .profile import ProfileError
+    from .profile_analysis import ProfileError
     from .state import StateError
     from .update import UpdateRefused
     try:

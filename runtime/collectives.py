@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..compiler.plan_schema import CollectiveNodeSpec, CollectiveOperandSpec
+from ..plan.schema import CollectiveNodeSpec, CollectiveOperandSpec
 from ..errors import Error
 from .distributed import Distributed
 from .driver import Device

@@ -1,5 +1,5 @@
 """Several processes, one GPU each, started by a launcher pipec does not replace (which one,
-and this process's rank: runtime/launchers.py). This module opens a host channel between the
+and this process's rank: runtime/process_launchers.py). This module opens a host channel between the
 ranks through the launcher's own rendezvous (torch.distributed's TCPStore for torchrun and
 srun, MPI for mpirun), creates the NCCL communicator once, and refuses to start when the ranks'
 plans would issue different collectives. Without a launcher, a plan with collectives runs on
@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..compiler.plan_schema import Plan, collective_sequence, collective_sequence_hash
+from ..plan.schema import Plan, collective_sequence, collective_sequence_hash
 from ..errors import Error
-from .launchers import DistributedError, Launch
+from .process_launchers import DistributedError, Launch
 from .nccl import Communicator
 
 _CHANNELS = itertools.count()  # store channels opened by this process

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compiler.plan_schema import (
+from ..plan.schema import (
     ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec,
     MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan,
 )
 from ..errors import Error
 from .collectives import Collectives, require_collectives
 from .driver import CudaError, Driver
-from .gemms import Gemms
-from .launch import KernelArgs
+from .gemm_nodes import Gemms
+from .kernel_params import KernelArgs
 from .memory import BufferSet
 from .modules import Modules
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import inspect
 
-from ..compiler.plan_schema import (
+from ..plan.schema import (
     ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec,
     MemcpyNodeSpec, MemsetNodeSpec, NodeSpec, Plan,
 )
 from .collectives import Collectives, require_collectives
 from .driver import Device, NoDevice
-from .gemms import Gemms
-from .launch import KernelArgs
+from .gemm_nodes import Gemms
+from .kernel_params import KernelArgs
 from .library import graph_nodes, record_call
 from .memory import BufferSet
 from .modules import Modules

@@ -15,16 +15,16 @@ from ..compiler import cache, compile_file, load_settings
 from ..compiler.artifacts import module_binaries
 from ..compiler.config import override
 from ..compiler.diagnostics import Diagnostic
-from ..compiler.launch_loop import repeat_step
-from ..compiler.plan_schema import ConditionalNodeSpec, Plan, collective_sequence
+from ..compiler.steps_per_launch import repeat_step
+from ..plan.schema import ConditionalNodeSpec, Plan, collective_sequence
 from ..compiler.render import RENDERERS
 from ..compiler.toolchain import CompileFailed
 from ..dsl.source import SourceFile, Span
 from ..errors import Error
 from .distributed import connect
-from .launchers import SINGLE, Launch
+from .process_launchers import SINGLE, Launch
 from .driver import Driver, open_device, release_device
-from .gemm import GemmError, GemmSettings
+from .cublaslt import GemmError, GemmSettings
 from .library import LibraryRecordingError
 from .pipeline import Pipeline
 from .resources import LaunchLimitsExceeded, LimitFinding
@@ -57,7 +57,7 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
     `tune_gemms` the fastest of its best candidates timed on the GPU; either choice is kept in
     the artifact cache for later loads. `gemm_library` replaces nvmath-python's cuBLASLt binding
     (the CPU tests' fake). `launch` is the launcher's view of this process
-    (runtime/launchers.py): its RANK, WORLD_SIZE and LOCAL_RANK become constants of the file,
+    (runtime/process_launchers.py): its RANK, WORLD_SIZE and LOCAL_RANK become constants of the file,
     and its ranks connect (`connect_ranks`, replaced by the CPU tests) before the pipeline is
     built; a plan with collectives and no launcher runs on a communicator of one rank."""
     path = Path(path)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compiler.dtypes import DTYPES, fill_pattern, host_array
-from ..compiler.plan_schema import BufferSpec, Plan
+from ..plan.dtypes import DTYPES, fill_pattern, host_array
+from ..plan.schema import BufferSpec, Plan
 from ..errors import Error
 from .dlpack import DL_TYPES, KDL_CUDA, read_capsule
 from .driver import CudaError, Driver, wait_for

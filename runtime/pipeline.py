@@ -13,18 +13,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..compiler.plan_schema import Plan, collective_sequence
+from ..plan.schema import Plan, collective_sequence
 from .collectives import CollectiveFailed, Collectives
 from .distributed import Distributed
 from .driver import CudaError, Device, release_device, wait_for
 from .eager import EagerProgram
-from .gemm import GemmSettings
-from .gemms import Gemms
+from .cublaslt import GemmSettings
+from .gemm_nodes import Gemms
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
 from .modules import Modules
-from .profile import ProfileError, ReplayProfile
-from .profile_cupti import profile
+from .profile_analysis import ProfileError, ReplayProfile
+from .profile_collect import profile
 from .resources import LaunchLimitsExceeded, check_launch_resources
 from .state import load_state, save_state
 from .update import UpdateRefused, changed_kernels

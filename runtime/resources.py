@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compiler.plan_schema import KernelNodeSpec, Location, Plan
+from ..plan.schema import KernelNodeSpec, Location, Plan
 from ..errors import Error
 from .driver import Device
 from .eager import EAGER_SCOPE

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .profile import ReplayProfile
+from .profile_analysis import ReplayProfile
 
 PID = 1
 REPLAY_ROW = 0

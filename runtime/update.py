@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from ..compiler.plan_schema import ArgSpec, BufferSpec, GemmNodeSpec, KernelNodeSpec, NodeSpec, Plan
+from ..plan.schema import ArgSpec, BufferSpec, GemmNodeSpec, KernelNodeSpec, NodeSpec, Plan
 from ..errors import Error
 
 # What an update may change on a kernel node; every other field must stay equal.

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..compiler.plan_schema import Location
+from ..plan.schema import Location
 
 
 @dataclass(frozen=True)

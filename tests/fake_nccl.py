@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fake_cuda import CUresult, FakeCuda, KernelLaunch, fake_driver
-from pipec.compiler.dtypes import DTYPES
+from pipec.plan.dtypes import DTYPES
 from pipec.runtime import load
 from pipec.runtime.distributed import LocalChannel, connect
-from pipec.runtime.launchers import Launch
+from pipec.runtime.process_launchers import Launch
 
 
 class CUresultWithQuery(enum.IntEnum):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipec.compiler.dtypes import DTYPES
-from pipec.compiler.plan_schema import (
+from pipec.plan.dtypes import DTYPES
+from pipec.plan.schema import (
     AccessSpec, BufferSpec, ChildGraphNodeSpec, GemmNodeSpec, GraphSpec, InitSpec, Location, MatrixSpec, Plan,
 )
 

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import check_speed  # noqa: E402 - from bench/
 
 from pipec.compiler import Settings, compile_file  # noqa: E402
-from pipec.compiler.resolve_size import MAX_NODES  # noqa: E402
+from pipec.compiler.resolve.size import MAX_NODES  # noqa: E402
 from pipec.dsl.parser import MAX_PIPE_CHARS  # noqa: E402
 
 

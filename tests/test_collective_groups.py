@@ -13,7 +13,7 @@ import pytest
 from fake_nccl import load_on_fake_ranks
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
-from pipec.compiler.plan_schema import (
+from pipec.plan.schema import (
     CollectiveNodeSpec, CollectiveOperandSpec, collective_sequence, collective_sequence_hash, from_json, to_json,
 )
 from pipec.dsl import PipeSyntaxError, SourceFile, ast, parse

@@ -13,20 +13,20 @@ from fake_cuda import fake_driver
 from fake_nccl import CapturingCuda, FakeCommunicator, FakeLibrary, load_on_fake_ranks
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
-from pipec.compiler.plan_schema import (
+from pipec.plan.schema import (
     CollectiveNodeSpec, collective_sequence, collective_sequence_hash, from_json, to_json,
 )
 from pipec.dsl import SourceFile, ast, parse
 from pipec.runtime import PipelineError, load
 from pipec.runtime.memory import BindError
 from pipec.runtime.collectives import CollectiveFailed
-from pipec.runtime.profile import ProfileError
+from pipec.runtime.profile_analysis import ProfileError
 
 from pipec.runtime.distributed import (
     Distributed, LocalChannel, check_collective_sequence, connect, nccl_environment, replicated_differences,
     stop_other_ranks,
 )
-from pipec.runtime.launchers import DistributedError, Launch, launch_from_environment
+from pipec.runtime.process_launchers import DistributedError, Launch, launch_from_environment
 
 ROOT = Path(__file__).resolve().parents[1]
 RL_STEP = ROOT / "pipelines" / "rl_step.pipe"

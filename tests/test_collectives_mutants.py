@@ -17,15 +17,15 @@ from fake_cuda import fake_driver
 from fake_nccl import CapturingCuda, FakeCommunicator, FakeLibrary, load_on_fake_ranks
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
-from pipec.compiler.plan_schema import CollectiveNodeSpec
+from pipec.plan.schema import CollectiveNodeSpec
 from pipec.runtime import collectives as collectives_module
 from pipec.runtime import distributed as distributed_module
-from pipec.runtime import launchers, load
+from pipec.runtime import load, process_launchers
 from pipec.runtime.collectives import WAIT_TIMEOUT_S, CollectiveFailed, Collectives, require_collectives
 from pipec.runtime.distributed import Distributed, LocalChannel, StoreChannel, connect
 from pipec.runtime.cli import IN_FLIGHT, _bounded, _emit
 from pipec.runtime.driver import CudaError
-from pipec.runtime.launchers import DistributedError, Launch, launch_from_environment
+from pipec.runtime.process_launchers import DistributedError, Launch, launch_from_environment
 from pipec.runtime.nccl import IN_PROGRESS
 
 NOT_READY, ILLEGAL_ADDRESS = 600, 700
@@ -66,7 +66,7 @@ def test_without_a_launcher_a_collective_plan_opens_a_communicator_of_one_rank(t
     library = FakeLibrary(FakeCommunicator(driver.cu, 1, 0))
     with load(path, driver=driver,
               connect_ranks=lambda plan, launch: connect(plan, launch, LocalChannel(), library)) as pipeline:
-        # (constants() also runs a line of runtime/launchers.py, so that scripts/mutate.py picks
+        # (constants() also runs a line of runtime/process_launchers.py, so that scripts/mutate.py picks
         # this test for the import-time mutants of SINGLE)
         launch = pipeline.distributed.launch
         assert launch == Launch("none", 0, 1, 0)
@@ -78,7 +78,7 @@ SRUN = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_J
 
 
 def _scontrol(monkeypatch, answer):
-    """`subprocess.run` in runtime/launchers.py answering `answer` (a stdout, or an exception to
+    """`subprocess.run` in runtime/process_launchers.py answering `answer` (a stdout, or an exception to
     raise); the calls it was asked, with their options."""
     asked = []
 
@@ -87,7 +87,7 @@ def _scontrol(monkeypatch, answer):
         if isinstance(answer, BaseException):
             raise answer
         return SimpleNamespace(stdout=answer)
-    monkeypatch.setattr(launchers, "subprocess", SimpleNamespace(run=run, SubprocessError=subprocess.SubprocessError))
+    monkeypatch.setattr(process_launchers, "subprocess", SimpleNamespace(run=run, SubprocessError=subprocess.SubprocessError))
     return asked
 
 
@@ -445,7 +445,7 @@ def test_each_json_line_is_flushed_at_once():
     assert events == ['{"event": "summary"}\n', "flush"]
 
 
-# --- the checks of grouped collectives (compiler/resolve_collective.py) ------------------------------------
+# --- the checks of grouped collectives (compiler/resolve/collectives.py) ------------------------------------
 
 
 def _errors(tmp_path, text: str) -> list:

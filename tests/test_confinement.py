@@ -12,7 +12,7 @@ import pytest
 from pipec.compiler.cli import main
 from pipec.compiler.codes import EXAMPLES
 from pipec.compiler.render import RENDERERS
-from pipec.compiler.resolve_decls import SHIPPED_KERNELS
+from pipec.compiler.resolve.declare import SHIPPED_KERNELS
 
 SECRET = "TOPSECRET_7f3a_do_not_print"
 

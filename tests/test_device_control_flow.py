@@ -16,8 +16,8 @@ from fake_cuda import Conditional, FakeCuda, FakeCuda13, fake_driver
 from harness import compile_fixture, expected_diagnostics, explain
 from pipec.compiler import codegen
 from pipec.compiler.emit import plan_dot, plan_json
-from pipec.compiler.launch_loop import CONTROL
-from pipec.compiler.plan_schema import ConditionalNodeSpec, KernelNodeSpec, from_json
+from pipec.compiler.steps_per_launch import CONTROL
+from pipec.plan.schema import ConditionalNodeSpec, KernelNodeSpec, from_json
 from pipec.dsl import SourceFile, ast, parse
 from pipec.runtime import load
 from pipec.runtime.driver import Driver, NoDevice, open_device

@@ -18,7 +18,7 @@ from pipec.runtime import load
 from pipec.runtime.cli import IN_FLIGHT, _replay
 from pipec.runtime.collectives import CollectiveFailed
 from pipec.runtime.distributed import StoreChannel
-from pipec.runtime.launchers import DistributedError, Launch
+from pipec.runtime.process_launchers import DistributedError, Launch
 
 COLLECTIVE = """
 buffer x: f32[8] = fill(1.5)

@@ -12,7 +12,7 @@ import pytest
 
 from fake_cublaslt import FakeCublasLt
 from fake_cuda import FunctionAttributes, Memcpy, Memset, fake_driver
-from pipec.compiler.plan_schema import (
+from pipec.plan.schema import (
     ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
 )
 from pipec.runtime import PipelineError, load
@@ -271,7 +271,7 @@ def test_piperun_renders_load_diagnostics_as_pipec_does(capsys):
 def test_a_flattened_build_has_the_leaf_dag_of_the_plan(nodes):
     """The profiler's build: child graphs' nodes added to the parent, with the same ordering."""
     from pipec.runtime.graph import BuiltGraph
-    from pipec.runtime.profile import leaf_dag
+    from pipec.runtime.profile_analysis import leaf_dag
 
     pipeline, fake = nodes
     flat = BuiltGraph(pipeline.plan, pipeline.plan.step, pipeline._buffers, pipeline.modules,

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from pipec.compiler.resolve_size import MAX_ITERATIONS, MAX_NODES
+from pipec.compiler.resolve.size import MAX_ITERATIONS, MAX_NODES
 from stage_helpers import check_text
 
 

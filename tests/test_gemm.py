@@ -13,8 +13,8 @@ from pipec.compiler import Settings
 from pipec.compiler.config import CompileOptions
 from pipec.compiler.emit import plan_dot, plan_json
 from pipec.compiler.model import GemmNode, Mode
-from pipec.compiler.plan_schema import GemmNodeSpec, MatrixSpec, from_json, to_json
-from pipec.compiler.resolve_gemm import WORKSPACE_PREFIX
+from pipec.plan.schema import GemmNodeSpec, MatrixSpec, from_json, to_json
+from pipec.compiler.resolve.gemm import WORKSPACE_PREFIX
 from pipec.dsl import SourceFile, ast, parse
 from stage_helpers import check_text
 

@@ -13,9 +13,9 @@ import pytest
 from fake_cuda import FakeCuda
 from fake_cublaslt import Epilogue, FakeCublasLt
 from gemm_plans import WORKSPACE_BYTES, buffer, gemm, gemm_plan, matrix
-from pipec.compiler.plan_schema import from_json, to_json
+from pipec.plan.schema import from_json, to_json
 from pipec.runtime.driver import Driver, open_device
-from pipec.runtime.gemm import GemmError, GemmSettings
+from pipec.runtime.cublaslt import GemmError, GemmSettings
 from pipec.runtime.library import LibraryRecordingError
 from pipec.runtime.pipeline import Pipeline
 from pipec.runtime.update import UpdateRefused
@@ -261,8 +261,8 @@ def test_the_sharing_benchmark_runs_on_the_fakes():
 
 
 def test_the_profile_copies_recordings_into_its_graph_and_spans_each_gemm():
-    from pipec.runtime import profile_cupti
-    from test_profile_cupti import FakeCupti
+    from pipec.runtime import profile_collect
+    from test_profile_collect import FakeCupti
 
     nodes = [gemm(i, f"gemm:y{i}", a=matrix("x", 8, 16), b=matrix("w", 32, 16), c=matrix(f"y{i}", 8, 32), trans_b=True,
                   line=i + 1) for i in range(2)]
@@ -279,7 +279,7 @@ def test_the_profile_copies_recordings_into_its_graph_and_spans_each_gemm():
                                    gemms=p.gemms))
             return flat[-1]
 
-        report = profile_cupti.profile(p, build, replays=3, cupti=FakeCupti(cuda))
+        report = profile_collect.profile(p, build, replays=3, cupti=FakeCupti(cuda))
         # the recordings' memset and kernel, copied into the profiled graph itself, in a chain
         assert {name: len(copies) for name, copies in flat[0].library_nodes.items()} == {"gemm:y0": 2, "gemm:y1": 2}
         assert report.critical_path == ["gemm:y0", "gemm:y1"]

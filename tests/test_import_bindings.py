@@ -9,7 +9,7 @@ import pytest
 
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
-from pipec.compiler.resolve_decls import STATEMENT_KEYWORDS
+from pipec.compiler.resolve.declare import STATEMENT_KEYWORDS
 from pipec.dsl import PipeSyntaxError, SourceFile, parse
 
 LIB = """const N = 4

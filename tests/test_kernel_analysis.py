@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipec.compiler import cache, kernels
+from pipec.compiler import cache, kernel_analysis
 from pipec.compiler.toolchain import CompileFailed, get_toolchain
 
 SOURCE = r'''
@@ -52,7 +52,7 @@ def source(tmp_path, monkeypatch):
 
 
 def _analyze(path: Path):
-    return kernels.analyze(path, (), get_toolchain("nvrtc"), "compute_90")
+    return kernel_analysis.analyze(path, (), get_toolchain("nvrtc"), "compute_90")
 
 
 def test_signatures_as_the_compiler_sees_them(source):
@@ -89,10 +89,10 @@ def test_forbidden_instructions_map_to_source_lines(source):
 
 def test_the_cache_key_follows_included_headers(source, tmp_path):
     toolchain = get_toolchain("nvrtc")
-    first = kernels.source_key(source, (), toolchain, "compute_90")
-    assert first == kernels.source_key(source, (), toolchain, "compute_90")
+    first = kernel_analysis.source_key(source, (), toolchain, "compute_90")
+    assert first == kernel_analysis.source_key(source, (), toolchain, "compute_90")
     (tmp_path / "defs.cuh").write_text("#define REAL double\n")
-    assert kernels.source_key(source, (), toolchain, "compute_90") != first
+    assert kernel_analysis.source_key(source, (), toolchain, "compute_90") != first
     assert _analyze(source).kernels["scale"].params[0].dtype == "f64"
 
 
@@ -113,7 +113,7 @@ def test_compile_errors_carry_the_log(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on the PATH")
 def test_nvcc_gives_the_same_signatures(source):
-    by_nvcc = kernels.analyze(source, (), get_toolchain("nvcc"), "compute_90")
+    by_nvcc = kernel_analysis.analyze(source, (), get_toolchain("nvcc"), "compute_90")
 
     def comparable(params):  # where a store is found differs by compiler (line info of inlined atomics)
         return [replace(p, written_at=None) for p in params]
@@ -206,7 +206,7 @@ def test_half_precision_parameters(tmp_path, monkeypatch):
     path.write_text("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
                     'extern "C" __global__ void k(__half a, const __half* b, __nv_bfloat16 c, '
                     "__nv_bfloat16* const* d) {}\n")
-    analysis = kernels.analyze(path, (_cuda_headers(),), get_toolchain("nvrtc"), "compute_90")
+    analysis = kernel_analysis.analyze(path, (_cuda_headers(),), get_toolchain("nvrtc"), "compute_90")
     assert [(p.kind, p.dtype, p.const, p.ctype) for p in analysis.kernels["k"].params] == [
         ("scalar", "f16", False, "__half"),
         ("pointer", "f16", True, "const __half*"),

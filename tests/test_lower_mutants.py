@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 import pipec
-from pipec.compiler.plan_schema import (
+from pipec.plan.schema import (
     AccessSpec, ArgSpec, ChildGraphNodeSpec, HazardEdge, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
 )
 

@@ -12,7 +12,7 @@ import pytest
 
 from pipec.compiler import cli
 from pipec.compiler.emit import plan_json
-from pipec.compiler.plan_schema import (
+from pipec.plan.schema import (
     NODE_KINDS, ChildGraphNodeSpec, InitSpec, KernelNodeSpec, Plan, from_json, to_json,
 )
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
-from pipec.runtime.profile import Collection, NodeRecord, ProfileError, analyze, leaf_dag, name_graph_nodes
+from pipec.runtime.profile_analysis import Collection, NodeRecord, ProfileError, analyze, leaf_dag, name_graph_nodes
 from pipec.runtime.trace import chrome_trace
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from harness import compile_fixture, expected_diagnostics, explain
-from pipec.compiler import kernels
+from pipec.compiler import kernel_analysis
 from pipec.compiler.checks.forbidden_instructions import RULE_CODES
 from pipec.compiler.kernel_records import SourceLocation
 from pipec.compiler.toolchain import get_toolchain
@@ -43,7 +43,7 @@ NVCC_SAMPLE = ("atomic_header_subfolder.cu", "atomic_call_chain.cu", "atomic_noi
 def expected(source: Path) -> set[tuple[str, str, int, str]]:
     """(expect | note, file, line, code) as the source and the headers it includes mark them."""
     found = set()
-    for path in [source, *kernels.include_closure(source, source.read_text(), ())]:
+    for path in [source, *kernel_analysis.include_closure(source, source.read_text(), ())]:
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             if m := _MARK.search(line):
                 found.update((m.group(1), path.name, number, code.strip()) for code in m.group(2).split(","))
@@ -58,7 +58,7 @@ def _marks(code: str, reported: SourceLocation | None, itself: SourceLocation | 
 
 
 def found(source: Path, compiler: str = "nvrtc") -> set[tuple[str, str, int, str]]:
-    analysis = kernels.analyze(source, (), get_toolchain(compiler), "compute_90")
+    analysis = kernel_analysis.analyze(source, (), get_toolchain(compiler), "compute_90")
     result = set()
     for kernel in analysis.kernels.values():
         for finding in kernel.findings:
@@ -98,7 +98,7 @@ def test_pipelines(path):
                     reason="no CUDA runtime and CCCL headers of NVRTC's version")
 def test_the_cuda_cpp_library_is_analysed_like_any_code():
     source = CORPUS.parent / "cccl" / "cooperative_groups.cu"
-    analysis = kernels.analyze(source, (), get_toolchain("nvrtc"), "compute_90")
+    analysis = kernel_analysis.analyze(source, (), get_toolchain("nvrtc"), "compute_90")
     rules = {name: sorted({f.rule for f in kernel.findings}) for name, kernel in analysis.kernels.items()}
     assert rules == {
         "sync_noinline": ["grid-sync"], "rank_only": [], "block_sync": [],

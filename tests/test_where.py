@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import compile_fixture
-from pipec.compiler import kernel_records, kernels, ptx
+from pipec.compiler import kernel_records, kernel_analysis, ptx
 from pipec.compiler.toolchain import CompileFailed, CompileRequest, get_toolchain
 
 # Two levels of inlining into a helper that is not inlined, which the kernel calls; the same
@@ -133,7 +133,7 @@ def test_records_skip_the_compilers_own_headers(tmp_path, monkeypatch):
                            "  .loc 1 2 5, function_name $L__info_string1, inlined_at 1 5 5\n"
                            "  .loc 3 112 3, function_name $L__info_string2, inlined_at 1 2 5\n  red")
     text = text.replace('"/src/k.cu"', f'"{source}"') + f'  .file 3 "{tmp_path}/cuda/include/atomics.hpp"\n'
-    analysis = kernels.analyze(source, (), RecordedPtx(text, tmp_path / "cuda"), "compute_90")
+    analysis = kernel_analysis.analyze(source, (), RecordedPtx(text, tmp_path / "cuda"), "compute_90")
     inlined, called = analysis.kernels["k"].findings
     assert (Path(inlined.location.file).name, inlined.location.line) == ("h.cuh", 2)
     assert [(site.location.line, site.called) for site in inlined.reached_from] == [(5, False), (3, False)]
@@ -146,7 +146,7 @@ def test_the_chain_survives_the_cache(tmp_path, monkeypatch):
     source = tmp_path / "k.cu"
     source.write_text('extern "C" __global__ void k(unsigned int* p) { }\n')
     toolchain = RecordedPtx(CHAINED.replace('"/src/k.cu"', f'"{source}"'), tmp_path / "cuda")
-    first = kernels.analyze(source, (), toolchain, "compute_90")
+    first = kernel_analysis.analyze(source, (), toolchain, "compute_90")
     stored = kernel_records.from_json(source, first.key, kernel_records.to_json(first.kernels, first.mangled))
     assert stored is not None and stored.kernels == first.kernels
     assert [site.called for site in stored.kernels["k"].findings[1].reached_from] == [False, False, True]

@@ -2,13 +2,13 @@
 writes its flag) and PC403 (a buffer written only inside a device branch, read after it).
 
 PC320, a condition that is not one element of an integer buffer, is reported while resolving
-(compiler/resolve_control.py); a flag nothing writes before its node is PC401's."""
+(compiler/resolve/control.py); a flag nothing writes before its node is PC401's."""
 
 from __future__ import annotations
 
 from ..diagnostics import Label
 from ..model import Access, ConditionalNode, GraphBody, GraphNode, Mode
-from ..resolve_control import CONTROL_PREFIX
+from ..resolve.control import CONTROL_PREFIX
 from .context import CheckContext
 
 

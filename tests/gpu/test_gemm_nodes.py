@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 
 from pipec.runtime.driver import open_device, release_device  # noqa: E402
-from pipec.runtime.gemm import GemmError, GemmSettings  # noqa: E402
+from pipec.runtime.cublaslt import GemmError, GemmSettings  # noqa: E402
 from pipec.runtime.library import LibraryRecordingError, record_call  # noqa: E402
 from pipec.runtime.pipeline import Pipeline  # noqa: E402
 
@@ -273,7 +273,7 @@ def test_child_graphs_with_one_descriptor_launch_one_library_kernel():
 
 
 def test_the_profile_shows_each_gemm_as_one_node():
-    from pipec.runtime.profile_cupti import ProfilerUnavailable, load_cupti
+    from pipec.runtime.profile_collect import ProfilerUnavailable, load_cupti
 
     try:
         load_cupti()

@@ -20,7 +20,7 @@ PIPES = [ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe", ROOT / "pipelin
 
 @pytest.fixture(autouse=True)
 def _cupti():
-    from pipec.runtime.profile_cupti import ProfilerUnavailable, load_cupti
+    from pipec.runtime.profile_collect import ProfilerUnavailable, load_cupti
 
     try:
         load_cupti()
@@ -31,7 +31,7 @@ def _cupti():
 @pytest.mark.parametrize("path", PIPES, ids=[p.stem for p in PIPES])
 def test_in_graph_records_map_to_every_node_and_the_floor_holds(path):
     import pipec
-    from pipec.runtime.profile_cupti import ProfilerUnavailable
+    from pipec.runtime.profile_collect import ProfilerUnavailable
 
     # the profile maps every leaf to one record per replay: rl_step without its conditional
     # nodes, whose bodies skip replays (`every LR_CHECK_EVERY`)

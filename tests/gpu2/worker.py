@@ -19,7 +19,7 @@ import numpy as np
 
 import pipec
 from pipec.runtime.distributed import nccl_environment, stop_other_ranks
-from pipec.runtime.launchers import launch_from_environment
+from pipec.runtime.process_launchers import launch_from_environment
 
 mode, pipe, out = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 launch = launch_from_environment()

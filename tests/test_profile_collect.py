@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import pytest
 from fake_cuda import fake_driver
-from pipec.runtime import cli, cli_reports, load, profile_cupti
+from pipec.runtime import cli, cli_reports, load, profile_collect
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe"
@@ -139,7 +139,7 @@ def _build(pipeline):
 
 def test_collect_maps_every_record_to_a_plan_node_through_clones(traced):
     pipeline, fake, cupti = traced
-    collection = profile_cupti.collect(pipeline, _build(pipeline), replays=4, cupti=cupti)
+    collection = profile_collect.collect(pipeline, _build(pipeline), replays=4, cupti=cupti)
     leaves = [n.name for n in pipeline.plan.leaves(pipeline.plan.step)]
     assert len(collection.records) == 4 * len(leaves), "the warm-up replays and non-graph work are left out"
     named = [collection.node_names[r.graph_node_id] for r in collection.records]
@@ -154,7 +154,7 @@ def test_collect_maps_every_record_to_a_plan_node_through_clones(traced):
 def test_profile_of_the_fake_timeline(traced):
     pipeline, _, cupti = traced
     before = pipeline.snapshot()
-    report = profile_cupti.profile(pipeline, _build(pipeline), replays=3, cupti=cupti)
+    report = profile_collect.profile(pipeline, _build(pipeline), replays=3, cupti=cupti)
     after = pipeline.snapshot()
     assert all(after[k].tobytes() == v.tobytes() for k, v in before.items()), "the state is restored"
     # One chain of edges runs the whole replay here: the floor is the replay.
@@ -174,7 +174,7 @@ def test_piperun_profile_prints_the_table_and_writes_the_trace(monkeypatch, tmp_
     driver = fake_driver(NODES)
     fake_load = lambda path, **_: load(path, driver=driver)
     monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", fake_load)
-    monkeypatch.setattr(profile_cupti, "load_cupti", lambda: FakeCupti(driver.cu))
+    monkeypatch.setattr(profile_collect, "load_cupti", lambda: FakeCupti(driver.cu))
     trace = tmp_path / "step.json"
     assert cli.main([str(NODES), "--profile", "--trace", str(trace)]) == cli.EXIT_OK
     out = capsys.readouterr().out
@@ -200,6 +200,6 @@ def test_cupti_that_cannot_trace_is_one_error_and_leaves_no_subscriber(traced):
         raise RuntimeError("CUPTI_ERROR_NOT_SUPPORTED")
 
     cupti.activity_enable = refuse  # as on a driver too old for this CUPTI
-    with pytest.raises(profile_cupti.ProfilerUnavailable, match="CUPTI cannot trace here.*NOT_SUPPORTED"):
-        profile_cupti.profile(pipeline, _build(pipeline), replays=2, cupti=cupti)
+    with pytest.raises(profile_collect.ProfilerUnavailable, match="CUPTI cannot trace here.*NOT_SUPPORTED"):
+        profile_collect.profile(pipeline, _build(pipeline), replays=2, cupti=cupti)
     assert cupti.callback is None

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from ..dsl import ast
-from .model import Kernel, Waiver
-from .resolve_decls import Declarations
-from .resolve_scope import LoadedModule
+from ...dsl import ast
+from ..model import Kernel, Waiver
+from .declare import Declarations
+from .scope import LoadedModule
 
 WAIVABLE_RULES = {
     "atomics": "atomics", "atomic_operation": "atomics", "PC305": "atomics",

@@ -3,20 +3,20 @@ launch, fill, copy, GEMM and child-graph nodes, each with the element ranges it 
 
 from __future__ import annotations
 
-from ..dsl import Span, ast
-from .config import CompileOptions
-from .consteval import ConstError, RuntimeValue, evaluate, literal
-from .diagnostics import DiagnosticSink, Label
-from .model import (
+from ...dsl import Span, ast
+from ..config import CompileOptions
+from ..consteval import ConstError, RuntimeValue, evaluate, literal
+from ..diagnostics import DiagnosticSink, Label
+from ..model import (
     Access, Buffer, CopyNode, FillNode, GraphBody, GraphNode, Kernel, LaunchNode, Mode, NullArg,
     Options, PointerArg, RuntimeValueArg, ValueArg,
 )
-from .ranges import Extents, launch_accesses
-from .resolve_collective import Collectives
-from .resolve_control import ControlFlow
-from .resolve_gemm import Gemms
-from .resolve_scope import Abort, LoadedModule, names_read
-from .resolve_size import Sizing
+from ..ranges import Extents, launch_accesses
+from .collectives import Collectives
+from .control import ControlFlow
+from .gemm import Gemms
+from .scope import Abort, LoadedModule, names_read
+from .size import Sizing
 
 
 class Unrolling(ControlFlow, Gemms, Collectives, Sizing):

@@ -32,7 +32,7 @@ class Launch:
     namespace: str = "pipec"
 
     def constants(self) -> dict[str, int]:
-        """The compile-time constants of this rank (compiler/resolve_collective.py)."""
+        """The compile-time constants of this rank (compiler/resolve/collectives.py)."""
         return {"RANK": self.rank, "WORLD_SIZE": self.world_size, "LOCAL_RANK": self.local_rank}
 
 

@@ -1,15 +1,15 @@
 """Operand views of library nodes in the unrolling pass: what `x`, `x[i, j]`, `x[a:b]` and
 `view(x, ROWS, COLS)` name as a matrix (or a strided batch of them) inside a buffer, checked
-against the buffer's shape (docs/language.md, "GEMM nodes"). compiler/resolve_gemm.py builds
+against the buffer's shape (docs/language.md, "GEMM nodes"). compiler/resolve/gemm.py builds
 GEMM nodes from them."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, NoReturn
 
-from ..dsl import ast
-from .model import Buffer, MatrixView, PointerArg
-from .resolve_scope import Abort, Scope
+from ...dsl import ast
+from ..model import Buffer, MatrixView, PointerArg
+from .scope import Abort, Scope
 
 
 def product(dims) -> int:

@@ -162,7 +162,7 @@ def compile_generated_cubin(name: str, source: str, toolchain, arch: str) -> byt
 
 
 def _kernel_record(entry: ptx.Function, words: list[int], decl: Declaration | None,
-                   module: ptx.PtxModule, system: tuple[Path, ...]) -> KernelRecord:
+                   module: ptx.AnalysedModule, system: tuple[Path, ...]) -> KernelRecord:
     count, codes = (words[0], words[1 : 1 + words[0]]) if words else (0, [])
     names = decl.params if decl and len(decl.params) == count else [f"arg{i}" for i in range(count)]
     params = tuple(_param_record(i, code, name, decl) for i, (code, name) in enumerate(zip(codes, names)))

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.plan_schema import GemmNodeSpec, MatrixSpec
+from ..plan.schema import GemmNodeSpec, MatrixSpec
 from ..errors import Error
 from .memory import BufferSet
 

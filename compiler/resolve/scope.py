@@ -11,11 +11,11 @@ import difflib
 from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 
-from ..dsl import SourceFile, Span, ast
-from ..errors import Error
-from .config import CompileOptions
-from .consteval import ConstError, RuntimeValue, Value, evaluate, is_arithmetic, literal
-from .diagnostics import DiagnosticSink, Label
+from ...dsl import SourceFile, Span, ast
+from ...errors import Error
+from ..config import CompileOptions
+from ..consteval import ConstError, RuntimeValue, Value, evaluate, is_arithmetic, literal
+from ..diagnostics import DiagnosticSink, Label
 
 
 @dataclass(frozen=True)

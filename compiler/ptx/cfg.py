@@ -32,8 +32,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .ptx import Finding, Function, Instruction, PtxModule, destinations, sources
-from .ptx_calls import call_target
+from .ir import Finding, Function, Instruction, PtxModule, destinations, sources
+from .calls import call_target
 
 _LOCAL_SPACES = ("shared", "local", "param", "const")
 _ORDERED = {"volatile", "relaxed", "acquire", "cv"}

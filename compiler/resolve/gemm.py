@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable
 
-from ..dsl import Span, ast
-from .consteval import ConstError, RuntimeValue, evaluate, literal
-from .model import Access, Buffer, GemmNode, GraphBody, Init, MatrixView, Mode
-from .dtypes import DTYPES
-from .resolve_scope import LoadedModule
-from .resolve_views import MatrixViews
+from ...dsl import Span, ast
+from ..consteval import ConstError, RuntimeValue, evaluate, literal
+from ..model import Access, Buffer, GemmNode, GraphBody, Init, MatrixView, Mode
+from ...plan.dtypes import DTYPES
+from .scope import LoadedModule
+from .views import MatrixViews
 
 WORKSPACE_PREFIX = "pipec.workspace."
 ALIGNMENT = 16  # bytes: cuBLASLt's fast kernels, and its heuristic's default expectation

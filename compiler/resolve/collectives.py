@@ -19,15 +19,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..dsl import SourceFile, Span, ast
-from .consteval import ConstError, RuntimeValue, evaluate
-from .diagnostics import Label
-from .model import Access, Buffer, CollectiveNode, CollectiveOperand, GraphBody, Init, Mode, PointerArg
-from .dtypes import DTYPES
-from .resolve_scope import Abort, LoadedModule, Scope, names_read
+from ...dsl import SourceFile, Span, ast
+from ..consteval import ConstError, RuntimeValue, evaluate
+from ..diagnostics import Label
+from ..model import Access, Buffer, CollectiveNode, CollectiveOperand, GraphBody, Init, Mode, PointerArg
+from ...plan.dtypes import DTYPES
+from .scope import Abort, LoadedModule, Scope, names_read
 
 # The launcher constants and their one-process values; `-D NAME=VALUE` sets them, and
-# piperun passes the launcher's (runtime/launchers.py).
+# piperun passes the launcher's (runtime/process_launchers.py).
 LAUNCHER_CONSTANTS = {"RANK": 0, "WORLD_SIZE": 1, "LOCAL_RANK": 0}
 # Constants whose value differs between the ranks of one run (WORLD_SIZE does not).
 PER_RANK = ("RANK", "LOCAL_RANK")

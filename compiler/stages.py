@@ -22,10 +22,10 @@ from .dag import Dag, build_dag
 from .dag import _without_cycle_collection as without_cycle_collection
 from .diagnostics import Diagnostic, DiagnosticSink
 from .model import Program, child_bodies
-from .launch_loop import unroll_step
+from .steps_per_launch import unroll_step
 from .lower import build_plan
-from .plan_schema import Plan
-from .resolve import Resolver
+from ..plan.schema import Plan
+from .resolve.resolver import Resolver
 from .suppressions import apply_suppressions, find_suppressions
 from .toolchain import get_toolchain
 

@@ -8,14 +8,14 @@ child graph embedded into its parent, the graph instantiated), so every graph no
 activity record can carry leads back to a plan node (a GEMM node's recorded nodes are copied
 into the profiled graph, `BuiltGraph.library_nodes`, and all lead back to it). The kernel, memset and memcpy activity
 records of the profiled replays carry those ids (`graph_node_id`) with GPU start and end
-timestamps in nanoseconds. runtime/profile.py turns them into the profile."""
+timestamps in nanoseconds. runtime/profile_analysis.py turns them into the profile."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from ..errors import Error
-from .profile import Collection, NodeRecord, ProfileError, ReplayProfile, analyze, name_graph_nodes
+from .profile_analysis import Collection, NodeRecord, ProfileError, ReplayProfile, analyze, name_graph_nodes
 
 PACKAGE = "cupti-python"
 BUFFER_BYTES = 8 << 20

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dsl import ast
-from ..dsl.errors import MAX_NESTING
-from ..errors import Error
-from .consteval import ConstError, RuntimeValue, evaluate
-from .resolve_scope import Abort, LoadedModule, Scope
+from ...dsl import ast
+from ...dsl.errors import MAX_NESTING
+from ...errors import Error
+from ..consteval import ConstError, RuntimeValue, evaluate
+from .scope import Abort, LoadedModule, Scope
 
 MAX_NODES = 1_000_000  # nodes of the step and init together, child graphs' nodes included
 MAX_ITERATIONS = 1_000_000  # loop iterations the unrolling may walk, nested loops multiplied

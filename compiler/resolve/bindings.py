@@ -8,11 +8,11 @@ a file loaded with other values is another instance of it (its own buffers and g
 
 from __future__ import annotations
 
-from ..dsl import ast
-from .consteval import Value
-from .diagnostics import Label
-from .resolve_collective import Collectives
-from .resolve_scope import Abort, LoadedModule
+from ...dsl import ast
+from ..consteval import Value
+from ..diagnostics import Label
+from .collectives import Collectives
+from .scope import Abort, LoadedModule
 
 Bindings = dict[str, tuple[Value, ast.Keyword, bool]]  # name: value, binding, differs per rank
 

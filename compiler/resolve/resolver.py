@@ -8,12 +8,12 @@ argument of the wrong kind, a `null` pointer, a baked value), is left to the che
 
 from __future__ import annotations
 
-from ..dsl import SourceFile, Span, ast
-from .diagnostics import Label
-from .model import Buffer, GraphBody, Program
-from .resolve_scope import LoadedModule
-from .resolve_unroll import Unrolling
-from .resolve_waivers import Waivers
+from ...dsl import SourceFile, Span, ast
+from ..diagnostics import Label
+from ..model import Buffer, GraphBody, Program
+from .scope import LoadedModule
+from .unroll import Unrolling
+from .waivers import Waivers
 
 
 class Resolver(Waivers, Unrolling):

@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.dtypes import DTYPES
-from ..compiler.plan_schema import GemmNodeSpec
+from ..plan.dtypes import DTYPES
+from ..plan.schema import GemmNodeSpec
 from .driver import Device
-from .gemm import PREFERENCE_TYPES, GemmError, GemmOp, GemmSettings, cublaslt, describe, set_attribute
+from .cublaslt import PREFERENCE_TYPES, GemmError, GemmOp, GemmSettings, cublaslt, describe, set_attribute
 from .memory import BufferSet
 
 TUNE_CANDIDATES = 8

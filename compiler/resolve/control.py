@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, ContextManager
 
-from ..dsl import ast
-from .model import (
+from ...dsl import ast
+from ..model import (
     Access, Buffer, ConditionalNode, DecideNode, GraphBody, Init, Mode,
 )
-from .dtypes import DTYPES
-from .resolve_scope import Abort, LoadedModule, Scope
+from ...plan.dtypes import DTYPES
+from .scope import Abort, LoadedModule, Scope
 
 CONTROL_PREFIX = "pipec.control."
 MAX_SWITCH_CASES = 1024  # a switch node has one body per value up to its largest case

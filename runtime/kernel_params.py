@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..compiler.dtypes import DTYPES, host_array
-from ..compiler.plan_schema import ArgSpec, KernelNodeSpec
+from ..plan.dtypes import DTYPES, host_array
+from ..plan.schema import ArgSpec, KernelNodeSpec
 from .memory import BufferSet
 
 

@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .ptx import (Finding, Function, Instruction, Location, PtxModule, destinations, reached_through, registers,
+from .ir import (Finding, Function, Instruction, Location, PtxModule, destinations, reached_through, registers,
                   sources)
-from .ptx_calls import KNOWN_EXTERNALS, address_taken, call_target
+from .calls import KNOWN_EXTERNALS, address_taken, call_target
 
 LOADED = "loaded"
 GRID_WORKSPACE = "grid-workspace"

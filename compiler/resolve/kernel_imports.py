@@ -6,15 +6,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
-from . import kernels as kernel_analysis
-from .config import CompileOptions
-from .diagnostics import DiagnosticSink, Label
-from .kernel_records import CallSite, KernelRecord, SourceLocation
-from .model import DTYPES, Extent, Kernel, KernelFinding, KernelSource, Param
-from .resolve_scope import LoadedModule, Scope, Symbol
-from .source_scan import ExtentAnnotation
-from .toolchain import CompileFailed
+from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
+from .. import kernel_analysis
+from ..config import CompileOptions
+from ..diagnostics import DiagnosticSink, Label
+from ..kernel_records import CallSite, KernelRecord, SourceLocation
+from ..model import DTYPES, Extent, Kernel, KernelFinding, KernelSource, Param
+from .scope import LoadedModule, Scope, Symbol
+from ..source_scan import ExtentAnnotation
+from ..toolchain import CompileFailed
 
 _COMPILER_ERROR = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)\s*:?\s*(?P<msg>.*)$", re.M)
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from ..dsl import ast
 from . import codegen
-from .plan_schema import (
+from ..plan.schema import (
     AccessSpec, ArgSpec, BufferSpec, ConditionalNodeSpec, GraphSpec, InitSpec, KernelNodeSpec, Location,
     ModuleSpec, Plan,
 )

@@ -6,7 +6,8 @@ PTX is the ground truth for what a kernel does: an atomic hidden in a macro, a t
 inline device helper or inline assembly is an `atom`/`red` instruction here all the same.
 Instructions are split at `;`, so a line of inline assembly holding several instructions, a
 `{ }` scope of its own, or a `call` whose operands span several lines are read like any other.
-Loops (ptx_cfg), calls (ptx_calls) and pointer provenance (ptx_writes) build on this.
+Loops (cfg.py), calls (calls.py) and pointer provenance (writes.py) build on this, through
+analysis.py; nothing here imports them.
 """
 
 from __future__ import annotations
@@ -113,21 +114,10 @@ class PtxModule:
     files: dict[int, str]
     globals: dict[str, list[int]]  # u32 arrays by name (the signature probe's output)
     initializer_names: set[str] = field(default_factory=set)  # names inside `.global` initialisers
-    summaries: dict | None = None  # what each function writes through its parameters, once computed
 
     @property
     def entries(self) -> list[Function]:
         return [f for f in self.functions.values() if f.is_entry]
-
-    def findings(self, entry: str) -> list[Finding]:
-        """Findings of an entry and of every function a launch of it can reach."""
-        return reachable_findings(self, entry)
-
-    def writes(self, entry: str) -> dict:
-        """Per parameter of an entry: (Written.YES | NO | UNKNOWN, the location of the write)."""
-        if self.summaries is None:
-            self.summaries = module_writes(self)
-        return parameter_writes(self.summaries[entry], self.functions[entry].params)
 
 
 def _u32_words(kind: str, count: int, values: str) -> list[int]:
@@ -139,6 +129,8 @@ def _u32_words(kind: str, count: int, values: str) -> list[int]:
 
 
 def parse(ptx: str) -> PtxModule:
+    """The structure of a PTX text: its functions, instructions, files and u32 globals. The
+    analyses (compiler/ptx/analysis.py) run over what this returns."""
     lines = ptx.splitlines()
     module = PtxModule({}, {}, {})
     for line in lines:
@@ -158,10 +150,6 @@ def parse(ptx: str) -> PtxModule:
         i = _read_function(lines, i, function, module.files)
         if function.has_body or function.name not in module.functions:  # a prototype never hides a body
             module.functions[function.name] = function
-    for function in module.functions.values():
-        barriers, workspace = grid_barriers(function)
-        findings = function.findings + spin_waits(function, module)
-        function.findings = [f for f in findings if (f.instruction, f.location) not in workspace] + barriers
     return module
 
 
@@ -332,9 +320,3 @@ def sources(function: Function, instruction: Instruction) -> list[str]:
     operands = instruction.operands if head in NO_DESTINATION else instruction.operands[1:]
     found = [r for operand in operands for r in registers(function, operand)]
     return found + ([instruction.guard] if instruction.guard else [])
-
-
-# The analyses built on the types above; imported last because they import them from here.
-from .ptx_calls import reachable_findings  # noqa: E402
-from .ptx_cfg import spin_waits  # noqa: E402
-from .ptx_writes import Written, grid_barriers, module_writes, parameter_writes  # noqa: E402, F401

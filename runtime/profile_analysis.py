@@ -1,6 +1,6 @@
 """The step's profile from inside graph replays: each node's in-graph time, the dependency
 latency between nodes, the critical path and its floor, each node's slack, and where a
-replay's time goes. Pure analysis of `NodeRecord`s; runtime/profile_cupti.py collects them
+replay's time goes. Pure analysis of `NodeRecord`s; runtime/profile_collect.py collects them
 with CUPTI, and tests feed it synthetic ones.
 
 Definitions, per replay r: a node's duration is its record's end minus start; its dependency
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from ..compiler.plan_schema import ChildGraphNodeSpec, GemmNodeSpec, Location, Plan
+from ..plan.schema import ChildGraphNodeSpec, GemmNodeSpec, Location, Plan
 from ..errors import Error
 
 

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
-from .config import CompileOptions
-from .consteval import Value, literal, representable
-from .diagnostics import DiagnosticSink, Label
-from .kernels import include_closure
-from .model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options
-from .resolve_bindings import ImportBindings, instance
-from .resolve_collective import LAUNCHER_CONSTANTS, PER_RANK, builtin_span
-from .resolve_kernels import KernelImports
-from .resolve_scope import Abort, LoadedModule, Symbol
+from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from ..config import CompileOptions
+from ..consteval import Value, literal, representable
+from ..diagnostics import DiagnosticSink, Label
+from ..kernel_analysis import include_closure
+from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, Options
+from .bindings import ImportBindings, instance
+from .collectives import LAUNCHER_CONSTANTS, PER_RANK, builtin_span
+from .kernel_imports import KernelImports
+from .scope import Abort, LoadedModule, Symbol
 
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
 MAX_GEMM_WORKSPACE = 1 << 30  # per GEMM node; cuBLASLt's heuristics ask for tens of MiB at most
@@ -28,7 +28,7 @@ STATEMENT_KEYWORDS = ("launch", "fill", "copy", "gemm", "for", "if", "parallel",
                       "while", "repeat", "allreduce", "broadcast", "allgather", "reducescatter")
 INT64_MAX = (1 << 63) - 1
 # the kernels shipped with pipec: importable from any project
-SHIPPED_KERNELS = Path(__file__).resolve().parent.parent / "kernels"
+SHIPPED_KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
 
 class Declarations(KernelImports, ImportBindings):

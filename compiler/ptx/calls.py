@@ -20,7 +20,7 @@ import re
 from collections import deque
 from dataclasses import replace
 
-from .ptx import Finding, Function, Instruction, Location, PtxModule, reached_through
+from .ir import Finding, Function, Instruction, Location, PtxModule, reached_through
 
 KNOWN_EXTERNALS = frozenset({"vprintf", "malloc", "free", "__assertfail"})
 _NAME = re.compile(r"[A-Za-z_$][\w$]*")

@@ -1,0 +1,42 @@
+"""A PTX module with its analyses: the findings of each function (the body scan of ir.py, spin
+waits, grid barriers) and, per entry, what it writes through its pointer parameters.
+
+The analyses import the IR (ir.py) and never the reverse; this module is where they meet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .calls import reachable_findings
+from .cfg import spin_waits
+from .ir import Finding, Location, PtxModule
+from .ir import parse as read
+from .writes import Written, grid_barriers, module_writes, parameter_writes
+
+
+@dataclass
+class AnalysedModule(PtxModule):
+    summaries: dict | None = None  # what each function writes through its parameters, once computed
+
+    def findings(self, entry: str) -> list[Finding]:
+        """Findings of an entry and of every function a launch of it can reach."""
+        return reachable_findings(self, entry)
+
+    def writes(self, entry: str) -> dict[int, tuple[Written, Location | None]]:
+        """Per parameter of an entry: (Written.YES | NO | UNKNOWN, the location of the write)."""
+        if self.summaries is None:
+            self.summaries = module_writes(self)
+        return parameter_writes(self.summaries[entry], self.functions[entry].params)
+
+
+def parse(ptx: str) -> AnalysedModule:
+    """Read a PTX text and attach each function's findings: its own body's, its spin waits and
+    its grid barriers (accesses to the grid-sync workspace are the barrier's, not the kernel's)."""
+    structure = read(ptx)
+    module = AnalysedModule(**{f.name: getattr(structure, f.name) for f in fields(PtxModule)})
+    for function in module.functions.values():
+        barriers, workspace = grid_barriers(function)
+        findings = function.findings + spin_waits(function, module)
+        function.findings = [f for f in findings if (f.instruction, f.location) not in workspace] + barriers
+    return module
