@@ -62,14 +62,14 @@ class Nvrtc:
             from cuda.pathfinder import DynamicLibNotFoundError, load_nvidia_dynamic_lib
         except ImportError as error:
             raise ToolchainUnavailable(
-                "cuda-pathfinder is not installed, so NVRTC cannot be found; install `pipec[cu12]` "
-                "or `pipec[cu13]`, or set `compiler = \"nvcc\"`") from error
+                "cuda-pathfinder is not installed, so NVRTC cannot be found; install `pipec[nvrtc12]` "
+                "or `pipec[nvrtc13]` (checking needs nothing else), or set `compiler = \"nvcc\"`") from error
         try:
             loaded = load_nvidia_dynamic_lib("nvrtc")
         except DynamicLibNotFoundError as error:
             raise ToolchainUnavailable(
-                f"NVRTC is not installed ({str(error).splitlines()[0]}); install `pipec[cu12]` or "
-                "`pipec[cu13]`, or set `compiler = \"nvcc\"`") from error
+                f"NVRTC is not installed ({str(error).splitlines()[0]}); install `pipec[nvrtc12]` or "
+                "`pipec[nvrtc13]` (checking needs nothing else), or set `compiler = \"nvcc\"`") from error
         return loaded.abs_path
 
     @cached_property

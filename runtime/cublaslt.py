@@ -62,8 +62,8 @@ def cublaslt():
     try:
         import nvmath.bindings.cublasLt as library
     except ImportError as error:
-        raise GemmError(f"GEMM nodes need nvmath-python ({error}); install `pipec[cu12]` or "
-                        "`pipec[cu13]`") from None
+        raise GemmError(f"GEMM nodes need nvmath-python and cuBLAS ({error}); install `pipec[gemm12]` "
+                        "or `pipec[gemm13]`") from None
     return library
 
 

@@ -247,6 +247,7 @@ def test_without_nvrtc_one_line_and_exit_2(module, args):
     assert result.returncode == 2 and result.stdout == ""
     expected = f"{prog}: error: cannot compile kernels: NVRTC is not installed (no libnvrtc on this machine)"
     assert one_line(result.stderr).startswith(expected)
+    assert "install `pipec[nvrtc12]` or `pipec[nvrtc13]` (checking needs nothing else)" in result.stderr
 
 
 def test_version_without_nvrtc_says_so():

@@ -350,3 +350,24 @@ def test_nodes_with_one_descriptor_are_tuned_once_and_run_one_algorithm():
     with p:
         assert set(p.gemms.algorithms.values()) == {bytes([2, 0, 0, 0, 0, 0, 0, 0] * 8).hex()}
         assert lt.heuristic_calls == 1
+
+
+def test_without_nvmath_a_gemm_node_names_the_gemm_extra(monkeypatch):
+    """The README's main job installs no cuBLAS; a plan with a GEMM node then says which extra
+    brings it, in one line."""
+    import builtins
+
+    from pipec.runtime import cublaslt
+
+    real_import = builtins.__import__
+
+    def without_nvmath(name, *args, **kwargs):
+        if name.startswith("nvmath"):
+            raise ImportError("No module named 'nvmath'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_nvmath)
+    with pytest.raises(cublaslt.GemmError) as error:
+        cublaslt.cublaslt()
+    assert str(error.value) == ("GEMM nodes need nvmath-python and cuBLAS (No module named 'nvmath'); "
+                                "install `pipec[gemm12]` or `pipec[gemm13]`")
