@@ -38,7 +38,7 @@ fi
 if [[ $what == all || $what == bench ]]; then
     runs=("launch_overhead.py" "rl_step.py --scaling" "control_flow.py" "learning.py" "gemm_sharing.py"
           "live_update.py" "c51_step.py" "c51_step.py --precision bf16"
-          "learning.py --pipe pipelines/c51_step.pipe")
+          "learning.py --pipe pipelines/c51_step.pipe" "trainer_step.py")
     # the one-GPU against two-GPU sweep needs two GPUs
     if (( $(nvidia-smi --list-gpus | wc -l) >= 2 )); then runs+=("distributed.py"); fi
     for run in "${runs[@]}"; do
