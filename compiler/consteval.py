@@ -16,14 +16,19 @@ from ..dsl import ast
 from ..dsl.errors import MAX_INT_BITS
 from ..dsl.source import Span
 from ..errors import Error
+from .codes import PC105, PC112, Rule
 
 Value = int | float | bool | str
 
 
 class ConstError(Error):
-    def __init__(self, message: str, span: Span, hint: str, code: str = "PC105") -> None:
+    def __init__(self, message: str, span: Span, hint: str, rule: Rule = PC105) -> None:
         super().__init__(message)
-        self.message, self.span, self.hint, self.code = message, span, hint, code
+        self.message, self.span, self.hint, self.rule = message, span, hint, rule
+
+    @property
+    def code(self) -> str:
+        return self.rule.code
 
 
 class RuntimeValue(Error):
@@ -299,7 +304,7 @@ def _bounded(value: Value, span: Span) -> Value:
     (even `pow` of the largest), and every integer converts to a float."""
     if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
         raise ConstError(f"the value lies beyond 2**{MAX_INT_BITS}", span,
-                         f"integers are limited to {MAX_INT_BITS} bits", code="PC112")
+                         f"integers are limited to {MAX_INT_BITS} bits", rule=PC112)
     return value
 
 

@@ -50,7 +50,7 @@ class DiagnosticSink:
 
     def add(
         self,
-        code: str,
+        rule: Rule,
         message: str,
         span: Span,
         hint: str,
@@ -59,16 +59,15 @@ class DiagnosticSink:
         labels: tuple[Label, ...] = (),
         notes: tuple[str, ...] = (),
     ) -> None:
-        assert code in BY_CODE, code
-        key = (code, message, id(span.source), span.start, span.end)
+        key = (rule.code, message, id(span.source), span.start, span.end)
         if key in self._seen:  # one report per cause, however many paths lead to it
             return
         self._seen.add(key)
-        self.diagnostics.append(Diagnostic(code, message, span, hint, label, labels, notes))
+        self.diagnostics.append(Diagnostic(rule.code, message, span, hint, label, labels, notes))
 
     def extend(self, other: DiagnosticSink) -> None:
         for d in other.diagnostics:
-            self.add(d.code, d.message, d.span, d.hint, label=d.label, labels=d.labels,
+            self.add(d.rule, d.message, d.span, d.hint, label=d.label, labels=d.labels,
                      notes=d.notes)
 
     @property

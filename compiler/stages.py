@@ -63,7 +63,8 @@ def parse_source(source: SourceFile, c: Compilation) -> ast.Module | None:
     try:
         return parse(source)
     except PipeSyntaxError as error:
-        c.sink.add(error.code, error.message, error.span, error.hint or "see docs/language.md for the syntax")
+        c.sink.add(codes.BY_CODE[error.code], error.message, error.span,
+                   error.hint or "see docs/language.md for the syntax")
         return None
 
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..dsl.source import SourceFile, Span
-from .codes import lookup
+from .codes import PC001, PC002, lookup
 from .diagnostics import Diagnostic, DiagnosticSink
 
 _COMMENT = re.compile(r"#\s*pipec:\s*ignore\[([^\]]*)\]\s*(.*)$")
@@ -38,10 +38,10 @@ def find_suppressions(source: SourceFile, sink: DiagnosticSink) -> list[Suppress
         for item in filter(None, (c.strip() for c in match.group(1).split(","))):
             rule = lookup(item)
             if rule is None:
-                sink.add("PC001", f"`{item}` is not a rule code or name", span,
+                sink.add(PC001, f"`{item}` is not a rule code or name", span,
                          "docs/rules.md lists every code and name")
             elif not rule.suppressible:
-                sink.add("PC001", f"{rule.code} ({rule.name}) cannot be suppressed: "
+                sink.add(PC001, f"{rule.code} ({rule.name}) cannot be suppressed: "
                          + ("exempt a kernel with `waive` instead" if rule.waivable
                             else "it leaves no meaningful plan"), span,
                          "fix the finding; docs/rules.md lists the suppressible rules")
@@ -49,7 +49,7 @@ def find_suppressions(source: SourceFile, sink: DiagnosticSink) -> list[Suppress
                 codes.add(rule.code)
         reason = match.group(2).strip()
         if not reason:
-            sink.add("PC002", "this suppression gives no reason", span,
+            sink.add(PC002, "this suppression gives no reason", span,
                      "say why the finding does not apply, after the brackets")
         found.append(Suppression(span, target, codes, reason))
     return found
@@ -80,6 +80,6 @@ def apply_suppressions(diagnostics: list[Diagnostic], suppressions: list[Suppres
             match.used = True
     for s in suppressions:
         if not s.used and s.codes:
-            sink.add("PC001", f"this suppression of {', '.join(sorted(s.codes))} silences nothing",
+            sink.add(PC001, f"this suppression of {', '.join(sorted(s.codes))} silences nothing",
                      s.span, "remove it; the finding it was written for is gone")
     return kept

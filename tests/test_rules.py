@@ -5,6 +5,7 @@ comments expect; <CODE>_<name>_ok.pipe must produce none at all."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,21 @@ def test_rule_fires(path):
 def test_rule_stays_silent(path):
     actual, result = _diagnose(path)
     assert actual == set(), explain(actual, set(), result)
+
+
+def test_every_rule_is_bound_to_its_code_in_code_order():
+    """Call sites write `sink.add(PC205, ...)`: each rule is codes.py's name equal to its code,
+    and RULES (so `--explain ALL` and docs/rules.md) lists them in code order."""
+    from pipec.compiler import codes
+
+    assert all(getattr(codes, rule.code) is rule for rule in RULES)
+    assert [rule.code for rule in RULES] == sorted(rule.code for rule in RULES)
+
+
+def test_no_rule_code_is_spelled_as_a_string_at_a_call_site():
+    """A mistyped constant is an import error; a mistyped string would be a silent miss."""
+    root = Path(__file__).resolve().parents[1]
+    literal = re.compile(r"""\.add\(\s*["']PC\d{3}""")
+    offenders = [str(path.relative_to(root)) for folder in ("compiler", "runtime", "plan")
+                 for path in (root / folder).rglob("*.py") if literal.search(path.read_text())]
+    assert offenders == []

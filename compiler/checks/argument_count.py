@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codes import PC201
 from ..diagnostics import Label
 from .context import CheckContext
 
@@ -18,5 +19,5 @@ def argument_count(ctx: CheckContext) -> None:
         hint = (f"bind {', '.join(f'`{m}`' for m in missing)} too" if missing
                 else "remove the extra arguments")
         span = args[len(params)].span.to(args[-1].span) if len(args) > len(params) else node.span
-        ctx.sink.add("PC201", message, span, f"{hint}; the kernel is `{node.kernel.name}({signature})`",
+        ctx.sink.add(PC201, message, span, f"{hint}; the kernel is `{node.kernel.name}({signature})`",
                      labels=(Label(node.kernel.decl_span, "declared here"),))

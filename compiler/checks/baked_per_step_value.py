@@ -3,6 +3,7 @@ scalar parameter, which the graph would freeze at build time."""
 
 from __future__ import annotations
 
+from ..codes import PC302
 from ..model import RuntimeValueArg
 from .context import CheckContext
 
@@ -12,7 +13,7 @@ def baked_per_step_value(ctx: CheckContext) -> None:
         if not isinstance(arg, RuntimeValueArg) or (param.kind == "pointer" and arg.buffer is not None):
             continue
         target = f"`{arg.buffer.name}`" if arg.buffer is not None else "a one-element buffer the step updates"
-        ctx.sink.add("PC302", f"{param.describe()} of `{node.kernel.name}` is bound by value to "
+        ctx.sink.add(PC302, f"{param.describe()} of `{node.kernel.name}` is bound by value to "
                      f"{arg.description}, which changes between steps; the graph would keep the value "
                      "it had when it was built", arg.span,
                      f"make the parameter a pointer and bind {target}; the kernel reads the current value",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codes import PC106, PC310
 from ..consteval import representable
 from ..diagnostics import Label
 from ..model import PointerArg, ValueArg
@@ -27,14 +28,14 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                 scalars_bound = all(isinstance(a, ValueArg) for p, a in zip(node.kernel.params, node.args)
                                     if p.kind == "scalar")
                 if scalars_bound:  # otherwise a binding rule already reports the launch
-                    ctx.sink.add("PC106", f"the extent of `{param.name}` in `{node.kernel.name}` uses "
+                    ctx.sink.add(PC106, f"the extent of `{param.name}` in `{node.kernel.name}` uses "
                                  "something other than its scalar parameters", param.extent.span,
                                  "an extent may use the kernel's scalar parameters, gridDim and blockDim")
                 continue
             held = arg.stop - arg.start
             if needed > held:
                 what = f"`{arg.buffer.name}`" + (f"[{arg.start}:{arg.stop}]" if arg.sliced else "")
-                ctx.sink.add("PC310", f"`{node.kernel.name}` touches {needed} elements through "
+                ctx.sink.add(PC310, f"`{node.kernel.name}` touches {needed} elements through "
                              f"{param.describe()}, but {what} holds {held}", arg.span,
                              f"bind at least {needed} elements, or launch over fewer",
                              labels=(extent,))

@@ -6,6 +6,7 @@ PC320, a condition that is not one element of an integer buffer, is reported whi
 
 from __future__ import annotations
 
+from ..codes import PC321, PC322, PC403
 from ..diagnostics import Label
 from ..model import Access, ConditionalNode, GraphBody, GraphNode, Mode
 from ..resolve.control import CONTROL_PREFIX
@@ -32,7 +33,7 @@ def condition_written_in_body(ctx: CheckContext) -> None:
         if node.flag is None or node.kind == "while":
             continue
         for access in _writes(node, node.flag):
-            ctx.sink.add("PC321", f"the {node.construct} on `{node.flag.span.text}` writes that flag in "
+            ctx.sink.add(PC321, f"the {node.construct} on `{node.flag.span.text}` writes that flag in "
                          "its own body", access.span,
                          "the node has decided before its body runs: write the flag before the "
                          "branch (or for the next step, after it)",
@@ -43,7 +44,7 @@ def condition_written_in_body(ctx: CheckContext) -> None:
 def unbounded_while(ctx: CheckContext) -> None:
     for node in _conditionals(ctx):
         if node.construct == "while" and next(_writes(node, node.flag), None) is None:
-            ctx.sink.add("PC322", f"nothing in the body of this `while` writes `{node.flag.span.text}`, "
+            ctx.sink.add(PC322, f"nothing in the body of this `while` writes `{node.flag.span.text}`, "
                          "so once the loop starts it never ends", node.flag.span,
                          "let a node of the body clear the flag (a kernel, a fill or a copy), or "
                          "use `repeat K` for a fixed count", label="never written in the body")
@@ -92,7 +93,7 @@ def stale_after_branch(ctx: CheckContext) -> None:
             elif branch is None and access.mode & Mode.READ and name in branch_writes:
                 write, where = branch_writes.pop(name)
                 always_written.add(name)  # once per buffer
-                ctx.sink.add("PC403", f"`{name}` is written only inside the {where.construct} and "
+                ctx.sink.add(PC403, f"`{name}` is written only inside the {where.construct} and "
                              "read here on every step: when the branch is not taken it holds an "
                              "older value", access.span,
                              "write it on every path (before the branch, or in both bodies of an "

@@ -3,6 +3,7 @@ ranges of one buffer."""
 
 from __future__ import annotations
 
+from ..codes import PC303
 from ..diagnostics import Label
 from ..model import CopyNode
 from .context import CheckContext
@@ -17,15 +18,15 @@ def copy_mismatch(ctx: CheckContext) -> None:
 def _check(ctx: CheckContext, node: CopyNode) -> None:
     src, dst = node.src, node.dst
     if src.buffer.dtype is not dst.buffer.dtype:
-        ctx.sink.add("PC303", f"copy from `{src.buffer.dtype.name}` to `{dst.buffer.dtype.name}`",
+        ctx.sink.add(PC303, f"copy from `{src.buffer.dtype.name}` to `{dst.buffer.dtype.name}`",
                      node.span, "a copy moves bytes without converting; copy between buffers of one "
                      "element type, or convert in a kernel")
         return
     src_count, dst_count = src.stop - src.start, dst.stop - dst.start
     if src_count != dst_count:
-        ctx.sink.add("PC303", f"copy of {src_count} elements into {dst_count}", node.span,
+        ctx.sink.add(PC303, f"copy of {src_count} elements into {dst_count}", node.span,
                      "slice both ends to the same number of elements",
                      labels=(Label(src.span, f"{src_count} elements"), Label(dst.span, f"{dst_count} elements")))
     elif src.buffer is dst.buffer and src.start < dst.stop and dst.start < src.stop:
-        ctx.sink.add("PC303", f"copy between overlapping ranges of `{src.buffer.name}`", node.span,
+        ctx.sink.add(PC303, f"copy between overlapping ranges of `{src.buffer.name}`", node.span,
                      "a copy's result is undefined when its ends overlap; copy through a second buffer")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codes import PC304
 from ..model import CopyNode
 from .context import CheckContext
 
@@ -14,7 +15,7 @@ def host_transfer_in_step(ctx: CheckContext) -> None:
             continue
         for end, direction in ((node.src, "from"), (node.dst, "to")):
             if end.buffer.mapped:
-                ctx.sink.add("PC304", f"copy {direction} mapped host buffer `{end.buffer.name}` inside "
+                ctx.sink.add(PC304, f"copy {direction} mapped host buffer `{end.buffer.name}` inside "
                              "the step", end.span,
                              "keep copies between device buffers; let a kernel write results into the "
                              "mapped buffer, which the host reads between replays")

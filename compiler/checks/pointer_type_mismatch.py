@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codes import PC203
 from ..diagnostics import Label
 from ..model import PointerArg
 from .context import CheckContext
@@ -13,7 +14,7 @@ def pointer_type_mismatch(ctx: CheckContext) -> None:
             continue
         if param.dtype is arg.buffer.dtype:
             continue
-        ctx.sink.add("PC203", f"`{arg.buffer.name}` holds `{arg.buffer.dtype.name}`, but "
+        ctx.sink.add(PC203, f"`{arg.buffer.name}` holds `{arg.buffer.dtype.name}`, but "
                      f"{param.describe()} of `{node.kernel.name}` points to `{param.dtype.name}`",
                      arg.span, f"bind a `{param.dtype.name}` buffer, or change the kernel's parameter type",
                      labels=(Label(arg.buffer.span, "declared here"),

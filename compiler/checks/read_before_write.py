@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 
+from ..codes import PC401
 from ..model import CONTAINERS, Mode
 from .context import CheckContext
 
@@ -47,7 +48,7 @@ def read_before_write(ctx: CheckContext) -> None:
                 continue
             if access.mode & Mode.READ and not written.get(buffer.name, _Written()).covers(access.start, access.stop):
                 reported.add(buffer.name)
-                ctx.sink.add("PC401", f"`{buffer.name}` is read here before anything writes it",
+                ctx.sink.add(PC401, f"`{buffer.name}` is read here before anything writes it",
                              access.span, "write it first (a fill, a kernel, or the init block), "
                              "or give it an initial value instead of `uninit`", label="read")
         for access in node.accesses:

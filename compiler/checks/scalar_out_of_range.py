@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codes import PC204
 from ..model import FillNode, ValueArg
 from ..consteval import representable
 from .context import CheckContext
@@ -19,9 +20,9 @@ def scalar_out_of_range(ctx: CheckContext) -> None:
         else:
             problem = representable(value, param.dtype)
         if problem:
-            ctx.sink.add("PC204", f"{param.describe()} of `{node.kernel.name}`: {problem}", arg.span,
+            ctx.sink.add(PC204, f"{param.describe()} of `{node.kernel.name}`: {problem}", arg.span,
                          f"pass a value a `{param.ctype}` can hold")
     for node in ctx.nodes:
         if isinstance(node, FillNode) and (problem := representable(node.value, node.buffer.dtype)):
-            ctx.sink.add("PC204", f"fill of `{node.buffer.name}`: {problem}", node.span,
+            ctx.sink.add(PC204, f"fill of `{node.buffer.name}`: {problem}", node.span,
                          f"fill with a value a `{node.buffer.dtype.name}` can hold")

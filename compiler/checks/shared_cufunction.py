@@ -3,6 +3,7 @@ graph and by the eager init block, would use one CUfunction in both."""
 
 from __future__ import annotations
 
+from ..codes import PC308
 from ..diagnostics import Label
 from ..model import ConditionalNode, GraphBody, GraphNode, Kernel, LaunchNode
 from .context import CheckContext
@@ -39,7 +40,7 @@ def shared_cufunction(ctx: CheckContext) -> None:
         labels = [Label(first.span, f"used by `{first_owner}` here")]
         if options.share_modules_span is not None:
             labels.append(Label(options.share_modules_span, "modules shared here"))
-        ctx.sink.add("PC308", f"kernel `{kernel.name}` would share one CUfunction between `{first_owner}` "
+        ctx.sink.add(PC308, f"kernel `{kernel.name}` would share one CUfunction between `{first_owner}` "
                      f"and `{second_owner}`", second.span,
                      "remove `option share_modules = true`: each child graph then loads its own "
                      "module instance, and eager launches yet another", labels=tuple(labels))

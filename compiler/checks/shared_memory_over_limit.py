@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..codes import PC312
 from .context import CheckContext
 
 # Largest dynamic shared memory per block (opt-in limit), by compute capability.
@@ -16,9 +17,9 @@ def shared_memory_over_limit(ctx: CheckContext) -> None:
     limit = SHARED_LIMITS.get(ctx.arch.removesuffix("a"), DEFAULT_LIMIT)
     for node in ctx.launches():
         if node.shared_bytes > limit:
-            ctx.sink.add("PC312", f"{node.shared_bytes} bytes of dynamic shared memory; a block on "
+            ctx.sink.add(PC312, f"{node.shared_bytes} bytes of dynamic shared memory; a block on "
                          f"{ctx.arch} has at most {limit}", node.config_span,
                          "use less shared memory per block, or split the work across blocks")
         elif node.shared_bytes < 0:
-            ctx.sink.add("PC312", f"{node.shared_bytes} bytes of dynamic shared memory",
+            ctx.sink.add(PC312, f"{node.shared_bytes} bytes of dynamic shared memory",
                          node.config_span, "shared memory is a byte count, 0 or more")

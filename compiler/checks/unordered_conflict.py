@@ -3,6 +3,7 @@ no path between them in the graph."""
 
 from __future__ import annotations
 
+from ..codes import PC314
 from ..diagnostics import Label
 from .context import CheckContext
 
@@ -21,7 +22,7 @@ def unordered_conflict(ctx: CheckContext) -> None:
             overlap = (max(c.first.start, c.second.start), min(c.first.stop, c.second.stop))
             notes = ((f"{len(conflicts) - 1} more pair{'s' * (len(conflicts) > 2)} of nodes from these "
                       "lines conflict the same way",) if len(conflicts) > 1 else ())
-            ctx.sink.add("PC314", f"`{c.first_node.name}` ({c.first.mode.describe()}) and "
+            ctx.sink.add(PC314, f"`{c.first_node.name}` ({c.first.mode.describe()}) and "
                          f"`{c.second_node.name}` ({c.second.mode.describe()}) touch "
                          f"`{buffer}[{overlap[0]}:{overlap[1]}]` with no ordering between them",
                          c.second.span,

@@ -3,6 +3,7 @@ compile-time branch left out by the constants names (it serves other `-D` values
 
 from __future__ import annotations
 
+from ..codes import PC402
 from .context import CheckContext
 
 
@@ -17,5 +18,5 @@ def unused_buffer(ctx: CheckContext) -> None:
     used |= program.names_in_skipped_branches
     for name, buffer in program.buffers.items():
         if name not in used and buffer.span.source.path == program.path:
-            ctx.sink.add("PC402", f"buffer `{name}` is never used", buffer.span,
+            ctx.sink.add(PC402, f"buffer `{name}` is never used", buffer.span,
                          "remove it, or bind it where it is meant to be used")

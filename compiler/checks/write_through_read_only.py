@@ -5,6 +5,7 @@ from memory). The access would be recorded as a read, and the edge to the next r
 
 from __future__ import annotations
 
+from ..codes import PC318
 from ..diagnostics import Label
 from ..model import Mode, PointerArg
 from ..ranges import pointer_mode
@@ -27,6 +28,6 @@ def write_through_read_only(ctx: CheckContext) -> None:
                        f"prove it leaves {param.describe()}, {why}, unwritten")
             where = "the store pipec cannot follow"
         labels = ((Label(param.written_span, where),) if param.written_span else ()) + param.written_trail
-        ctx.sink.add("PC318", message, arg.span,
+        ctx.sink.add(PC318, message, arg.span,
                      "bind it `inout` (or `out`) so the next reader waits for this launch; a "
                      "`const` the kernel casts away is no promise", labels=labels)

@@ -9,6 +9,7 @@ a file loaded with other values is another instance of it (its own buffers and g
 from __future__ import annotations
 
 from ...dsl import ast
+from ..codes import PC113
 from ..consteval import Value
 from ..diagnostics import Label
 from .collectives import Collectives
@@ -29,7 +30,7 @@ class ImportBindings(Collectives):
         for binding in decl.bindings:
             name = binding.name.text
             if name in bindings:
-                self.sink.add("PC113", f"`{name}` is bound twice", binding.name.span, "give each constant one value",
+                self.sink.add(PC113, f"`{name}` is bound twice", binding.name.span, "give each constant one value",
                               labels=(Label(bindings[name][1].span, "first bound here"),))
                 continue
             try:
@@ -58,7 +59,7 @@ class ImportBindings(Collectives):
             else:
                 what = f"takes `{name}` from elsewhere (another import or the launcher)"
                 hint = "bind a constant where it is declared; launcher constants are set by `-D`"
-            self.sink.add("PC113", f"`{module.path.name}` {what}", binding.name.span, hint)
+            self.sink.add(PC113, f"`{module.path.name}` {what}", binding.name.span, hint)
 
 
 def instance(bindings: Bindings) -> tuple:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...dsl import SourceFile, Span, ast
+from ..codes import PC105, PC601, PC602, PC603, PC604
 from ..consteval import ConstError, RuntimeValue, evaluate
 from ..diagnostics import Label
 from ..model import Access, Buffer, CollectiveNode, CollectiveOperand, GraphBody, Init, Mode, PointerArg
@@ -71,13 +72,13 @@ class Collectives(Scope):
                 value = None
             if isinstance(value, bool) or not isinstance(value, int) or value < (name == "WORLD_SIZE"):
                 least = 1 if name == "WORLD_SIZE" else 0
-                self.sink.add("PC105", f"`-D {name}` must be an integer of at least {least}", span,
+                self.sink.add(PC105, f"`-D {name}` must be an integer of at least {least}", span,
                               "piperun sets it from the launcher's environment; `pipec -D` only to check")
                 continue
             values[name] = value
         if values["RANK"] >= values["WORLD_SIZE"]:
             span = defines.get("RANK", defines.get("WORLD_SIZE", (None, builtin_span("RANK"))))[1]
-            self.sink.add("PC105", f"RANK {values['RANK']} lies outside a world of "
+            self.sink.add(PC105, f"RANK {values['RANK']} lies outside a world of "
                           f"{values['WORLD_SIZE']} process(es)", span, "ranks run from 0 to WORLD_SIZE - 1")
             values["RANK"] = 0
         return values
@@ -102,7 +103,7 @@ class Collectives(Scope):
             raise Abort
 
     def _report_divergence(self, stmt: ast.Collective, reason: str, span: Span) -> None:
-        self.sink.add("PC603", f"`{stmt.kind}` runs only where {reason}, which may differ between "
+        self.sink.add(PC603, f"`{stmt.kind}` runs only where {reason}, which may differ between "
                       "ranks: the other ranks would wait for it forever", stmt.span,
                       "every rank must issue the same collectives in the same order: move it out "
                       "of the branch (or decide on a `replicated` flag)",
@@ -137,7 +138,7 @@ class Collectives(Scope):
                 problem = (f"`{stmt.kind}`'s element count reads the rank: `{side.span.text}` holds "
                            f"{listed}", side.span)
         if problem is not None:
-            self.sink.add("PC603", problem[0], problem[1], "every rank must issue the same collective: "
+            self.sink.add(PC603, problem[0], problem[1], "every rank must issue the same collective: "
                           "one root and one element count on all of them (only an offset may read the rank)",
                           labels=(Label(stmt.span, "the collective"),))
             raise Abort
@@ -196,7 +197,7 @@ class Collectives(Scope):
         if stmt.op is None:
             return None
         if stmt.op.text not in REDUCTIONS:
-            self.sink.add("PC601", f"`{stmt.op.text}` is no reduction NCCL provides", stmt.op.span,
+            self.sink.add(PC601, f"`{stmt.op.text}` is no reduction NCCL provides", stmt.op.span,
                           "reductions: " + ", ".join(REDUCTIONS))
             raise Abort
         return stmt.op.text
@@ -205,12 +206,12 @@ class Collectives(Scope):
                                 op: str | None) -> None:
         src, dst = operand.src, operand.dst
         if src.buffer.dtype is not dst.buffer.dtype:
-            self.sink.add("PC601", f"`{stmt.kind}` moves {src.buffer.dtype.name} into "
+            self.sink.add(PC601, f"`{stmt.kind}` moves {src.buffer.dtype.name} into "
                           f"{dst.buffer.dtype.name}: NCCL converts nothing", stmt.span,
                           "give the source and the destination the same element type")
             raise Abort
         if op == "avg" and src.buffer.dtype.kind != "f":
-            self.sink.add("PC601", f"`avg` of {src.buffer.dtype.name} `{view.span.text}` would truncate "
+            self.sink.add(PC601, f"`avg` of {src.buffer.dtype.name} `{view.span.text}` would truncate "
                           "each element's mean", view.span, "average floating-point data, or `sum` and "
                           "divide where the remainder is handled", labels=(Label(stmt.op.span, "the reduction"),))
             raise Abort
@@ -219,7 +220,7 @@ class Collectives(Scope):
         root = self._int(module, env, stmt.root, "a broadcast's root rank", "value")
         world = self.launcher["WORLD_SIZE"]
         if not 0 <= root < world:
-            self.sink.add("PC602", f"root rank {root} lies outside a world of {world} process(es)",
+            self.sink.add(PC602, f"root rank {root} lies outside a world of {world} process(es)",
                           stmt.root.span, "ranks run from 0 to WORLD_SIZE - 1; check with `-D WORLD_SIZE=...`")
             raise Abort
         return root
@@ -233,7 +234,7 @@ class Collectives(Scope):
         small, large = (src, dst) if stmt.kind == "allgather" else (dst, src)
         n_small, n_large = (n_src, n_dst) if stmt.kind == "allgather" else (n_dst, n_src)
         if n_large != world * n_small:
-            self.sink.add("PC602", f"`{stmt.kind}` over {world} rank(s) needs the "
+            self.sink.add(PC602, f"`{stmt.kind}` over {world} rank(s) needs the "
                           f"{'destination' if stmt.kind == 'allgather' else 'source'} to hold "
                           f"{world} x {n_small} = {world * n_small} elements, found {n_large}",
                           stmt.span, "the gathered side holds one slot of the other side's size per rank")
@@ -241,7 +242,7 @@ class Collectives(Scope):
         if small.buffer is large.buffer and small.start < large.stop and large.start < small.stop:
             slot = large.start + self.launcher["RANK"] * n_small
             if small.start != slot or not n_small:
-                self.sink.add("PC602", f"`{stmt.kind}`'s source and destination overlap outside this "
+                self.sink.add(PC602, f"`{stmt.kind}`'s source and destination overlap outside this "
                               f"rank's slot [{slot}:{slot + n_small}]", stmt.span,
                               "in place, the smaller side must be this rank's slot of the larger: "
                               "`x[RANK * N : (RANK + 1) * N]`")
@@ -254,7 +255,7 @@ class Collectives(Scope):
             for earlier, other in enumerate(operands[:later]):
                 a, b = other.src, operand.src
                 if a.buffer is b.buffer and a.start < b.stop and b.start < a.stop:
-                    self.sink.add("PC604", f"`{stmt.kind}` names elements [{max(a.start, b.start)}:"
+                    self.sink.add(PC604, f"`{stmt.kind}` names elements [{max(a.start, b.start)}:"
                                   f"{min(a.stop, b.stop)}] of `{a.buffer.name}` twice", view.span,
                                   "a group's calls run concurrently in one NCCL kernel: name each "
                                   "element once (one slice covering both views)",

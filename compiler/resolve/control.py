@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, ContextManager
 
 from ...dsl import ast
+from ..codes import PC105, PC320
 from ..model import (
     Access, Buffer, ConditionalNode, DecideNode, GraphBody, Init, Mode,
 )
@@ -43,12 +44,12 @@ class ControlFlow(Scope):
         buffer: Buffer = symbol.value
         index = self._int(module, env, expr.index, "a condition's element index")
         if buffer.dtype.kind not in "iu":
-            self.sink.add("PC320", f"a device condition reads an integer, but `{name}` holds "
+            self.sink.add(PC320, f"a device condition reads an integer, but `{name}` holds "
                           f"{buffer.dtype.name}", expr.span,
                           "keep flags and counters in an integer buffer (i32, u32, i64, u64 or u8)")
             raise Abort
         if not 0 <= index < buffer.count:
-            self.sink.add("PC320", f"element {index} of `{name}` lies outside its {buffer.count} "
+            self.sink.add(PC320, f"element {index} of `{name}` lies outside its {buffer.count} "
                           "elements", expr.span, f"element indices run from 0 to {buffer.count - 1}")
             raise Abort
         return Access(buffer, index, index + 1, Mode.READ, expr.span)
@@ -56,7 +57,7 @@ class ControlFlow(Scope):
     def _device_flag_required(self, module, env, expr: ast.Expr, construct: str) -> Access:
         flag = self.device_flag(module, env, expr)
         if flag is None:
-            self.sink.add("PC320", f"`{construct}` decides on the device, so its condition must be "
+            self.sink.add(PC320, f"`{construct}` decides on the device, so its condition must be "
                           f"one element of an integer buffer, found `{expr.span.text}`", expr.span,
                           f"write the decision into a buffer and name its element: `{construct} flag[0] {{ }}`")
             raise Abort
@@ -71,7 +72,7 @@ class ControlFlow(Scope):
 
     def _no_parallel(self, stmt, group) -> None:
         if group is not None:
-            self.sink.add("PC320", "device control flow cannot be a member of a `parallel` block",
+            self.sink.add(PC320, "device control flow cannot be a member of a `parallel` block",
                           stmt.span, "move it out of the block, or into a graph the block uses")
             raise Abort
 
@@ -123,7 +124,7 @@ class ControlFlow(Scope):
             value = self._int(module, env, case.value, "a case value")
             if not 0 <= value < MAX_SWITCH_CASES or value in cases:
                 problem = "appears twice" if value in cases else f"lies outside 0 to {MAX_SWITCH_CASES - 1}"
-                self.sink.add("PC320", f"case {value} {problem}", case.value.span,
+                self.sink.add(PC320, f"case {value} {problem}", case.value.span,
                               "cases are distinct small non-negative integers: the node has one "
                               "body per value up to the largest")
                 raise Abort
@@ -142,7 +143,7 @@ class ControlFlow(Scope):
         operand = self._int(module, env, stmt.operand, what, "branch")
         least = 1 if stmt.kind == "every" else 0
         if not least <= operand < 1 << 32:
-            self.sink.add("PC105", f"{what} must lie between {least} and {(1 << 32) - 1}, found {operand}",
+            self.sink.add(PC105, f"{what} must lie between {least} and {(1 << 32) - 1}, found {operand}",
                           stmt.operand.span, "use a constant in that range")
             raise Abort
         # a period or count computed from the rank runs the body a different number of times per rank

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from ..codes import BY_CODE, PC101, PC102, PC103, PC104, PC107, PC108, PC110, PC113
 from ..config import CompileOptions
 from ..consteval import Value, literal, representable
 from ..diagnostics import DiagnosticSink, Label
@@ -46,19 +47,19 @@ class Declarations(KernelImports, ImportBindings):
         if (path, instance(bindings)) in self.modules:
             return self.modules[path, instance(bindings)]
         if path in self.loading:
-            self.sink.add("PC102", f"`{path.name}` imports itself through a cycle", via,
+            self.sink.add(PC102, f"`{path.name}` imports itself through a cycle", via,
                           "move the shared declarations into a third file both can import")
             return None
         try:
             source = SourceFile.read(path)
         except OSError as error:
-            self.sink.add("PC102", f"cannot read `{path}`: {error.strerror or error}", via,
+            self.sink.add(PC102, f"cannot read `{path}`: {error.strerror or error}", via,
                           "paths are relative to the importing file")
             return None
         try:
             tree = parse(source)
         except PipeSyntaxError as error:
-            self.sink.add(error.code, error.message, error.span,
+            self.sink.add(BY_CODE[error.code], error.message, error.span,
                           error.hint or "see docs/language.md for the syntax")
             return None
         module = LoadedModule(path, source, tree, bindings=bindings)
@@ -67,7 +68,7 @@ class Declarations(KernelImports, ImportBindings):
         for decl in tree.decls:
             if isinstance(decl, (ast.StepDecl, ast.InitDecl)):
                 keyword = "step" if isinstance(decl, ast.StepDecl) else "init"
-                self.sink.add("PC102", f"imported file `{path.name}` has a `{keyword}` block",
+                self.sink.add(PC102, f"imported file `{path.name}` has a `{keyword}` block",
                               via, "keep steps in the top-level file; import declarations only",
                               labels=(Label(decl.span, "declared here"),))
         return module
@@ -80,7 +81,7 @@ class Declarations(KernelImports, ImportBindings):
             try:
                 parsed[name] = (parse_expression(source, 0, len(text)), Span(source, 0, len(text)))
             except PipeSyntaxError as error:
-                self.sink.add("PC101", f"`-D {name}={text}`: {error.message}", error.span,
+                self.sink.add(PC101, f"`-D {name}={text}`: {error.message}", error.span,
                               "a definition is a constant expression, e.g. `-D ENVS=1024`")
         return parsed
 
@@ -107,7 +108,7 @@ class Declarations(KernelImports, ImportBindings):
                     self._import(module, decl)
                 case ast.ConstDecl(name=name, value=value):
                     if name.text in LAUNCHER_CONSTANTS:
-                        self.sink.add("PC104", f"`{name.text}` is a launcher constant pipec defines",
+                        self.sink.add(PC104, f"`{name.text}` is a launcher constant pipec defines",
                                       name.span, f"piperun sets it from the launcher; to check a "
                                       f"value, pass `-D {name.text}=...`")
                         return
@@ -127,7 +128,7 @@ class Declarations(KernelImports, ImportBindings):
                 case ast.BufferDecl():
                     self._declare(module, decl.name, Symbol("buffer", self._buffer(module, decl), decl.name.span))
                 case ast.GraphDecl(name=name) if name.text in STATEMENT_KEYWORDS:
-                    self.sink.add("PC104", f"`{name.text}` is a statement keyword", name.span,
+                    self.sink.add(PC104, f"`{name.text}` is a statement keyword", name.span,
                                   f"a statement that starts with `{name.text}` is a `{name.text}` "
                                   "statement, so no call could name this graph: rename it")
                     self._mark_invalid(module, (name,))
@@ -144,14 +145,14 @@ class Declarations(KernelImports, ImportBindings):
             if refused:
                 self._refuse(decl.path.value, decl.path.span)
             else:
-                self.sink.add("PC102", f"cannot find `{decl.path.value}`", decl.path.span,
+                self.sink.add(PC102, f"cannot find `{decl.path.value}`", decl.path.span,
                               "paths are relative to the importing file, then to each include "
                               "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
             self._mark_invalid(module, decl.names or ())
             return
         if target.suffix in (".cu", ".cuh", ".cuda"):
             if decl.bindings:
-                self.sink.add("PC113", f"`{decl.path.value}` is a kernel source; it declares no "
+                self.sink.add(PC113, f"`{decl.path.value}` is a kernel source; it declares no "
                               "constants to bind", decl.bindings[0].span,
                               "remove `with (...)`; kernels take values as launch arguments")
             outside = [h for h in include_closure(target, target.read_text(errors="replace"),
@@ -174,7 +175,7 @@ class Declarations(KernelImports, ImportBindings):
         for ident in decl.names:
             symbol = imported.scope.get(ident.text)
             if symbol is None:
-                self.sink.add("PC103", f"`{decl.path.value}` declares no `{ident.text}`", ident.span,
+                self.sink.add(PC103, f"`{decl.path.value}` declares no `{ident.text}`", ident.span,
                               self._suggest(ident.text, imported.scope, "declarations"))
             else:
                 self._declare(module, ident, symbol)
@@ -201,7 +202,7 @@ class Declarations(KernelImports, ImportBindings):
 
     def _refuse(self, what: str, span: Span) -> None:
         """PC110; the file is never read, so nothing of it can appear in a report."""
-        self.sink.add("PC110", f"`{what}` lies outside the project", span,
+        self.sink.add(PC110, f"`{what}` lies outside the project", span,
                       f"imports and `load` files stay inside {self.allowed_dirs[0]} and the include "
                       "folders; list more folders in `allow-paths` under [tool.pipec]")
 
@@ -213,32 +214,32 @@ class Declarations(KernelImports, ImportBindings):
         dtype = DTYPES.get(type_name)
         if dtype is None or type_name not in BUFFER_DTYPES:
             named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
-            self.sink.add("PC107", f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
+            self.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
                           "element types: " + ", ".join(BUFFER_DTYPES))
             raise Abort
         shape = tuple(self._int(module, {}, d, "a dimension") for d in decl.shape)
         for dim, expr in zip(shape, decl.shape):
             if dim <= 0:
-                self.sink.add("PC107", f"dimension {dim} is not positive", expr.span,
+                self.sink.add(PC107, f"dimension {dim} is not positive", expr.span,
                               "every dimension must be at least 1")
                 raise Abort
         count = int(np.prod(shape, dtype=object))
         if count > INT64_MAX:
-            self.sink.add("PC107", f"the shape holds {count} elements, more than a 64-bit count "
+            self.sink.add(PC107, f"the shape holds {count} elements, more than a 64-bit count "
                           "can hold", decl.span, "a buffer's element count must fit in int64")
             raise Abort
         if count * dtype.size > MAX_BUFFER_BYTES:
-            self.sink.add("PC107", f"`{decl.name.text}` takes {count * dtype.size} bytes, more than "
+            self.sink.add(PC107, f"`{decl.name.text}` takes {count * dtype.size} bytes, more than "
                           f"the {MAX_BUFFER_BYTES} (1 TiB) any device holds", decl.span,
                           "split the data, or keep it on the host and stream it in")
             raise Abort
         labels = tuple(label.text for label in decl.labels)
         if len(labels) > count:
-            self.sink.add("PC107", f"{len(labels)} labels for {count} elements",
+            self.sink.add(PC107, f"{len(labels)} labels for {count} elements",
                           decl.labels[count].span, "give at most one label per element")
             raise Abort
         if labels and not decl.mapped:
-            self.sink.add("PC107", "labels name the elements piperun reads back, so they need a "
+            self.sink.add(PC107, "labels name the elements piperun reads back, so they need a "
                           "`mapped` buffer", decl.labels[0].span, "add `mapped` or drop the labels")
             raise Abort
         init = self._init(module, decl, dtype, shape)
@@ -252,38 +253,38 @@ class Declarations(KernelImports, ImportBindings):
         if isinstance(expr, ast.Name) and expr.ident.text in ("zeros", "uninit"):
             return Init(expr.ident.text)
         if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
-            self.sink.add("PC107", f"`{expr.span.text}` is not an initial value", expr.span, hint)
+            self.sink.add(PC107, f"`{expr.span.text}` is not an initial value", expr.span, hint)
             raise Abort
         kind = expr.func.ident.text
         arity = {"fill": 1, "uniform": 2, "normal": 2, "load": 1}.get(kind)
         if arity is None:
-            self.sink.add("PC107", f"unknown initial value `{kind}`", expr.func.span, hint)
+            self.sink.add(PC107, f"unknown initial value `{kind}`", expr.func.span, hint)
             raise Abort
         if len(expr.args) != arity:
-            self.sink.add("PC107", f"`{kind}` takes {arity} argument{'s' * (arity > 1)}", expr.span, hint)
+            self.sink.add(PC107, f"`{kind}` takes {arity} argument{'s' * (arity > 1)}", expr.span, hint)
             raise Abort
         args = tuple(self._const(module, a) for a in expr.args)
         seed = 0
         for keyword in expr.keywords:
             if keyword.name.text != "seed" or kind in ("fill", "load"):
-                self.sink.add("PC107", f"`{kind}` takes no argument `{keyword.name.text}`",
+                self.sink.add(PC107, f"`{kind}` takes no argument `{keyword.name.text}`",
                               keyword.span, hint)
                 raise Abort
             seed = self._int(module, {}, keyword.value, "a seed")
             if not 0 <= seed < 1 << 64:
-                self.sink.add("PC107", f"seed {seed} is outside 0 to 2**64 - 1", keyword.value.span,
+                self.sink.add(PC107, f"seed {seed} is outside 0 to 2**64 - 1", keyword.value.span,
                               "seeds are unsigned 64-bit integers")
                 raise Abort
         if kind == "load":
             return self._load_init(module, expr, args[0], dtype, shape)
         for value, arg in zip(args, expr.args):
             if isinstance(value, (bool, str)):
-                self.sink.add("PC107", f"`{kind}` needs numbers, found `{literal(value)}`", arg.span, hint)
+                self.sink.add(PC107, f"`{kind}` needs numbers, found `{literal(value)}`", arg.span, hint)
                 raise Abort
         if kind == "fill":
             problem = representable(args[0], dtype)
             if problem:
-                self.sink.add("PC107", f"fill value {problem}", expr.args[0].span,
+                self.sink.add(PC107, f"fill value {problem}", expr.args[0].span,
                               f"choose a value a `{dtype.name}` can hold")
                 raise Abort
         else:
@@ -314,13 +315,13 @@ class Declarations(KernelImports, ImportBindings):
             elif (why := representable(last, dtype)) is not None:
                 problem = (f"`uniform` draws up to {literal(last)}: {why}", expr.args[1].span)
         if problem is not None:
-            self.sink.add("PC107", problem[0], problem[1], f"the buffer is `{dtype.name}`; "
+            self.sink.add(PC107, problem[0], problem[1], f"the buffer is `{dtype.name}`; "
                           "uniform(lo, hi) needs lo < hi, normal(mean, std) needs std >= 0")
             raise Abort
 
     def _load_init(self, module: LoadedModule, expr: ast.Call, value: Value, dtype, shape) -> Init:
         if not isinstance(value, str):
-            self.sink.add("PC107", "`load` takes a path string", expr.args[0].span,
+            self.sink.add(PC107, "`load` takes a path string", expr.args[0].span,
                           "write `load(\"file.npy\")`, relative to the .pipe file")
             raise Abort
         path = (module.path.parent / value).resolve()
@@ -338,17 +339,17 @@ class Declarations(KernelImports, ImportBindings):
             file_shape, _, file_dtype = header
             data_bytes = path.stat().st_size - data_start
         except (OSError, ValueError) as error:
-            self.sink.add("PC107", f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
+            self.sink.add(PC107, f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
                           "the path is relative to the .pipe file")
             raise Abort from None
         expected = np.dtype(dtype.numpy)
         if tuple(file_shape) != shape or np.dtype(file_dtype) != expected:
-            self.sink.add("PC107", f"`{value}` holds {np.dtype(file_dtype)}{list(file_shape)}, the "
+            self.sink.add(PC107, f"`{value}` holds {np.dtype(file_dtype)}{list(file_shape)}, the "
                           f"buffer is {dtype.name}{list(shape)}", expr.args[0].span,
                           "save the array with the buffer's shape and element type")
             raise Abort
         if data_bytes < int(np.prod(shape, dtype=object)) * expected.itemsize:
-            self.sink.add("PC107", f"`{value}` is truncated: it holds {data_bytes} bytes of data, "
+            self.sink.add(PC107, f"`{value}` is truncated: it holds {data_bytes} bytes of data, "
                           f"its header promises {int(np.prod(shape, dtype=object)) * expected.itemsize}",
                           expr.args[0].span, "save the array again")
             raise Abort
@@ -381,10 +382,10 @@ class Declarations(KernelImports, ImportBindings):
                 expected = {"lanes": "an integer from 1 to 1024", "copy": '"memcpy" or "kernel"',
                             "share_modules": "true or false",
                             "gemm_workspace": "a positive multiple of 256 bytes up to 1 GiB"}[name]
-                self.sink.add("PC108", f"option `{name}` cannot be `{literal(value)}`", decl.value.span,
+                self.sink.add(PC108, f"option `{name}` cannot be `{literal(value)}`", decl.value.span,
                               f"`{name}` takes {expected}")
             else:
-                self.sink.add("PC108", f"unknown option `{name}`", decl.name.span,
+                self.sink.add(PC108, f"unknown option `{name}`", decl.name.span,
                               self._suggest(name, list(_OPTIONS), "options"))
         if self.options.lanes is not None:
             values["lanes"] = self.options.lanes

@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING, Callable
 
 from ...dsl import Span, ast
+from ..codes import PC105, PC501, PC502, PC503, PC504, PC505, PC506, PC507, PC508
 from ..consteval import ConstError, RuntimeValue, evaluate, literal
 from ..model import Access, Buffer, GemmNode, GraphBody, Init, MatrixView, Mode
 from ...plan.dtypes import DTYPES
@@ -78,28 +79,28 @@ class Gemms(MatrixViews):
         hint = "write `gemm c = alpha * a @ b + bias + beta * c` (each part but `a @ b` optional)"
         for term in _chain(stmt.value, ("+",))[::2]:
             if isinstance(term, ast.Binary) and term.op == "-":
-                self._gemm_error("PC501", "a gemm adds its terms; it subtracts none", term.span,
+                self._gemm_error(PC501, "a gemm adds its terms; it subtracts none", term.span,
                                  "negate the scale instead: `+ -1.0 * c`, or `-1.0 * a @ b`")
             items = _chain(term, ("*", "@"))
             factors, ops = items[::2], items[1::2]
             if "@" in ops:
                 at = ops.index("@")
                 if form.a is not None or ops.count("@") > 1:
-                    self._gemm_error("PC501", "a gemm multiplies two matrices once", term.span, hint)
+                    self._gemm_error(PC501, "a gemm multiplies two matrices once", term.span, hint)
                 if at != len(ops) - 1:
-                    self._gemm_error("PC501", "a gemm's factor `alpha` goes before the product",
+                    self._gemm_error(PC501, "a gemm's factor `alpha` goes before the product",
                                      factors[at + 2].span, "write `alpha * a @ b`")
                 form.alpha, form.a, form.b = factors[:at], factors[at], factors[at + 1]
             elif ops or term.span.text == stmt.target.span.text:
                 if form.accumulated is not None:
-                    self._gemm_error("PC501", "a gemm accumulates its target once", term.span, hint)
+                    self._gemm_error(PC501, "a gemm accumulates its target once", term.span, hint)
                 form.beta, form.accumulated = factors[:-1], factors[-1]
             elif form.bias is None:
                 form.bias = term
             else:
-                self._gemm_error("PC501", "a gemm adds one bias", term.span, hint)
+                self._gemm_error(PC501, "a gemm adds one bias", term.span, hint)
         if form.a is None:
-            self._gemm_error("PC501", f"`{stmt.value.span.text}` has no matrix product `a @ b`",
+            self._gemm_error(PC501, f"`{stmt.value.span.text}` has no matrix product `a @ b`",
                              stmt.value.span, hint)
         return form
 
@@ -111,18 +112,18 @@ class Gemms(MatrixViews):
             try:
                 number = evaluate(factor, self._lookup(module, env))
             except RuntimeValue as rv:
-                self._gemm_error("PC507", f"{what} reads {rv.description}, known only on the "
+                self._gemm_error(PC507, f"{what} reads {rv.description}, known only on the "
                                  "device; a gemm's scales are set when the graph is built", rv.span,
                                  "use a constant, or scale the operand with a kernel first")
             except ConstError as error:
-                self._gemm_error(error.code, error.message, error.span, error.hint)
+                self._gemm_error(error.rule, error.message, error.span, error.hint)
             if isinstance(number, (bool, str)):
-                self._gemm_error("PC105", f"{what} must be a number, found `{literal(number)}`",
+                self._gemm_error(PC105, f"{what} must be a number, found `{literal(number)}`",
                                  factor.span, "use a number")
             value *= float(number)  # integers stay within MAX_INT_BITS, below a double's range
         if factors and not math.isfinite(value):
             span = Span(factors[0].span.source, factors[0].span.start, factors[-1].span.end)
-            self._gemm_error("PC105", f"`{what}` must be a finite number, found {value}", span,
+            self._gemm_error(PC105, f"`{what}` must be a finite number, found {value}", span,
                              "the node holds its scale as a number the plan writes out: keep it "
                              "within the range of a double")
         return value
@@ -132,13 +133,13 @@ class Gemms(MatrixViews):
         for option in stmt.options:
             name = option.name.text
             if name in chosen:
-                self._gemm_error("PC508", f"option `{name}` given twice", option.span, "give each option once")
+                self._gemm_error(PC508, f"option `{name}` given twice", option.span, "give each option once")
             if name in VIEW_OPTIONS:
                 chosen[name] = option.value
             elif name in OPTION_WORDS:
                 chosen[name] = self._word(module, env, option, OPTION_WORDS[name])
             else:
-                self._gemm_error("PC508", f"unknown gemm option `{name}`", option.name.span,
+                self._gemm_error(PC508, f"unknown gemm option `{name}`", option.name.span,
                                  self._suggest(name, [*OPTION_WORDS, *VIEW_OPTIONS], "gemm options"))
         return chosen
 
@@ -152,7 +153,7 @@ class Gemms(MatrixViews):
         except (ConstError, RuntimeValue):
             word = None
         if word not in words:
-            self._gemm_error("PC508", f"`{option.name.text}` cannot be `{value.span.text}`", value.span,
+            self._gemm_error(PC508, f"`{option.name.text}` cannot be `{value.span.text}`", value.span,
                              f"`{option.name.text}` takes " + ", ".join(f"`{w}`" for w in words))
         return str(word)
 
@@ -172,14 +173,14 @@ class Gemms(MatrixViews):
             if _same_matrix(bias, c):  # `+ c`, also of a 1-row target: the accumulated term
                 form.accumulated, form.beta, accumulated, bias = form.bias, [], bias, None
             elif bias.rows != 1 or bias.batched:
-                self._gemm_error("PC501", f"`{form.bias.span.text}` is a matrix, and a gemm "
+                self._gemm_error(PC501, f"`{form.bias.span.text}` is a matrix, and a gemm "
                                  f"accumulates only into its target `{stmt.target.span.text}`",
                                  form.bias.span, "add a bias vector, or accumulate the target: "
                                  "`+ beta * c` with `c` the target")
         if form.accumulated is not None:
             accumulated = accumulated or self._matrix(module, env, form.accumulated, "accumulated operand")
             if not _same_matrix(accumulated, c):
-                self._gemm_error("PC501", f"a gemm accumulates only into its target `{stmt.target.span.text}`, "
+                self._gemm_error(PC501, f"a gemm accumulates only into its target `{stmt.target.span.text}`, "
                                  f"found `{form.accumulated.span.text}`", form.accumulated.span,
                                  "write `+ beta * TARGET`; to add another matrix, copy it into the target first")
             beta = self._scale(module, env, form.beta or [], "beta")
@@ -210,21 +211,21 @@ class Gemms(MatrixViews):
                       bias: MatrixView | None, mkn: tuple[int, int, int, int]) -> None:
         m, k, k_b, n = mkn
         if k != k_b:
-            self._gemm_error("PC502", f"the product's inner dimensions differ: op(a) is {m} x {k}, "
+            self._gemm_error(PC502, f"the product's inner dimensions differ: op(a) is {m} x {k}, "
                              f"op(b) {k_b} x {n}", stmt.value.span,
                              "the left operand's columns must equal the right operand's rows "
                              "(after `.T`)")
         if (c.rows, c.cols) != (m, n):
-            self._gemm_error("PC502", f"the target is {c.rows} x {c.cols}, the product {m} x {n}",
+            self._gemm_error(PC502, f"the target is {c.rows} x {c.cols}, the product {m} x {n}",
                              stmt.target.span, f"write into a {m} x {n} view")
         for operand, expr in ((a, form.a), (b, form.b)):
             if operand.batched and (not c.batched or operand.batch != c.batch):
                 target = f"a batch of {c.batch}" if c.batched else "one matrix"
-                self._gemm_error("PC502", f"`{expr.span.text}` is a batch of {operand.batch}, the "
+                self._gemm_error(PC502, f"`{expr.span.text}` is a batch of {operand.batch}, the "
                                  f"target {target}", expr.span, "batched operands have the target's "
                                  "batch; a 2-D operand serves every entry of a batch")
         if bias is not None and bias.cols != n:
-            self._gemm_error("PC502", f"the bias holds {bias.cols} elements, the product has {n} columns",
+            self._gemm_error(PC502, f"the bias holds {bias.cols} elements, the product has {n} columns",
                              bias.span, f"add a bias of {n} elements, one per column of the target")
 
     def _check_gemm_types(self, stmt, a: MatrixView, b: MatrixView, c: MatrixView, bias, compute: str) -> None:
@@ -240,7 +241,7 @@ class Gemms(MatrixViews):
             problem = (f"{_a(bias.buffer.dtype.name)} bias for {_a(tc)} target: the bias has the "
                        "target's type")
         if problem:
-            self._gemm_error("PC504", f"unsupported type combination: {problem}", stmt.span,
+            self._gemm_error(PC504, f"unsupported type combination: {problem}", stmt.span,
                              "supported: f32, f16 or bf16 operands (f32 accumulation) into the same "
                              "type or f32; TF32 for f32 operands")
 
@@ -258,7 +259,7 @@ class Gemms(MatrixViews):
         elif "bias_grad" in options and (activation != "none" or bias is not None):
             problem = "`bias_grad` with a forward epilogue"
         if problem:
-            self._gemm_error("PC505", f"unsupported epilogue: {problem}", stmt.span,
+            self._gemm_error(PC505, f"unsupported epilogue: {problem}", stmt.span,
                              "forward: `activation` with an optional bias and `aux`; backward: "
                              "`gradient` with `aux` and an optional `bias_grad`; or `bias_grad` alone")
         if gradient != "none":
@@ -291,7 +292,7 @@ class Gemms(MatrixViews):
             return None
         expr = options["bias_grad"]
         if c.batch > 1:
-            self._gemm_error("PC505", "unsupported epilogue: a bias gradient of a batch", expr.span,
+            self._gemm_error(PC505, "unsupported epilogue: a bias gradient of a batch", expr.span,
                              "compute the bias gradient of each matrix in a node of its own")
         view = self._elements(module, env, expr, "bias gradient")
         length = m if epilogue == "bgrad_a" else n
@@ -302,10 +303,10 @@ class Gemms(MatrixViews):
 
     def _check_output(self, expr, view: MatrixView, dtype: str, needed: int, what: str) -> None:
         if view.buffer.dtype.name != dtype:
-            self._gemm_error("PC506", f"`{expr.span.text}` holds {view.buffer.dtype.name}; {what} "
+            self._gemm_error(PC506, f"`{expr.span.text}` holds {view.buffer.dtype.name}; {what} "
                              f"is {dtype}", expr.span, f"use {_a(dtype)} buffer")
         if view.count < needed:
-            self._gemm_error("PC506", f"`{expr.span.text}` holds {view.count} elements, fewer than "
+            self._gemm_error(PC506, f"`{expr.span.text}` holds {view.count} elements, fewer than "
                              f"the {needed} of {what}", expr.span, f"give it at least {needed} {dtype} elements")
 
     def _check_overlaps(self, written: tuple, read: tuple) -> None:
@@ -317,7 +318,7 @@ class Gemms(MatrixViews):
             for other in views:
                 if other is not output and other.buffer is output.buffer and \
                         other.start < output.stop and output.start < other.stop:
-                    self._gemm_error("PC502", f"`{output.span.text}` is written while `{other.span.text}` "
+                    self._gemm_error(PC502, f"`{output.span.text}` is written while `{other.span.text}` "
                                      f"is read or written: elements {max(output.start, other.start)} to "
                                      f"{min(output.stop, other.stop) - 1} of `{output.buffer.name}` are in "
                                      "both", output.span, "write into elements no other operand uses; "
@@ -326,15 +327,15 @@ class Gemms(MatrixViews):
     def _check_alignment(self, view: MatrixView) -> None:
         size = view.buffer.dtype.size
         if view.start * size % ALIGNMENT:
-            self._gemm_error("PC503", f"`{view.span.text}` starts {view.start * size} bytes into "
+            self._gemm_error(PC503, f"`{view.span.text}` starts {view.start * size} bytes into "
                              f"`{view.buffer.name}`, not a multiple of {ALIGNMENT}", view.span,
                              f"start operands at a multiple of {ALIGNMENT // size} elements")
         if view.batched and view.batch > 1 and view.rows * view.cols * size % ALIGNMENT:
-            self._gemm_error("PC503", f"the matrices of `{view.span.text}` are {view.rows * view.cols * size} "
+            self._gemm_error(PC503, f"the matrices of `{view.span.text}` are {view.rows * view.cols * size} "
                              f"bytes apart, not a multiple of {ALIGNMENT}", view.span,
                              f"pad each matrix to a multiple of {ALIGNMENT // size} elements")
         if view.rows > 1 and view.cols * size % ALIGNMENT:
-            self._gemm_error("PC503", f"the rows of `{view.span.text}` are {view.cols * size} bytes "
+            self._gemm_error(PC503, f"the rows of `{view.span.text}` are {view.cols * size} bytes "
                              f"apart, not a multiple of {ALIGNMENT}", view.span,
                              f"pad rows to a multiple of {ALIGNMENT // size} elements")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
 from .. import kernel_analysis
+from ..codes import PC106, PC109
 from ..config import CompileOptions
 from ..diagnostics import DiagnosticSink, Label
 from ..kernel_records import CallSite, KernelRecord, SourceLocation
@@ -46,7 +47,7 @@ class KernelImports(Scope):
                 mangled = [m for m in analysis.mangled if ident.text in m]
                 hint = (f"`{ident.text}` is compiled with a C++ name; declare it `extern \"C\"`"
                         if mangled else self._suggest(ident.text, analysis.kernels, "kernels"))
-                self.sink.add("PC106", f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint)
+                self.sink.add(PC106, f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint)
                 self._mark_invalid(module, (ident,))
                 continue
             kernel = self.kernels.get((analysis.key, ident.text))
@@ -67,13 +68,13 @@ class KernelImports(Scope):
             if Path(m.group("file")).name != path.name or reported >= 5:
                 continue
             line = min(int(m.group("line")), source.line_count)
-            self.sink.add("PC106", f"kernel source does not compile: {m.group('msg').strip()}",
+            self.sink.add(PC106, f"kernel source does not compile: {m.group('msg').strip()}",
                           Span.of_line(source, line),
                           failure.advice or "fix the CUDA source; the note shows how it was compiled",
                           labels=(Label(via, "imported here"),), notes=(failure.command,))
             reported += 1
         if not reported:
-            self.sink.add("PC106", f"`{path.name}` does not compile", via,
+            self.sink.add(PC106, f"`{path.name}` does not compile", via,
                           failure.advice or "fix the CUDA source; the compiler's log follows",
                           notes=(failure.log.strip()[-2000:], failure.command))
 
@@ -89,13 +90,13 @@ class KernelImports(Scope):
             for p in record.params
         )
         if where is None:
-            self.sink.add("PC109", f"pipec cannot find the declaration of `{ident.text}` in "
+            self.sink.add(PC109, f"pipec cannot find the declaration of `{ident.text}` in "
                           f"`{path.name}`: its parameters are named by position and no "
                           "`/// pipec:` annotation applies to it", ident.span,
                           "write the kernel's name in the source, or let a macro take it as an "
                           "argument: `#define K(name) __global__ void name(...)`, then `K(my_kernel)`")
         for unreadable in record.unreadable_annotations:
-            self.sink.add("PC106", "cannot read this `pipec:` annotation",
+            self.sink.add(PC106, "cannot read this `pipec:` annotation",
                           Span(source, unreadable.start, unreadable.end),
                           "annotations are `pipec: extent NAME = EXPR` and `pipec: out NAME`")
         findings = tuple(
@@ -112,7 +113,7 @@ class KernelImports(Scope):
         try:
             return Extent(parse_expression(source, extent.where.start, extent.where.end), span)
         except PipeSyntaxError as error:
-            self.sink.add("PC106", f"cannot read the extent expression: {error.message}", span,
+            self.sink.add(PC106, f"cannot read the extent expression: {error.message}", span,
                           "write it like a .pipe constant expression over the kernel's scalar parameters")
             return None
 

@@ -9,6 +9,7 @@ argument of the wrong kind, a `null` pointer, a baked value), is left to the che
 from __future__ import annotations
 
 from ...dsl import SourceFile, Span, ast
+from ..codes import PC103, PC104
 from ..diagnostics import Label
 from ..model import Buffer, GraphBody, Program
 from .scope import LoadedModule
@@ -35,7 +36,7 @@ class Resolver(Waivers, Unrolling):
                 else:
                     hint = self._suggest(name, [n for n, s in main.scope.items() if s.kind == "const"],
                                          "constants")
-                self.sink.add("PC103", f"`-D {name}` defines no constant of this file", span, hint)
+                self.sink.add(PC103, f"`-D {name}` defines no constant of this file", span, hint)
         options = self._options(main)
         self.gemm_workspace = options.gemm_workspace
         waivers = self._waivers(main)
@@ -100,10 +101,10 @@ class Resolver(Waivers, Unrolling):
             what = f"from two instances of `{path}` loaded with other values ({values})"
         else:
             what = f"in `{first.span.source.path.name}` and in `{path}`"
-        self.sink.add("PC104", f"two buffers named `{second.name}` {what}", second.span,
+        self.sink.add(PC104, f"two buffers named `{second.name}` {what}", second.span,
                       "the plan names buffers by their names: import the file once with one set of "
                       "values, or rename one buffer", labels=(Label(first.span, "the other buffer"),))
 
     def _duplicate_block(self, name: str, span: Span) -> None:
-        self.sink.add("PC104", f"a second `{name}` block", span,
+        self.sink.add(PC104, f"a second `{name}` block", span,
                       f"a pipeline has one `{name}`; merge the two blocks")

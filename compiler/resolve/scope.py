@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ...dsl import SourceFile, Span, ast
 from ...errors import Error
+from ..codes import PC103, PC104, PC105, PC301, PC302
 from ..config import CompileOptions
 from ..consteval import ConstError, RuntimeValue, Value, evaluate, is_arithmetic, literal
 from ..diagnostics import DiagnosticSink, Label
@@ -69,7 +70,7 @@ class Scope:
     def _declare(self, module: LoadedModule, name: ast.Ident, symbol: Symbol) -> None:
         existing = module.scope.get(name.text)
         if existing is not None and existing.value is not symbol.value:
-            self.sink.add("PC104", f"`{name.text}` is declared twice", name.span,
+            self.sink.add(PC104, f"`{name.text}` is declared twice", name.span,
                           "rename one of them", label="declared again here",
                           labels=(Label(existing.span, "first declared here"),))
             return
@@ -81,7 +82,7 @@ class Scope:
             raise Abort
         if symbol is None:
             candidates = [n for n, s in module.scope.items() if s.kind == kind]
-            self.sink.add("PC103", f"undefined {kind} `{ident.text}`", ident.span,
+            self.sink.add(PC103, f"undefined {kind} `{ident.text}`", ident.span,
                           self._suggest(ident.text, candidates, f"{kind}s"))
             raise Abort
         if symbol.kind != kind:
@@ -90,7 +91,7 @@ class Scope:
                 "buffer": "use buffers as kernel arguments, fill or copy targets",
                 "graph": f"use a graph by writing its name: `{ident.text}`",
             }.get(symbol.kind, "")
-            self.sink.add("PC103", f"`{ident.text}` is a {symbol.kind}, not a {kind}", ident.span,
+            self.sink.add(PC103, f"`{ident.text}` is a {symbol.kind}, not a {kind}", ident.span,
                           hint or "check the name", labels=(Label(symbol.span, "declared here"),))
             raise Abort
         return symbol
@@ -112,7 +113,7 @@ class Scope:
             if symbol is None:
                 raise ConstError(f"undefined name `{ident.text}`", ident.span,
                                  self._suggest(ident.text, list(env) + list(module.scope), "declarations"),
-                                 code="PC103")
+                                 rule=PC103)
             if symbol.kind == "const":
                 return symbol.value
             if symbol.kind == "buffer":
@@ -144,26 +145,26 @@ class Scope:
                 self.values[key] = value
             return value
         except ConstError as error:
-            self.sink.add(error.code, error.message, error.span, error.hint)
+            self.sink.add(error.rule, error.message, error.span, error.hint)
         except RuntimeValue as rv:
             self._report_runtime_value(rv, context)
         raise Abort
 
     def _report_runtime_value(self, rv: RuntimeValue, context: str) -> None:
         if context == "branch":
-            self.sink.add("PC301", f"this decision depends on {rv.description}, which is only "
+            self.sink.add(PC301, f"this decision depends on {rv.description}, which is only "
                           "known on the device while the step runs", rv.span,
                           "compile-time `if` and `for` take constants; to decide on the device, "
                           "let a kernel write the decision into an integer buffer and branch on "
                           "that one element: `if flag[0] { }` (docs/language.md)",
                           label="device data")
         elif context == "value":
-            self.sink.add("PC302", f"{rv.description} changes between steps but would be read "
+            self.sink.add(PC302, f"{rv.description} changes between steps but would be read "
                           "once, when the graph is built", rv.span,
                           "bind the buffer as a pointer and let the kernel read the value",
                           label="baked at build time")
         else:
-            self.sink.add("PC105", f"{rv.description} is not a compile-time constant", rv.span,
+            self.sink.add(PC105, f"{rv.description} is not a compile-time constant", rv.span,
                           "use constants, loop variables and graph parameters here")
 
     def _const(self, module: LoadedModule, expr: ast.Expr) -> Value:
@@ -172,7 +173,7 @@ class Scope:
     def _int(self, module: LoadedModule, env: dict, expr: ast.Expr, what: str, context: str = "const") -> int:
         value = self._eval(module, env, expr, context=context)
         if isinstance(value, bool) or not isinstance(value, int):
-            self.sink.add("PC105", f"{what} must be an integer, found `{literal(value)}`", expr.span,
+            self.sink.add(PC105, f"{what} must be an integer, found `{literal(value)}`", expr.span,
                           "use an integer expression")
             raise Abort
         return value

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from ...dsl import ast
 from ...dsl.errors import MAX_NESTING
 from ...errors import Error
+from ..codes import PC111, PC112
 from ..consteval import ConstError, RuntimeValue, evaluate
 from .scope import Abort, LoadedModule, Scope
 
@@ -88,7 +89,7 @@ class Sizing(Scope):
                 self.size_so_far = over.size
             except _TooDeep as deep:
                 self.too_deep = True
-                self.sink.add("PC112", f"graph uses and blocks nest more than {MAX_NESTING} levels "
+                self.sink.add(PC112, f"graph uses and blocks nest more than {MAX_NESTING} levels "
                               "deep here", deep.stmt.span, "use fewer levels of graphs within "
                               "graphs: let one graph use several others in turn")
                 return
@@ -102,7 +103,7 @@ class Sizing(Scope):
         else:
             what = (f"{size.iterations} loop iterations; unrolling walks at most {MAX_ITERATIONS} "
                     "(nested loops multiply)")
-        self.sink.add("PC111", f"unrolling would reach at least {what}", stmt.span,
+        self.sink.add(PC111, f"unrolling would reach at least {what}", stmt.span,
                       "let one kernel launch do the repeated work (a larger grid, a loop inside "
                       "the kernel) instead of unrolling it into nodes")
 

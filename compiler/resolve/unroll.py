@@ -4,6 +4,7 @@ launch, fill, copy, GEMM and child-graph nodes, each with the element ranges it 
 from __future__ import annotations
 
 from ...dsl import Span, ast
+from ..codes import PC103, PC105, PC201, PC205, PC206, PC315
 from ..config import CompileOptions
 from ..consteval import ConstError, RuntimeValue, evaluate, literal
 from ..diagnostics import DiagnosticSink, Label
@@ -88,7 +89,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
             case ast.If():
                 cond = self._eval(module, env, stmt.cond, context="branch")
                 if not isinstance(cond, bool):
-                    self.sink.add("PC105", f"a condition must be a boolean, found `{literal(cond)}`",
+                    self.sink.add(PC105, f"a condition must be a boolean, found `{literal(cond)}`",
                                   stmt.cond.span, "compare explicitly, for example `N > 0`")
                     raise Abort
                 chosen = stmt.then if cond else stmt.orelse
@@ -115,7 +116,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
     def _dims(self, module, env, expr: ast.Expr, what: str) -> tuple[int, int, int]:
         items = expr.items if isinstance(expr, ast.TupleLit) else (expr,)
         if len(items) > 3:
-            self.sink.add("PC105", f"a {what} has at most three dimensions", expr.span,
+            self.sink.add(PC105, f"a {what} has at most three dimensions", expr.span,
                           "write `(x, y, z)`")
             raise Abort
         dims = [self._int(module, env, item, f"a {what} dimension") for item in items]
@@ -143,7 +144,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
         if pointer is not None:
             return pointer
         if arg.access is not None:
-            self.sink.add("PC205", f"`{arg.access}` qualifies a buffer, but `{value.span.text}` is a value",
+            self.sink.add(PC205, f"`{arg.access}` qualifies a buffer, but `{value.span.text}` is a value",
                           arg.span, f"remove `{arg.access}`")
             raise Abort
         if isinstance(value, ast.NullLit):
@@ -153,7 +154,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
         except RuntimeValue as rv:
             return RuntimeValueArg(rv.description, self._buffer_named(module, rv.buffer_name), value.span)
         except ConstError as error:
-            self.sink.add(error.code, error.message, error.span, error.hint)
+            self.sink.add(error.rule, error.message, error.span, error.hint)
             raise Abort from None
 
     def _buffer_named(self, module: LoadedModule, name: str | None) -> Buffer | None:
@@ -178,7 +179,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
             if expr.stop is not None:
                 stop = self._int(module, env, expr.stop, "a slice bound", "value")
             if not 0 <= start <= stop <= buffer.count or start == stop:
-                self.sink.add("PC206", f"slice [{start}:{stop}] of `{buffer.name}` lies outside its "
+                self.sink.add(PC206, f"slice [{start}:{stop}] of `{buffer.name}` lies outside its "
                               f"{buffer.count} elements" if start != stop or start > buffer.count
                               else f"slice [{start}:{stop}] of `{buffer.name}` is empty",
                               expr.span, f"element indices run from 0 to {buffer.count}; slices are half-open")
@@ -188,7 +189,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
     def _target(self, module, env, expr: ast.Expr, what: str) -> PointerArg:
         pointer = self._pointer(module, env, expr, None, expr.span)
         if pointer is None:
-            self.sink.add("PC103", f"the {what} must be a buffer or a slice of one, found "
+            self.sink.add(PC103, f"the {what} must be a buffer or a slice of one, found "
                           f"`{expr.span.text}`", expr.span, "name a declared buffer, e.g. `x` or `x[0:4]`")
             raise Abort
         return pointer
@@ -197,7 +198,7 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
         target = self._target(module, env, stmt.target, "fill target")
         value = self._eval(module, env, stmt.value, context="value")
         if isinstance(value, str):
-            self.sink.add("PC105", "a fill value must be a number", stmt.value.span, "fill with a number")
+            self.sink.add(PC105, "a fill value must be a number", stmt.value.span, "fill with a number")
             raise Abort
         node = FillNode(self._node_name(body, f"fill:{target.buffer.name}"), target.buffer,
                         target.start, target.stop, value, stmt.span, group=group)
@@ -221,12 +222,12 @@ class Unrolling(ControlFlow, Gemms, Collectives, Sizing):
         if any(name == decl.name.text for name, _ in stack):
             chain = [span for name, span in stack] + [stmt.span]
             start = next(i for i, (name, _) in enumerate(stack) if name == decl.name.text)
-            self.sink.add("PC315", f"graph `{decl.name.text}` uses itself", stmt.span,
+            self.sink.add(PC315, f"graph `{decl.name.text}` uses itself", stmt.span,
                           "a graph cannot contain itself; unroll with a compile-time `for` instead",
                           labels=tuple(Label(s, "used here") for s in chain[start:-1]))
             raise Abort
         if len(stmt.args) != len(decl.params):
-            self.sink.add("PC201", f"graph `{decl.name.text}` takes {len(decl.params)} argument"
+            self.sink.add(PC201, f"graph `{decl.name.text}` takes {len(decl.params)} argument"
                           f"{'s' * (len(decl.params) != 1)}, found {len(stmt.args)}", stmt.span,
                           "pass one constant per graph parameter",
                           labels=(Label(decl.name.span, "declared here"),))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, NoReturn
 
 from ...dsl import ast
+from ..codes import PC103, PC501, PC502, Rule
 from ..model import Buffer, MatrixView, PointerArg
 from .scope import Abort, Scope
 
@@ -25,8 +26,8 @@ class MatrixViews(Scope):
     if TYPE_CHECKING:  # the unrolling pass's, which this is mixed into
         _pointer: Callable[..., PointerArg | None]
 
-    def _gemm_error(self, code: str, message: str, span, hint: str) -> NoReturn:
-        self.sink.add(code, message, span, hint)
+    def _gemm_error(self, rule: Rule, message: str, span, hint: str) -> NoReturn:
+        self.sink.add(rule, message, span, hint)
         raise Abort
 
     def _view(self, module, env, expr: ast.Expr) -> tuple[Buffer, int, tuple[int, ...]] | None:
@@ -38,7 +39,7 @@ class MatrixViews(Scope):
             if symbol is not None and symbol.kind == "invalid":
                 raise Abort  # its declaration's error is reported
             if symbol is None and name not in env:
-                self._gemm_error("PC103", f"undefined name `{name}`", expr.span,
+                self._gemm_error(PC103, f"undefined name `{name}`", expr.span,
                                  self._suggest(name, list(module.scope), "declarations"))
             if symbol is None or symbol.kind != "buffer":
                 return None
@@ -56,14 +57,14 @@ class MatrixViews(Scope):
             buffer, start, dims = base
             items = expr.index.items if isinstance(expr.index, ast.TupleLit) else (expr.index,)
             if len(items) >= len(dims):
-                self._gemm_error("PC502", f"`{expr.span.text}` indexes {len(items)} of the "
+                self._gemm_error(PC502, f"`{expr.span.text}` indexes {len(items)} of the "
                                  f"{len(dims)} dimensions of `{buffer.name}`, leaving no matrix",
                                  expr.span, "index leading dimensions only: the trailing two "
                                  "(three for a batch) remain")
             for item, dim in zip(items, dims):
                 index = self._int(module, env, item, "an index")
                 if not 0 <= index < dim:
-                    self._gemm_error("PC502", f"index {index} lies outside a dimension of {dim}",
+                    self._gemm_error(PC502, f"index {index} lies outside a dimension of {dim}",
                                      item.span, f"indices run from 0 to {dim - 1}")
                 dims = dims[1:]
                 start += index * product(dims)
@@ -74,16 +75,16 @@ class MatrixViews(Scope):
 
     def _reshaped(self, module, env, call: ast.Call):
         if len(call.args) not in (3, 4) or call.keywords:
-            self._gemm_error("PC501", "`view` takes a buffer and two or three dimensions",
+            self._gemm_error(PC501, "`view` takes a buffer and two or three dimensions",
                              call.span, "write `view(x, ROWS, COLS)` or `view(x, BATCH, ROWS, COLS)`")
         inner = self._view(module, env, call.args[0])
         if inner is None:
-            self._gemm_error("PC501", f"`view` reinterprets a buffer, found `{call.args[0].span.text}`",
+            self._gemm_error(PC501, f"`view` reinterprets a buffer, found `{call.args[0].span.text}`",
                              call.args[0].span, "name a buffer or a slice of one, e.g. `x[0:1024]`")
         buffer, start, dims = inner
         shape = tuple(self._int(module, env, d, "a view's dimension") for d in call.args[1:])
         if min(shape) <= 0 or product(shape) != product(dims):
-            self._gemm_error("PC502", f"`{call.span.text}` holds {product(shape)} elements, "
+            self._gemm_error(PC502, f"`{call.span.text}` holds {product(shape)} elements, "
                              f"`{call.args[0].span.text}` {product(dims)}", call.span,
                              "a view reinterprets the elements it names: the counts must agree")
         return buffer, start, shape
@@ -91,7 +92,7 @@ class MatrixViews(Scope):
     def _required_view(self, module, env, expr: ast.Expr, what: str) -> tuple[Buffer, int, tuple[int, ...]]:
         view = self._view(module, env, expr)
         if view is None:
-            self._gemm_error("PC501", f"the {what} must be a buffer, an index of one or a `view`, "
+            self._gemm_error(PC501, f"the {what} must be a buffer, an index of one or a `view`, "
                              f"found `{expr.span.text}`", expr.span,
                              "name a buffer `x`, a matrix of it `x[i]`, or `view(x[a:b], ROWS, COLS)`")
         return view
@@ -105,7 +106,7 @@ class MatrixViews(Scope):
         buffer, start, dims = self._required_view(module, env, expr, what)
         if not least <= len(dims) <= 3:
             shapes = "a vector" if least == 1 and len(dims) > 1 else "a matrix (2-D) or a batch of them (3-D)"
-            self._gemm_error("PC502", f"the {what} `{expr.span.text}` has {len(dims)} dimension"
+            self._gemm_error(PC502, f"the {what} `{expr.span.text}` has {len(dims)} dimension"
                              f"{'s' * (len(dims) != 1)} {list(dims)}; it must be {shapes}", expr.span,
                              "index leading dimensions (`x[i]`) or reinterpret with `view(x, ...)`")
         if len(dims) == 1:

@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 
 from ...dsl import ast
+from ..codes import PC103, PC108, PC305, PC306, PC307
 from ..model import Kernel, Waiver
 from .declare import Declarations
 from .scope import LoadedModule
 
 WAIVABLE_RULES = {
-    "atomics": "atomics", "atomic_operation": "atomics", "PC305": "atomics",
-    "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", "PC306": "spin-wait",
-    "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", "PC307": "fence-barrier",
+    "atomics": "atomics", "atomic_operation": "atomics", PC305.code: "atomics",
+    "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", PC306.code: "spin-wait",
+    "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", PC307.code: "fence-barrier",
 }
 
 
@@ -32,12 +33,12 @@ class Waivers(Declarations):
                 continue
             rule = WAIVABLE_RULES.get(decl.rule.text)
             if rule is None:
-                self.sink.add("PC108", f"`{decl.rule.text}` cannot be waived", decl.rule.span,
+                self.sink.add(PC108, f"`{decl.rule.text}` cannot be waived", decl.rule.span,
                               "waivable rules: atomics, spin_wait, fence_barrier")
                 continue
             kernels = self._waived_kernels(module, decl)
             if kernels and not decl.reason.value.strip():
-                self.sink.add("PC108", "a waiver needs a reason", decl.reason.span,
+                self.sink.add(PC108, "a waiver needs a reason", decl.reason.span,
                               "say why this kernel is safe despite the rule")
             elif kernels:
                 waivers += [Waiver(rule, kernel, decl.reason.value, decl.span) for kernel in kernels]
@@ -54,7 +55,7 @@ class Waivers(Declarations):
                 return []
             found = [k for k in self.kernels.values() if k.name == name and k.source.path == target]
             if not found:
-                self.sink.add("PC103", f"no kernel `{name}` is imported from `{decl.file.value}`",
+                self.sink.add(PC103, f"no kernel `{name}` is imported from `{decl.file.value}`",
                               decl.kernel.span, "name a kernel source the pipeline imports, "
                               "with its path as in the import")
             return found
@@ -68,10 +69,10 @@ class Waivers(Declarations):
         if len(found) > 1:
             sources = ", ".join(f'`"{os.path.relpath(k.source.path, module.path.parent)}":{name}`'
                                 for k in found)
-            self.sink.add("PC108", f"`{name}` names {len(found)} kernels of different sources",
+            self.sink.add(PC108, f"`{name}` names {len(found)} kernels of different sources",
                           decl.kernel.span, f"name the one to waive: {sources}")
             return []
         if not found:
-            self.sink.add("PC103", f"`{name}` is not an imported kernel", decl.kernel.span,
+            self.sink.add(PC103, f"`{name}` is not an imported kernel", decl.kernel.span,
                           self._suggest(name, module.scope, "kernels"))
         return found
