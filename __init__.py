@@ -26,7 +26,7 @@ ERRORS = {
     "LaunchLimitsExceeded": "runtime.resources", "ProfileError": "runtime.profile_analysis",
     "ProfilerUnavailable": "runtime.profile_collect", "ConfigError": "compiler.config",
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
-    "UsageError": "compiler.cli", "GemmError": "runtime.cublaslt", "LibraryRecordingError": "runtime.library",
+    "UsageError": "cli.arguments", "GemmError": "runtime.cublaslt", "LibraryRecordingError": "runtime.library",
     "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
 }
 
