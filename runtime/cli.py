@@ -128,7 +128,7 @@ def _main(args) -> int:
     args.prog = "piperun"
     _check_arguments(args)
     try:
-        from .load import load
+        from .load import LoadOptions, load
     except ImportError as error:  # pragma: no cover - an incomplete installation
         _error(args, str(error))
         return EXIT_USAGE
@@ -137,9 +137,9 @@ def _main(args) -> int:
         launch = launch_from_environment()
         _join(args, launch)
         device = args.device if args.device is not None else launch.local_rank if launch else 0
-        pipeline = load(args.file, device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
-                        defines=dict(args.defines), steps_per_launch=args.steps_per_launch,
-                        unroll=args.unroll, launch=launch, tune_gemms=args.tune_gemms)
+        pipeline = load(args.file, LoadOptions(
+            device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs), defines=dict(args.defines),
+            steps_per_launch=args.steps_per_launch, unroll=args.unroll, launch=launch, tune_gemms=args.tune_gemms))
     except (Error, OSError) as error:
         return report(args.prog, error, color=use_color(args.color, sys.stderr))
     with pipeline:
