@@ -138,7 +138,7 @@ def load(path: str | Path, options: LoadOptions = LoadOptions(), backends: Backe
         raise PipelineError([_diagnostic(f, by_path) for f in error.findings]) from None
 
 
-def _binaries(path: Path, plan: Plan, device: Device) -> list[bytes]:
+def _binaries(path: Path, plan: Plan, device: Device) -> tuple[bytes, ...]:
     try:
         return module_binaries(plan, device.arch)
     except CompileFailed as failure:
