@@ -12,20 +12,19 @@ import argparse
 import itertools
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compiler.cli import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
-from ..compiler.config import ConfigError, load_settings
-from ..compiler.render.terminal import finish_stdout, say, use_color
-from ..compiler.toolchain import ToolchainUnavailable
-from .cli_reports import EXIT_FAILED, EXIT_OK, EXIT_USAGE, plot_run, profile_report, verify_report
+from ..cli.arguments import OneLineParser, ShowVersion, add_color_options, check_toolchain, define
+from ..cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, report
+from ..cli.terminal import finish_stdout, say, use_color
+from ..compiler.config import load_settings
+from ..errors import Error
+from .cli_reports import plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
-from .process_launchers import DistributedError, launch_from_environment
-from .profile_collect import ProfilerUnavailable
+from .process_launchers import Launch, launch_from_environment
 
 # With collectives, piperun never has more than IN_FLIGHT nodes (of graph launches or eager
 # steps) enqueued and not known finished. A wait polls for a failed rank; a launch does not:
@@ -39,6 +38,8 @@ IN_FLIGHT = 256
 
 
 def parser() -> argparse.ArgumentParser:
+    # One add_argument per option, in --help's order: longer than a function should be, and
+    # read as the table of options it is.
     p = OneLineParser(
         prog="piperun",
         description="Build a .pipe pipeline's CUDA graph explicitly and replay it.",
@@ -98,6 +99,9 @@ def scheduled_update(text: str) -> tuple[int, str, str]:
 
 @dataclass
 class RunLog:
+    """The log points of a run, each with its wall time since `started` (perf_counter seconds)."""
+
+    started: float = field(default_factory=time.perf_counter)
     points: list[dict] = field(default_factory=list)
 
 
@@ -127,62 +131,22 @@ def _error(args, message: str, label: str = "error") -> None:
 
 def _main(args) -> int:
     args.prog = "piperun"
-    if args.steps < 0 or args.log_every < 1 or (args.verify is not None and args.verify < 1):
-        parser().error("--steps must be >= 0, --log-every and --verify >= 1")
-    per_launch = args.steps_per_launch
-    if per_launch < 1 or args.steps % per_launch or args.log_every % per_launch:
-        parser().error("--steps-per-launch must be >= 1 and divide --steps and --log-every")
-    if args.sync_each and not args.eager:
-        parser().error("--sync-each goes with --eager")
-    if args.updates and (args.verify is not None or args.profile or args.trace):
-        parser().error("--set goes with a run, not with --verify, --profile or --trace")
-    if any(step % per_launch for step, _, _ in args.updates):
-        parser().error("--set steps must be multiples of --steps-per-launch (updates land between launches)")
+    _check_arguments(args)
     try:
-        _preflight(args)
-    except (UsageError, ConfigError) as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    except ToolchainUnavailable as error:
-        _error(args, f"cannot compile kernels: {error}")
-        return EXIT_USAGE
-    except ProfilerUnavailable as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    try:
-        launch = launch_from_environment()
-    except DistributedError as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    if launch is not None:
-        args.prog = f"piperun[rank {launch.rank}]"  # which rank says it, in every line it writes
-        nccl_environment()  # before anything in this process can initialise NCCL
-        if launch.rank != 0:  # one progress bar and one plot per run: rank 0's
-            args.no_progress, args.plot = True, None
-    try:
-        from .collectives import CollectiveFailed
-        from .driver import CudaError, NoDevice
-        from .eager import NodeFailed
-        from .load import PipelineError, load
-        from .memory import BindError, OutOfMemory
-        from .state import StateError
+        from .load import LoadOptions, load
     except ImportError as error:  # pragma: no cover - an incomplete installation
         _error(args, str(error))
         return EXIT_USAGE
     try:
+        _preflight(args)
+        launch = launch_from_environment()
+        _join(args, launch)
         device = args.device if args.device is not None else launch.local_rank if launch else 0
-        pipeline = load(args.file, device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
-                        defines=dict(args.defines), steps_per_launch=per_launch, unroll=args.unroll,
-                        launch=launch, tune_gemms=args.tune_gemms)
-    except PipelineError as error:
-        sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
-        return EXIT_USAGE
-    except (NoDevice, OSError, DistributedError) as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    except (OutOfMemory, BindError, StateError, CudaError, NodeFailed, CollectiveFailed) as error:
-        _error(args, str(error))
-        return EXIT_FAILED
+        pipeline = load(args.file, LoadOptions(
+            device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs), defines=dict(args.defines),
+            steps_per_launch=args.steps_per_launch, unroll=args.unroll, launch=launch, tune_gemms=args.tune_gemms))
+    except (Error, OSError) as error:
+        return report(args.prog, error, color=use_color(args.color, sys.stderr))
     with pipeline:
         try:
             status = _run_reported(args, pipeline)
@@ -194,34 +158,42 @@ def _main(args) -> int:
         return status
 
 
+def _check_arguments(args) -> None:
+    """The options' combinations that make no run: a usage error, before anything is read."""
+    if args.steps < 0 or args.log_every < 1 or (args.verify is not None and args.verify < 1):
+        parser().error("--steps must be >= 0, --log-every and --verify >= 1")
+    per_launch = args.steps_per_launch
+    if per_launch < 1 or args.steps % per_launch or args.log_every % per_launch:
+        parser().error("--steps-per-launch must be >= 1 and divide --steps and --log-every")
+    if args.sync_each and not args.eager:
+        parser().error("--sync-each goes with --eager")
+    if args.updates and (args.verify is not None or args.profile or args.trace):
+        parser().error("--set goes with a run, not with --verify, --profile or --trace")
+    if any(step % per_launch for step, _, _ in args.updates):
+        parser().error("--set steps must be multiples of --steps-per-launch (updates land between launches)")
+
+
+def _join(args, launch: Launch | None) -> None:
+    """This process as one rank of a launch: its name in every line, NCCL's environment."""
+    if launch is None:
+        return
+    args.prog = f"piperun[rank {launch.rank}]"  # which rank says it, in every line it writes
+    nccl_environment()  # before anything in this process can initialise NCCL
+    if launch.rank != 0:  # one progress bar and one plot per run: rank 0's
+        args.no_progress, args.plot = True, None
+
+
 def _run_reported(args, pipeline) -> int:
-    """`_run`, its failures reported as one line and an exit status."""
-    from .collectives import CollectiveFailed
+    """`_run`, its failures reported as one line (or an update's diagnostics) and an exit status."""
     from .driver import CudaError
-    from .eager import NodeFailed
-    from .cublaslt import GemmError
-    from .library import LibraryRecordingError
-    from .load import PipelineError
-    from .memory import OutOfMemory
-    from .profile_analysis import ProfileError
-    from .state import StateError
-    from .update import UpdateRefused
+
     try:
         return _run(args, pipeline)
-    except ProfilerUnavailable as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    except PipelineError as error:  # an update's values that do not check
-        sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
-        return EXIT_FAILED
-    except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused,
-            CollectiveFailed, DistributedError, GemmError, LibraryRecordingError) as error:
-        # GemmError, LibraryRecordingError: a GEMM failing eagerly or in the profile's build
-        # DistributedError: --verify's exchange on the host channel, which another rank's failure ends
-        _error(args, str(error))
+    except Error as error:
+        status = report(args.prog, error, color=use_color(args.color, sys.stderr), running=True)
         if isinstance(error, CudaError) and not args.eager:
             _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")
-        return EXIT_FAILED
+        return status
 
 
 def _run(args, pipeline) -> int:
@@ -250,22 +222,38 @@ def _run(args, pipeline) -> int:
 
 
 def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
+    """Run `args.steps` steps (graph replays, or eagerly), logging every `args.log_every`, and
+    report the run; returns the log and the steps done (fewer when interrupted)."""
     from tqdm import tqdm
 
     call = pipeline.driver.call
-
     run = (lambda n: pipeline.run_eager(n, synchronize_each=args.sync_each)) if args.eager else pipeline.step
     events = [call("cuEventCreate", 0) for _ in range(2)]
     if pipeline.collectives is not None:  # and two for the bounded launches' chunks
         events += [call("cuEventCreate", pipeline.driver.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING) for _ in range(2)]
         run = _bounded(run, pipeline, events[2:])
-    log = RunLog()
     bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
                file=sys.stderr, dynamic_ncols=True)
-    done, interrupted = 0, False
-    schedule = sorted(args.updates, key=lambda update: update[0])  # (step, name, value), in order given
-    wall_start = time.perf_counter()
+    log = RunLog()
     call("cuEventRecord", events[0], pipeline.stream)
+    try:
+        done, interrupted = _run_steps(args, pipeline, run, events[1], start_step, log, bar, out, info)
+    finally:
+        bar.close()
+    wall = time.perf_counter() - log.started
+    gpu_ms = call("cuEventElapsedTime", events[0], events[1]) if done else 0.0
+    for event in events:
+        call("cuEventDestroy", event)
+    _summarize(args, pipeline, done, interrupted, wall, gpu_ms, out, info)
+    return log, done
+
+
+def _run_steps(args, pipeline, run, mark, start_step: int, log: RunLog, bar, out, info) -> tuple[int, bool]:
+    """The replay loop: the updates due, then steps up to the next log point or update; at a log
+    point, `mark` recorded and waited for (between replays, never inside one) and the readback
+    logged. Returns the steps done and whether an interrupt ended the loop."""
+    call, done = pipeline.driver.call, 0
+    schedule = sorted(args.updates, key=lambda update: update[0])  # (step, name, value), in order given
     try:
         while done < args.steps:
             schedule = _apply_updates(pipeline, schedule, start_step + done, args.json, out, info)
@@ -277,25 +265,23 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
             bar.update(chunk)
             if done % args.log_every and done < args.steps:
                 continue  # an update is due before the next log point
-            call("cuEventRecord", events[1], pipeline.stream)
+            call("cuEventRecord", mark, pipeline.stream)
             if pipeline.collectives is not None:
                 pipeline.synchronize()  # a wait that stops when another rank fails
-            call("cuEventSynchronize", events[1])  # between replays, never inside one
-            point = {"step": start_step + done, "wall_s": round(time.perf_counter() - wall_start, 4),
+            call("cuEventSynchronize", mark)
+            point = {"step": start_step + done, "wall_s": round(time.perf_counter() - log.started, 4),
                      "readback": pipeline.readback()}
             log.points.append(point)
             bar.set_postfix_str(_short(point["readback"]), refresh=False)
             if args.json:
                 _emit({"event": "log", **_rank(pipeline), **point}, out)
     except KeyboardInterrupt:
-        interrupted = True
         pipeline.synchronize()
-    finally:
-        bar.close()
-    wall = time.perf_counter() - wall_start
-    gpu_ms = call("cuEventElapsedTime", events[0], events[1]) if done else 0.0
-    for event in events:
-        call("cuEventDestroy", event)
+        return done, True
+    return done, False
+
+
+def _summarize(args, pipeline, done: int, interrupted: bool, wall: float, gpu_ms: float, out, info) -> None:
     summary = {
         "event": "summary", **_rank(pipeline), "pipe": pipeline.plan.pipe,
         "mode": "eager" if args.eager else "graph",
@@ -306,13 +292,12 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     }
     if args.json:
         _emit(summary, out)
-    else:
-        state = "interrupted after" if interrupted else "ran"
-        print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
-              f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
-        if summary["readback"]:
-            print(f"{args.prog}: " + _short(summary["readback"]), file=info)
-    return log, done
+        return
+    state = "interrupted after" if interrupted else "ran"
+    print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
+          f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
+    if summary["readback"]:
+        print(f"{args.prog}: " + _short(summary["readback"]), file=info)
 
 
 def _bounded(run, pipeline, marks: list):

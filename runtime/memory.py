@@ -4,6 +4,7 @@ address space. Allocated once, initialised as declared, freed on close."""
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +54,7 @@ class DeviceBuffer:
         """The mapped buffer's memory as a NumPy array (no copy)."""
         assert self.host_ptr is not None, "only mapped buffers live in host memory"
         raw = (ctypes.c_uint8 * self.spec.nbytes).from_address(self.host_ptr)
-        return np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.spec.shape)
+        return np.frombuffer(memoryview(raw), dtype=self.numpy_dtype).reshape(self.spec.shape)
 
     def read(self) -> np.ndarray:
         """A host copy of the contents (the caller synchronises first)."""
@@ -90,7 +91,7 @@ class DeviceBuffer:
 class BufferSet:
     """Every buffer of a plan, by name."""
 
-    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None, stream=0) -> None:
+    def __init__(self, plan: Plan, driver: Driver, bind: Mapping[str, object] | None = None, stream=0) -> None:
         self.plan = plan
         self.driver = driver
         self.buffers: dict[str, DeviceBuffer] = {}
@@ -181,6 +182,7 @@ def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> D
     `__cuda_array_interface__` (CuPy, Numba, PyTorch) or `__dlpack__` (PyTorch, JAX, CuPy). It
     must match the buffer's type (a bf16 buffer also takes uint16 bit patterns) and size, be
     C-contiguous, and live on the device; `stream` waits for the producer's pending work."""
+    # Each requirement is one check and one message, in the order a user would fix them.
     if spec.memory == "mapped":
         raise BindError(f"`{spec.name}` is mapped host memory; only device buffers can be bound")
     try:

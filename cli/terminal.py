@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .safe import visible
-from .text import Paint
+from ..compiler.render.safe import visible
+from ..compiler.render.text import Paint
 
 COLOR_CHOICES = ("auto", "always", "never")
 
