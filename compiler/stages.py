@@ -25,7 +25,7 @@ from .model import Program, child_bodies
 from .steps_per_launch import unroll_step
 from .lower import build_plan
 from ..plan.schema import Plan
-from .resolve.resolver import Resolver
+from .resolve import resolve
 from .suppressions import apply_suppressions, find_suppressions
 from .toolchain import get_toolchain
 
@@ -70,8 +70,8 @@ def parse_source(source: SourceFile, c: Compilation) -> ast.Module | None:
 
 def resolve_program(tree: ast.Module, c: Compilation) -> Program:
     options = c.settings.compile
-    resolver = Resolver(options, c.sink, get_toolchain(options.compiler))
-    program = resolver.resolve(c.sources[0], unroll_step(tree, options.step_copies))
+    program = resolve(c.sources[0], unroll_step(tree, options.step_copies), options, c.sink,
+                      get_toolchain(options.compiler))
     c.sources[:] = program.sources
     return program
 
