@@ -9,7 +9,7 @@ from ..codes import PC103, PC104
 from ..diagnostics import Label
 from ..model import Buffer, GraphBody, Options, Program, Waiver
 from .declare import Declarer
-from .scope import BufferSymbol, ConstSymbol, KernelSymbol, LoadedModule, declared
+from .scope import BufferSymbol, ConstSymbol, KernelSymbol, LoadedModule
 from .unroll import Unroller
 
 
@@ -97,4 +97,4 @@ def _buffer_name_clash(d: Declarer, first: Buffer, second: Buffer, owners: dict[
 
 def _value(module: LoadedModule, name: str) -> object:
     symbol = module.scope[name]
-    return declared(symbol)
+    return symbol.value if isinstance(symbol, ConstSymbol) else None

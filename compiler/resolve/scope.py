@@ -63,10 +63,12 @@ Symbol = ConstSymbol | BufferSymbol | KernelSymbol | GraphSymbol | InvalidSymbol
 
 def declared(symbol: Symbol) -> object:
     """What the symbol declares: a second declaration of its name that declares the same
-    object (one buffer imported along two paths) is no duplicate (PC104)."""
+    object (one buffer imported along two paths) is no duplicate (PC104). A constant is its
+    symbol, which imports pass on: its value is no identity (Python keeps one object for
+    each small integer, so two `const X = 1` would look like one)."""
     match symbol:
         case ConstSymbol():
-            return symbol.value
+            return symbol
         case BufferSymbol():
             return symbol.buffer
         case KernelSymbol():
