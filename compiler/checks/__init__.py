@@ -12,6 +12,7 @@ from .context import CheckContext
 from .control_flow import condition_written_in_body, stale_after_branch, unbounded_while
 from .copy_mismatch import copy_mismatch
 from .forbidden_instructions import forbidden_instructions
+from .gemm_operands import gemm_operands
 from .host_transfer_in_step import host_transfer_in_step
 from .invalid_grid import invalid_grid
 from .null_pointer_argument import null_pointer_argument
@@ -39,6 +40,7 @@ CHECKS = (
     shared_memory_over_limit,
     invalid_grid,
     copy_mismatch,
+    gemm_operands,
     host_transfer_in_step,
     forbidden_instructions,
     shared_cufunction,

@@ -1,7 +1,8 @@
 """GEMM statements in the unrolling pass: `gemm c = alpha * a.T @ b + bias + beta * c with ...`
 becomes a `GemmNode`: operand views, transposes, alpha and beta folded, the epilogue, its
 auxiliary outputs, and the checks cuBLASLt would otherwise fail at build time or, worse, not
-at all (docs/language.md, "GEMM nodes").
+at all (docs/language.md, "GEMM nodes"): those that leave no node to build are here; element
+types (PC504) and alignment (PC503) are checked on the node (compiler/checks/gemm_operands.py).
 
 The expression keeps pipec's ordinary syntax: `@` binds like `*`, so `alpha * a @ b` is one
 chain of factors, and the sum around it is one chain of terms. Each node owns a workspace
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 
 from ...dsl import Span, ast
-from ..codes import PC105, PC501, PC502, PC503, PC504, PC505, PC506, PC507, PC508
+from ..codes import PC105, PC501, PC502, PC505, PC506, PC507, PC508
 from ..consteval import ConstError, RuntimeValue, evaluate, literal
 from ..model import Access, Buffer, GemmNode, Init, MatrixView, Mode
 from ...plan.dtypes import DTYPES
@@ -22,8 +23,6 @@ from .unroll import Frame, Unroller
 from .views import elements, gemm_error, matrix, operand
 
 WORKSPACE_PREFIX = "pipec.workspace."
-ALIGNMENT = 16  # bytes: cuBLASLt's fast kernels, and its heuristic's default expectation
-INPUT_TYPES = ("f32", "f16", "bf16")
 ACTIVATIONS = ("relu", "gelu")
 OPTION_WORDS = {"activation": ("none", *ACTIVATIONS), "gradient": ("none", *ACTIVATIONS),
                 "compute": ("f32", "tf32")}
@@ -168,16 +167,12 @@ def resolve_gemm(u: Unroller, f: Frame, stmt: ast.Gemm) -> None:
     k_b, n = (b.cols, b.rows) if trans_b else (b.rows, b.cols)
     _check_shapes(u, stmt, form, a, b, c, bias, (m, k, k_b, n))
     compute = options.get("compute", "f32")
-    _check_gemm_types(u, stmt, a, b, c, bias, compute)
     epilogue = _epilogue(u, stmt, options, bias)
     aux, aux_ld = _aux(u, module, env, stmt, options, epilogue, c, m, n)
     bias_grad = _bias_grad(u, module, env, stmt, options, epilogue, c, m, n)
     backward = epilogue in ("drelu", "dgelu")
     _check_overlaps(u, (c, *([aux] if aux is not None and not backward else []), bias_grad),
                     (a, b, bias, aux if backward else None))
-    for view in (a, b, c, bias, aux, bias_grad):
-        if view is not None:
-            _check_alignment(u, view)
     name = u.node_name(f.body, f"gemm:{c.buffer.name}")  # named once it stands
     node = GemmNode(name, a, b, c, trans_a, trans_b, m, n, k, c.batch, alpha, beta, compute, epilogue,
                     bias, aux, aux_ld, bias_grad, _workspace(u, name, stmt.span), stmt.span, group=f.group)
@@ -236,24 +231,6 @@ def _check_shapes(u: Unroller, stmt, form: _Form, a: MatrixView, b: MatrixView, 
     if bias is not None and bias.cols != n:
         gemm_error(u, PC502, f"the bias holds {bias.cols} elements, the product has {n} columns",
                    bias.span, f"add a bias of {n} elements, one per column of the target")
-
-
-def _check_gemm_types(u: Unroller, stmt, a: MatrixView, b: MatrixView, c: MatrixView, bias, compute: str) -> None:
-    ta, tb, tc = a.buffer.dtype.name, b.buffer.dtype.name, c.buffer.dtype.name
-    problem = None
-    if ta not in INPUT_TYPES or ta != tb:
-        problem = f"operands of {ta} and {tb}: both must be f32, f16 or bf16, the same"
-    elif tc != ta and not (tc == "f32" and ta != "f32"):
-        problem = f"{ta} operands into {_a(tc)} target: the target holds {ta}, or f32"
-    elif compute == "tf32" and ta != "f32":
-        problem = f"`compute = tf32` with {ta} operands: TF32 rounds f32 inputs only"
-    elif bias is not None and bias.buffer.dtype.name != tc:
-        problem = (f"{_a(bias.buffer.dtype.name)} bias for {_a(tc)} target: the bias has the "
-                   "target's type")
-    if problem:
-        gemm_error(u, PC504, f"unsupported type combination: {problem}", stmt.span,
-                   "supported: f32, f16 or bf16 operands (f32 accumulation) into the same "
-                   "type or f32; TF32 for f32 operands")
 
 
 def _epilogue(u: Unroller, stmt, options: dict, bias) -> str:
@@ -338,22 +315,6 @@ def _check_overlaps(u: Unroller, written: tuple, read: tuple) -> None:
                            f"{min(output.stop, other.stop) - 1} of `{output.buffer.name}` are in "
                            "both", output.span, "write into elements no other operand uses; "
                            "only the accumulated target (`+ beta * c`) may be the target")
-
-
-def _check_alignment(u: Unroller, view: MatrixView) -> None:
-    size = view.buffer.dtype.size
-    if view.start * size % ALIGNMENT:
-        gemm_error(u, PC503, f"`{view.span.text}` starts {view.start * size} bytes into "
-                   f"`{view.buffer.name}`, not a multiple of {ALIGNMENT}", view.span,
-                   f"start operands at a multiple of {ALIGNMENT // size} elements")
-    if view.batched and view.batch > 1 and view.rows * view.cols * size % ALIGNMENT:
-        gemm_error(u, PC503, f"the matrices of `{view.span.text}` are {view.rows * view.cols * size} "
-                   f"bytes apart, not a multiple of {ALIGNMENT}", view.span,
-                   f"pad each matrix to a multiple of {ALIGNMENT // size} elements")
-    if view.rows > 1 and view.cols * size % ALIGNMENT:
-        gemm_error(u, PC503, f"the rows of `{view.span.text}` are {view.cols * size} bytes "
-                   f"apart, not a multiple of {ALIGNMENT}", view.span,
-                   f"pad rows to a multiple of {ALIGNMENT // size} elements")
 
 
 def _a(type_name: str) -> str:
