@@ -8,6 +8,7 @@ from .argument_kind import argument_kind
 from .baked_per_step_value import baked_per_step_value
 from .block_too_large import block_too_large
 from .buffer_smaller_than_extent import buffer_smaller_than_extent
+from .collective_operands import collective_operands
 from .context import CheckContext
 from .control_flow import condition_written_in_body, stale_after_branch, unbounded_while
 from .copy_mismatch import copy_mismatch
@@ -41,6 +42,7 @@ CHECKS = (
     invalid_grid,
     copy_mismatch,
     gemm_operands,
+    collective_operands,
     host_transfer_in_step,
     forbidden_instructions,
     shared_cufunction,

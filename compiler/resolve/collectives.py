@@ -6,16 +6,16 @@ rank comes from the communicator's token, `pipec.nccl: u8[1]`, which every colle
 writes: the hazard DAG then chains the collectives in program order (two independent ones
 could otherwise run in either order, differently on each rank, and deadlock). An allreduce or
 broadcast of several views is one node, one NCCL group: its calls run as one kernel, so no
-element may appear twice in it (PC604). The same sequence on every rank is checked here where
-it can be (PC603: no collective under a decision that may differ between ranks, ranks.py) and
-at start-up for the rest (the ranks compare the plan's collective sequence,
-runtime/distributed.py).
+element may appear twice in it (PC604, checked on the node: checks/collective_operands.py).
+The same sequence on every rank is checked here where it can be (PC603: no collective under
+a decision that may differ between ranks, ranks.py) and at start-up for the rest (the ranks
+compare the plan's collective sequence, runtime/distributed.py).
 """
 
 from __future__ import annotations
 
 from ...dsl import ast
-from ..codes import PC601, PC602, PC603, PC604
+from ..codes import PC601, PC602, PC603
 from ..consteval import ConstError, RuntimeValue, evaluate
 from ..diagnostics import Label
 from ..model import Access, Buffer, CollectiveNode, CollectiveOperand, Init, Mode, PointerArg
@@ -45,9 +45,7 @@ def resolve_collective(u: Unroller, f: Frame, stmt: ast.Collective) -> None:
     for operand, view in zip(operands, stmt.views):
         _check_collective_types(u, stmt, view, operand, op)
     root = _root(u, module, env, stmt) if stmt.root is not None else None
-    if stmt.dst is None:
-        _check_distinct(u, stmt, operands)
-    else:
+    if stmt.dst is not None:
         _check_counts(u, stmt, src, dst)
     _check_rank_operands(u, module, env, stmt)
     if u.divergence:
@@ -142,8 +140,6 @@ def _root(u: Unroller, module, env, stmt: ast.Collective) -> int:
 
 
 def _check_counts(u: Unroller, stmt: ast.Collective, src: PointerArg, dst: PointerArg) -> None:
-    if stmt.dst is None:
-        return
     world = u.launcher["WORLD_SIZE"]
     n_src, n_dst = src.stop - src.start, dst.stop - dst.start
     # allgather: each rank's src lands in its slot of dst; reducescatter: the reverse
@@ -164,21 +160,6 @@ def _check_counts(u: Unroller, stmt: ast.Collective, src: PointerArg, dst: Point
                            "`x[RANK * N : (RANK + 1) * N]`")
             raise Abort
 
-
-
-def _check_distinct(u: Unroller, stmt: ast.Collective, operands: tuple[CollectiveOperand, ...]) -> None:
-    """PC604: a group's calls run in one NCCL kernel, concurrently, so two views sharing an
-    element would race (reduced twice, or read while the other call writes it)."""
-    for later, (operand, view) in enumerate(zip(operands, stmt.views)):
-        for earlier, other in enumerate(operands[:later]):
-            a, b = other.src, operand.src
-            if a.buffer is b.buffer and a.start < b.stop and b.start < a.stop:
-                u.ctx.sink.add(PC604, f"`{stmt.kind}` names elements [{max(a.start, b.start)}:"
-                               f"{min(a.stop, b.stop)}] of `{a.buffer.name}` twice", view.span,
-                               "a group's calls run concurrently in one NCCL kernel: name each "
-                               "element once (one slice covering both views)",
-                               labels=(Label(stmt.views[earlier].span, "first named here"),))
-                raise Abort
 
 
 def nccl_token(u: Unroller) -> Buffer:
