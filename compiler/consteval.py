@@ -12,6 +12,7 @@ import math
 from typing import Any
 import operator
 from collections.abc import Callable
+from dataclasses import fields, is_dataclass
 
 from ..dsl import ast
 from ..dsl.errors import MAX_INT_BITS
@@ -217,6 +218,26 @@ def is_arithmetic(expr: ast.Expr, depth: int = _RECURSION_DEPTH) -> bool:
         return True
     return (kind is ast.Binary and depth > 0 and node.op not in ("and", "or")
             and is_arithmetic(node.left, depth - 1) and is_arithmetic(node.right, depth - 1))
+
+
+def names_read(expr: ast.Expr) -> tuple[str, ...]:
+    """The names an expression reads, each once (iteratively: chains may be long)."""
+    names: dict[str, None] = {}
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Name):
+            names[node.ident.text] = None
+        else:
+            for f in fields(node):
+                value = getattr(node, f.name)
+                pending.extend(v for v in (value if isinstance(value, tuple) else (value,))
+                               if _is_expression(v))
+    return tuple(names)
+
+
+def _is_expression(value) -> bool:
+    return is_dataclass(value) and not isinstance(value, (Span, ast.Ident))
 
 
 # What `_arith` computes for two integers, directly; `%` only where C's remainder and Python's

@@ -4,9 +4,8 @@ its pointer bindings, the parameters' constness and `out` annotations, and their
 from __future__ import annotations
 
 from ..dsl import ast
-from .consteval import ConstError, RuntimeValue, Value, evaluate
+from .consteval import ConstError, RuntimeValue, Value, evaluate, names_read
 from .model import Access, LaunchNode, Mode, Param, PointerArg, ValueArg
-from .resolve.scope import names_read
 
 
 def pointer_mode(param: Param, qualifier: str | None) -> Mode:

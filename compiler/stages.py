@@ -27,7 +27,7 @@ from .dag import _without_cycle_collection as without_cycle_collection
 from .diagnostics import Diagnostic, DiagnosticSink
 from .lower import build_plan
 from .model import Program, child_bodies
-from .resolve.resolver import Resolver
+from .resolve import resolve
 from .steps_per_launch import per_launch, unroll_step
 from .suppressions import apply_suppressions, find_suppressions
 from .toolchain import get_toolchain
@@ -76,8 +76,7 @@ def parse_source(source: SourceFile, c: Compilation) -> ast.Module | None:
 
 def resolve_program(tree: ast.Module, c: Compilation) -> Program:
     options = c.settings.compile
-    resolver = Resolver(options, c.sink, get_toolchain(options.compiler))
-    program = resolver.resolve(c.sources[0], tree)
+    program = resolve(c.sources[0], tree, options, c.sink, get_toolchain(options.compiler))
     c.sources[:] = program.sources
     return program
 

@@ -9,10 +9,12 @@ from .argument_kind import argument_kind
 from .baked_per_step_value import baked_per_step_value
 from .block_too_large import block_too_large
 from .buffer_smaller_than_extent import buffer_smaller_than_extent
+from .collective_operands import collective_operands
 from .context import CheckContext
 from .control_flow import condition_written_in_body, stale_after_branch, unbounded_while
 from .copy_mismatch import copy_mismatch
 from .forbidden_instructions import forbidden_instructions
+from .gemm_operands import gemm_operands
 from .host_transfer_in_step import host_transfer_in_step
 from .invalid_grid import invalid_grid
 from .null_pointer_argument import null_pointer_argument
@@ -39,6 +41,8 @@ CHECKS = (
     shared_memory_over_limit,
     invalid_grid,
     copy_mismatch,
+    gemm_operands,
+    collective_operands,
     host_transfer_in_step,
     forbidden_instructions,
     shared_cufunction,

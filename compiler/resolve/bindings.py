@@ -12,54 +12,47 @@ from ...dsl import ast
 from ..codes import PC113
 from ..consteval import Value
 from ..diagnostics import Label
-from .collectives import Collectives
-from .scope import Abort, LoadedModule
+from .context import Context
+from .ranks import reads_rank
+from .scope import Abort, ConstSymbol, InvalidSymbol, LoadedModule
 
 Bindings = dict[str, tuple[Value, ast.Keyword, bool]]  # name: value, binding, differs per rank
 
 
-class ImportBindings(Collectives):
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
-        self.bound_names: set[tuple[int, str]] = set()  # (id of module, constant) given a binding
+def evaluate_bindings(ctx: Context, module: LoadedModule, decl: ast.Import) -> Bindings:
+    """The values of `with (NAME = EXPR, ...)`, evaluated in the importing file, so that
+    its `-D` values and its per-rank constants flow into the imported file."""
+    bindings: Bindings = {}
+    for binding in decl.bindings:
+        name = binding.name.text
+        if name in bindings:
+            ctx.sink.add(PC113, f"`{name}` is bound twice", binding.name.span, "give each constant one value",
+                         labels=(Label(bindings[name][1].span, "first bound here"),))
+            continue
+        try:
+            value = ctx.const(module, binding.value)
+        except Abort:
+            continue  # reported; the file's own value stands
+        bindings[name] = (value, binding, reads_rank(module, {}, binding.value))
+    return bindings
 
-    def _bindings(self, module: LoadedModule, decl: ast.Import) -> Bindings:
-        """The values of `with (NAME = EXPR, ...)`, evaluated in the importing file, so that
-        its `-D` values and its per-rank constants flow into the imported file."""
-        bindings: Bindings = {}
-        for binding in decl.bindings:
-            name = binding.name.text
-            if name in bindings:
-                self.sink.add(PC113, f"`{name}` is bound twice", binding.name.span, "give each constant one value",
-                              labels=(Label(bindings[name][1].span, "first bound here"),))
-                continue
-            try:
-                value = self._const(module, binding.value)
-            except Abort:
-                continue  # reported; the file's own value stands
-            bindings[name] = (value, binding, self.reads_rank(module, {}, binding.value))
-        return bindings
 
-    def _is_bound(self, module: LoadedModule, name: str) -> bool:
-        """Whether the importer gave `module`'s constant `name` its value."""
-        return (id(module), name) in self.bound_names
-
-    def _check_bindings(self, module: LoadedModule) -> None:
-        """PC113 for each binding that names no constant the file itself declares."""
-        for name, (_, binding, _) in module.bindings.items():
-            if self._is_bound(module, name):
-                continue
-            symbol = module.scope.get(name)
-            if symbol is None or symbol.kind == "invalid":
-                what = f"declares no constant `{name}`"
-                hint = self._suggest(name, [n for n, s in module.scope.items() if s.kind == "const"],
-                                     "constants")
-            elif symbol.kind != "const":
-                what, hint = f"declares `{name}` as a {symbol.kind}, not a constant", "bind constants only"
-            else:
-                what = f"takes `{name}` from elsewhere (another import or the launcher)"
-                hint = "bind a constant where it is declared; launcher constants are set by `-D`"
-            self.sink.add(PC113, f"`{module.path.name}` {what}", binding.name.span, hint)
+def check_bindings(ctx: Context, module: LoadedModule, bound: set[tuple[int, str]]) -> None:
+    """PC113 for each binding that names no constant the file itself declares; `bound` holds
+    (id of module, constant) for each constant the importer's value replaced."""
+    for name, (_, binding, _) in module.bindings.items():
+        if (id(module), name) in bound:
+            continue
+        symbol = module.scope.get(name)
+        if symbol is None or isinstance(symbol, InvalidSymbol):
+            what = f"declares no constant `{name}`"
+            hint = ctx.suggest(name, module.names_of(ConstSymbol), "constants")
+        elif not isinstance(symbol, ConstSymbol):
+            what, hint = f"declares `{name}` as a {symbol.what}, not a constant", "bind constants only"
+        else:
+            what = f"takes `{name}` from elsewhere (another import or the launcher)"
+            hint = "bind a constant where it is declared; launcher constants are set by `-D`"
+        ctx.sink.add(PC113, f"`{module.path.name}` {what}", binding.name.span, hint)
 
 
 def instance(bindings: Bindings) -> tuple:

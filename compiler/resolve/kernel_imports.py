@@ -1,5 +1,5 @@
-"""Kernel imports: `from "file.cu" import k` runs kernel analysis (kernels.py) and turns its
-records into model kernels, with spans in the CUDA source for signatures and findings."""
+"""Kernel imports: `from "file.cu" import k` runs kernel analysis (kernel_analysis.py) and turns
+its records into model kernels, with spans in the CUDA source for signatures and findings."""
 
 from __future__ import annotations
 
@@ -9,74 +9,75 @@ from pathlib import Path
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
 from .. import kernel_analysis
 from ..codes import PC106, PC109
-from ..config import CompileOptions
-from ..diagnostics import DiagnosticSink, Label
+from ..diagnostics import Label
 from ..kernel_records import CallSite, KernelRecord, SourceLocation
 from ..model import DTYPES, Extent, Kernel, KernelFinding, KernelSource, Param
-from .scope import LoadedModule, Scope, Symbol
 from ..source_scan import ExtentAnnotation
 from ..toolchain import CompileFailed
+from .context import Context
 
 _COMPILER_ERROR = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)\s*:?\s*(?P<msg>.*)$", re.M)
 
 
-class KernelImports(Scope):
+class KernelImporter:
     """Owns the CUDA sources read so far and one model kernel per (source, name)."""
 
-    def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
-        super().__init__(options, sink, toolchain)
-        self.kernel_files: dict[Path, SourceFile] = {}
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.files: dict[Path, SourceFile] = {}
         # one object per kernel identity (its source's analysis key, which covers the path, the
         # content and the compile options, and its name), however often it is imported
         self.kernels: dict[tuple[str, str], Kernel] = {}
 
-    def _import_kernels(self, module: LoadedModule, decl: ast.Import, path: Path) -> None:
+    def import_kernels(self, decl: ast.Import, path: Path) -> list[tuple[ast.Ident, Kernel | None]]:
+        """The kernels the import names, each None when it is not there (reported)."""
+        options = self.ctx.options
         try:
-            analysis = kernel_analysis.analyze(
-                path, self.options.include_dirs, self.toolchain, self.options.virtual_arch
-            )
+            analysis = kernel_analysis.analyze(path, options.include_dirs, self.ctx.toolchain,
+                                               options.virtual_arch)
         except CompileFailed as failure:
             self._report_compile_failure(path, failure, decl.path.span)
-            self._mark_invalid(module, decl.names or ())
-            return
-        source = self._kernel_file(path)
+            return [(ident, None) for ident in decl.names or ()]
+        source = self.source(path)
         names = decl.names or tuple(ast.Ident(n, decl.path.span) for n in analysis.kernels)
+        found: list[tuple[ast.Ident, Kernel | None]] = []
         for ident in names:
             record = analysis.kernels.get(ident.text)
             if record is None:
                 mangled = [m for m in analysis.mangled if ident.text in m]
                 hint = (f"`{ident.text}` is compiled with a C++ name; declare it `extern \"C\"`"
-                        if mangled else self._suggest(ident.text, analysis.kernels, "kernels"))
-                self.sink.add(PC106, f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint)
-                self._mark_invalid(module, (ident,))
+                        if mangled else self.ctx.suggest(ident.text, analysis.kernels, "kernels"))
+                self.ctx.sink.add(PC106, f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint)
+                found.append((ident, None))
                 continue
             kernel = self.kernels.get((analysis.key, ident.text))
             if kernel is None:
                 kernel = self._kernel(ident, record, path, source, analysis.key)
                 self.kernels[analysis.key, ident.text] = kernel
-            self._declare(module, ident, Symbol("kernel", kernel, ident.span))
+            found.append((ident, kernel))
+        return found
 
-    def _kernel_file(self, path: Path) -> SourceFile:
-        if path not in self.kernel_files:
-            self.kernel_files[path] = SourceFile.read(path)
-        return self.kernel_files[path]
+    def source(self, path: Path) -> SourceFile:
+        if path not in self.files:
+            self.files[path] = SourceFile.read(path)
+        return self.files[path]
 
     def _report_compile_failure(self, path: Path, failure: CompileFailed, via: Span) -> None:
-        source = self._kernel_file(path)
+        source = self.source(path)
         reported = 0
         for m in _COMPILER_ERROR.finditer(failure.log):
             if Path(m.group("file")).name != path.name or reported >= 5:
                 continue
             line = min(int(m.group("line")), source.line_count)
-            self.sink.add(PC106, f"kernel source does not compile: {m.group('msg').strip()}",
-                          Span.of_line(source, line),
-                          failure.advice or "fix the CUDA source; the note shows how it was compiled",
-                          labels=(Label(via, "imported here"),), notes=(failure.command,))
+            self.ctx.sink.add(PC106, f"kernel source does not compile: {m.group('msg').strip()}",
+                              Span.of_line(source, line),
+                              failure.advice or "fix the CUDA source; the note shows how it was compiled",
+                              labels=(Label(via, "imported here"),), notes=(failure.command,))
             reported += 1
         if not reported:
-            self.sink.add(PC106, f"`{path.name}` does not compile", via,
-                          failure.advice or "fix the CUDA source; the compiler's log follows",
-                          notes=(failure.log.strip()[-2000:], failure.command))
+            self.ctx.sink.add(PC106, f"`{path.name}` does not compile", via,
+                              failure.advice or "fix the CUDA source; the compiler's log follows",
+                              notes=(failure.log.strip()[-2000:], failure.command))
 
     def _kernel(self, ident: ast.Ident, record: KernelRecord, path: Path, source: SourceFile,
                 key: str) -> Kernel:
@@ -90,15 +91,15 @@ class KernelImports(Scope):
             for p in record.params
         )
         if where is None:
-            self.sink.add(PC109, f"pipec cannot find the declaration of `{ident.text}` in "
-                          f"`{path.name}`: its parameters are named by position and no "
-                          "`/// pipec:` annotation applies to it", ident.span,
-                          "write the kernel's name in the source, or let a macro take it as an "
-                          "argument: `#define K(name) __global__ void name(...)`, then `K(my_kernel)`")
+            self.ctx.sink.add(PC109, f"pipec cannot find the declaration of `{ident.text}` in "
+                              f"`{path.name}`: its parameters are named by position and no "
+                              "`/// pipec:` annotation applies to it", ident.span,
+                              "write the kernel's name in the source, or let a macro take it as an "
+                              "argument: `#define K(name) __global__ void name(...)`, then `K(my_kernel)`")
         for unreadable in record.unreadable_annotations:
-            self.sink.add(PC106, "cannot read this `pipec:` annotation",
-                          Span(source, unreadable.start, unreadable.end),
-                          "annotations are `pipec: extent NAME = EXPR` and `pipec: out NAME`")
+            self.ctx.sink.add(PC106, "cannot read this `pipec:` annotation",
+                              Span(source, unreadable.start, unreadable.end),
+                              "annotations are `pipec: extent NAME = EXPR` and `pipec: out NAME`")
         findings = tuple(
             KernelFinding(f.rule, f.instruction, self._cuda_span(f.reported_at, decl_span),
                           self._trail(f.location, f.reached_from, f"`{f.instruction}` itself"
@@ -113,8 +114,8 @@ class KernelImports(Scope):
         try:
             return Extent(parse_expression(source, extent.where.start, extent.where.end), span)
         except PipeSyntaxError as error:
-            self.sink.add(PC106, f"cannot read the extent expression: {error.message}", span,
-                          "write it like a .pipe constant expression over the kernel's scalar parameters")
+            self.ctx.sink.add(PC106, f"cannot read the extent expression: {error.message}", span,
+                              "write it like a .pipe constant expression over the kernel's scalar parameters")
             return None
 
     def _trail(self, location: SourceLocation | None, reached_from: tuple[CallSite, ...],
@@ -134,7 +135,7 @@ class KernelImports(Scope):
             return fallback
         path = Path(location.file)
         try:
-            source = self._kernel_file(path.resolve())
+            source = self.source(path.resolve())
         except OSError:
             return fallback
         line = min(max(location.line, 1), source.line_count)

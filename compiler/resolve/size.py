@@ -24,7 +24,8 @@ from ...dsl.errors import MAX_NESTING
 from ...errors import Error
 from ..codes import PC111, PC112
 from ..consteval import ConstError, RuntimeValue, evaluate
-from .scope import Abort, LoadedModule, Scope
+from .context import Context
+from .scope import Abort, BufferSymbol, GraphSymbol, LoadedModule
 
 MAX_NODES = 1_000_000  # nodes of the step and init together, child graphs' nodes included
 MAX_ITERATIONS = 1_000_000  # loop iterations the unrolling may walk, nested loops multiplied
@@ -66,36 +67,35 @@ class _TooDeep(Error):
         self.stmt = stmt
 
 
-class Sizing(Scope):
+class Sizer:
     """Owns the size counted so far, the per-argument sizes of graph bodies with the nesting
     depth inside each, and the nesting depth of the statement being sized."""
 
-    def __init__(self, *args) -> None:
-        super().__init__(*args)
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
         self.size_so_far = Size()
-        self.too_deep = False
         self.graph_sizes: dict[tuple, tuple[Size, int]] = {}
         self.nesting = 0  # blocks and graph uses around the statement being sized
         self.deepest = 0  # the most seen so far, for the depth inside a graph body
 
-    def _measure(self, module: LoadedModule, roots: list[ast.Block]) -> None:
-        """Size the root blocks together, reporting the statement that crosses a limit; after
-        it, `size_so_far.too_large` tells the unrolling to build nothing."""
-        self.values = {}  # the scopes are complete: values of expressions can be kept
+    def measure(self, module: LoadedModule, roots: list[ast.Block]) -> bool:
+        """Size the root blocks together, reporting the statement that crosses a limit; whether
+        the program fits, so that the unrolling builds something."""
+        self.ctx.keep_values()  # the scopes are complete: values of expressions can be kept
         for stmt in (stmt for block in roots for stmt in block.stmts):
             try:
                 self.size_so_far += self._size(module, {}, frozenset(), stmt, (), self.size_so_far)
             except _TooLarge as over:
                 self.size_so_far = over.size
             except _TooDeep as deep:
-                self.too_deep = True
-                self.sink.add(PC112, f"graph uses and blocks nest more than {MAX_NESTING} levels "
-                              "deep here", deep.stmt.span, "use fewer levels of graphs within "
-                              "graphs: let one graph use several others in turn")
-                return
+                self.ctx.sink.add(PC112, f"graph uses and blocks nest more than {MAX_NESTING} levels "
+                                  "deep here", deep.stmt.span, "use fewer levels of graphs within "
+                                  "graphs: let one graph use several others in turn")
+                return False
             if self.size_so_far.too_large:
                 self._report_too_large(stmt, self.size_so_far)
-                return
+                return False
+        return True
 
     def _report_too_large(self, stmt, size: Size) -> None:
         if size.nodes > MAX_NODES:
@@ -103,9 +103,9 @@ class Sizing(Scope):
         else:
             what = (f"{size.iterations} loop iterations; unrolling walks at most {MAX_ITERATIONS} "
                     "(nested loops multiply)")
-        self.sink.add(PC111, f"unrolling would reach at least {what}", stmt.span,
-                      "let one kernel launch do the repeated work (a larger grid, a loop inside "
-                      "the kernel) instead of unrolling it into nodes")
+        self.ctx.sink.add(PC111, f"unrolling would reach at least {what}", stmt.span,
+                          "let one kernel launch do the repeated work (a larger grid, a loop inside "
+                          "the kernel) instead of unrolling it into nodes")
 
     def _size(self, module: LoadedModule, env: dict, unknown: frozenset, stmt, stack: tuple,
               before: Size, lower: bool = False) -> Size:
@@ -191,9 +191,9 @@ class Sizing(Scope):
     def _size_of_graph_use(self, module, env, unknown, stmt: ast.GraphCall, stack, before: Size,
                            lower: bool) -> Size:
         symbol = module.scope.get(stmt.name.text)
-        if symbol is None or symbol.kind != "graph":
+        if not isinstance(symbol, GraphSymbol):
             return Size()
-        decl: ast.GraphDecl = symbol.value
+        decl = symbol.decl
         if decl.name.text in stack or len(stmt.args) != len(decl.params):
             return Size()
         values = tuple(self._value(module, env, unknown, a, lower) for a in stmt.args)
@@ -216,7 +216,7 @@ class Sizing(Scope):
     def _value(self, module, env, unknown, expr: ast.Expr, lower: bool):
         """The expression's value, None when the unrolling would reject it; when it reads a
         variable in `unknown`, None for a lower bound, else _DependsOnLoop."""
-        lookup = self._lookup(module, env)
+        lookup = self.ctx.lookup(module, env)
 
         def known(ident: ast.Ident):
             if ident.text in unknown:
@@ -239,7 +239,7 @@ class Sizing(Scope):
             return False
         name = expr.base.ident.text
         symbol = None if name in env else module.scope.get(name)
-        return symbol is not None and symbol.kind == "buffer"
+        return isinstance(symbol, BufferSymbol)
 
 
 def _statements(block) -> tuple:

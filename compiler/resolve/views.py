@@ -5,12 +5,13 @@ GEMM nodes from them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, NoReturn
+from typing import NoReturn
 
-from ...dsl import ast
+from ...dsl import Span, ast
 from ..codes import PC103, PC501, PC502, Rule
-from ..model import Buffer, MatrixView, PointerArg
-from .scope import Abort, Scope
+from ..model import Buffer, MatrixView
+from .scope import Abort, BufferSymbol, InvalidSymbol
+from .unroll import Unroller
 
 
 def product(dims) -> int:
@@ -20,102 +21,105 @@ def product(dims) -> int:
     return count
 
 
-class MatrixViews(Scope):
-    """Mixed into the unrolling pass; uses its `_pointer`."""
+def gemm_error(u: Unroller, rule: Rule, message: str, span: Span, hint: str) -> NoReturn:
+    u.ctx.sink.add(rule, message, span, hint)
+    raise Abort
 
-    if TYPE_CHECKING:  # the unrolling pass's, which this is mixed into
-        _pointer: Callable[..., PointerArg | None]
 
-    def _gemm_error(self, rule: Rule, message: str, span, hint: str) -> NoReturn:
-        self.sink.add(rule, message, span, hint)
-        raise Abort
+def _view(u: Unroller, module, env, expr: ast.Expr) -> tuple[Buffer, int, tuple[int, ...]] | None:
+    """(buffer, first element, dimensions) of a view expression; None for an expression
+    that names no buffer."""
+    if isinstance(expr, ast.Name):
+        name = expr.ident.text
+        symbol = None if name in env else module.scope.get(name)
+        if isinstance(symbol, InvalidSymbol):
+            raise Abort  # its declaration's error is reported
+        if symbol is None and name not in env:
+            gemm_error(u, PC103, f"undefined name `{name}`", expr.span,
+                       u.ctx.suggest(name, list(module.scope), "declarations"))
+        if not isinstance(symbol, BufferSymbol):
+            return None
+        return symbol.buffer, 0, symbol.buffer.shape
+    if isinstance(expr, ast.Slice):
+        pointer = u.pointer(module, env, expr, None, expr.span)
+        if pointer is None:
+            return None
+        return pointer.buffer, pointer.start, (pointer.stop - pointer.start,)
+    if isinstance(expr, ast.Index):
+        return _indexed(u, module, env, expr)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.ident.text == "view":
+        return _reshaped(u, module, env, expr)
+    return None
 
-    def _view(self, module, env, expr: ast.Expr) -> tuple[Buffer, int, tuple[int, ...]] | None:
-        """(buffer, first element, dimensions) of a view expression; None for an expression
-        that names no buffer."""
-        if isinstance(expr, ast.Name):
-            name = expr.ident.text
-            symbol = None if name in env else module.scope.get(name)
-            if symbol is not None and symbol.kind == "invalid":
-                raise Abort  # its declaration's error is reported
-            if symbol is None and name not in env:
-                self._gemm_error(PC103, f"undefined name `{name}`", expr.span,
-                                 self._suggest(name, list(module.scope), "declarations"))
-            if symbol is None or symbol.kind != "buffer":
-                return None
-            buffer: Buffer = symbol.value
-            return buffer, 0, buffer.shape
-        if isinstance(expr, ast.Slice):
-            pointer = self._pointer(module, env, expr, None, expr.span)
-            if pointer is None:
-                return None
-            return pointer.buffer, pointer.start, (pointer.stop - pointer.start,)
-        if isinstance(expr, ast.Index):
-            base = self._view(module, env, expr.base)
-            if base is None:
-                return None
-            buffer, start, dims = base
-            items = expr.index.items if isinstance(expr.index, ast.TupleLit) else (expr.index,)
-            if len(items) >= len(dims):
-                self._gemm_error(PC502, f"`{expr.span.text}` indexes {len(items)} of the "
-                                 f"{len(dims)} dimensions of `{buffer.name}`, leaving no matrix",
-                                 expr.span, "index leading dimensions only: the trailing two "
-                                 "(three for a batch) remain")
-            for item, dim in zip(items, dims):
-                index = self._int(module, env, item, "an index")
-                if not 0 <= index < dim:
-                    self._gemm_error(PC502, f"index {index} lies outside a dimension of {dim}",
-                                     item.span, f"indices run from 0 to {dim - 1}")
-                dims = dims[1:]
-                start += index * product(dims)
-            return buffer, start, dims
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.ident.text == "view":
-            return self._reshaped(module, env, expr)
+
+def _indexed(u: Unroller, module, env, expr: ast.Index) -> tuple[Buffer, int, tuple[int, ...]] | None:
+    """`x[i]`, `x[i, j]`: the matrix (or batch) the leading indices select."""
+    base = _view(u, module, env, expr.base)
+    if base is None:
         return None
+    buffer, start, dims = base
+    items = expr.index.items if isinstance(expr.index, ast.TupleLit) else (expr.index,)
+    if len(items) >= len(dims):
+        gemm_error(u, PC502, f"`{expr.span.text}` indexes {len(items)} of the "
+                   f"{len(dims)} dimensions of `{buffer.name}`, leaving no matrix",
+                   expr.span, "index leading dimensions only: the trailing two "
+                   "(three for a batch) remain")
+    for item, dim in zip(items, dims):
+        index = u.ctx.integer(module, env, item, "an index")
+        if not 0 <= index < dim:
+            gemm_error(u, PC502, f"index {index} lies outside a dimension of {dim}",
+                       item.span, f"indices run from 0 to {dim - 1}")
+        dims = dims[1:]
+        start += index * product(dims)
+    return buffer, start, dims
 
-    def _reshaped(self, module, env, call: ast.Call):
-        if len(call.args) not in (3, 4) or call.keywords:
-            self._gemm_error(PC501, "`view` takes a buffer and two or three dimensions",
-                             call.span, "write `view(x, ROWS, COLS)` or `view(x, BATCH, ROWS, COLS)`")
-        inner = self._view(module, env, call.args[0])
-        if inner is None:
-            self._gemm_error(PC501, f"`view` reinterprets a buffer, found `{call.args[0].span.text}`",
-                             call.args[0].span, "name a buffer or a slice of one, e.g. `x[0:1024]`")
-        buffer, start, dims = inner
-        shape = tuple(self._int(module, env, d, "a view's dimension") for d in call.args[1:])
-        if min(shape) <= 0 or product(shape) != product(dims):
-            self._gemm_error(PC502, f"`{call.span.text}` holds {product(shape)} elements, "
-                             f"`{call.args[0].span.text}` {product(dims)}", call.span,
-                             "a view reinterprets the elements it names: the counts must agree")
-        return buffer, start, shape
 
-    def _required_view(self, module, env, expr: ast.Expr, what: str) -> tuple[Buffer, int, tuple[int, ...]]:
-        view = self._view(module, env, expr)
-        if view is None:
-            self._gemm_error(PC501, f"the {what} must be a buffer, an index of one or a `view`, "
-                             f"found `{expr.span.text}`", expr.span,
-                             "name a buffer `x`, a matrix of it `x[i]`, or `view(x[a:b], ROWS, COLS)`")
-        return view
+def _reshaped(u: Unroller, module, env, call: ast.Call):
+    if len(call.args) not in (3, 4) or call.keywords:
+        gemm_error(u, PC501, "`view` takes a buffer and two or three dimensions",
+                   call.span, "write `view(x, ROWS, COLS)` or `view(x, BATCH, ROWS, COLS)`")
+    inner = _view(u, module, env, call.args[0])
+    if inner is None:
+        gemm_error(u, PC501, f"`view` reinterprets a buffer, found `{call.args[0].span.text}`",
+                   call.args[0].span, "name a buffer or a slice of one, e.g. `x[0:1024]`")
+    buffer, start, dims = inner
+    shape = tuple(u.ctx.integer(module, env, d, "a view's dimension") for d in call.args[1:])
+    if min(shape) <= 0 or product(shape) != product(dims):
+        gemm_error(u, PC502, f"`{call.span.text}` holds {product(shape)} elements, "
+                   f"`{call.args[0].span.text}` {product(dims)}", call.span,
+                   "a view reinterprets the elements it names: the counts must agree")
+    return buffer, start, shape
 
-    def _elements(self, module, env, expr: ast.Expr, what: str) -> MatrixView:
-        """An output the library lays out itself (aux, the bias gradient): elements in a row."""
-        buffer, start, dims = self._required_view(module, env, expr, what)
-        return MatrixView(buffer, start, 1, 1, product(dims), False, expr.span)
 
-    def _matrix(self, module, env, expr: ast.Expr, what: str, least: int = 2) -> MatrixView:
-        buffer, start, dims = self._required_view(module, env, expr, what)
-        if not least <= len(dims) <= 3:
-            shapes = "a vector" if least == 1 and len(dims) > 1 else "a matrix (2-D) or a batch of them (3-D)"
-            self._gemm_error(PC502, f"the {what} `{expr.span.text}` has {len(dims)} dimension"
-                             f"{'s' * (len(dims) != 1)} {list(dims)}; it must be {shapes}", expr.span,
-                             "index leading dimensions (`x[i]`) or reinterpret with `view(x, ...)`")
-        if len(dims) == 1:
-            dims = (1, dims[0])
-        batch = dims[0] if len(dims) == 3 else 1
-        return MatrixView(buffer, start, batch, dims[-2], dims[-1], len(dims) == 3, expr.span)
+def _required_view(u: Unroller, module, env, expr: ast.Expr, what: str) -> tuple[Buffer, int, tuple[int, ...]]:
+    view = _view(u, module, env, expr)
+    if view is None:
+        gemm_error(u, PC501, f"the {what} must be a buffer, an index of one or a `view`, "
+                   f"found `{expr.span.text}`", expr.span,
+                   "name a buffer `x`, a matrix of it `x[i]`, or `view(x[a:b], ROWS, COLS)`")
+    return view
 
-    def _operand(self, module, env, expr: ast.Expr, what: str) -> tuple[MatrixView, bool]:
-        transposed = isinstance(expr, ast.Attribute) and expr.name.text == "T"
-        inner = expr.base if isinstance(expr, ast.Attribute) and transposed else expr
-        matrix = self._matrix(module, env, inner, what)
-        return matrix, transposed
+
+def elements(u: Unroller, module, env, expr: ast.Expr, what: str) -> MatrixView:
+    """An output the library lays out itself (aux, the bias gradient): elements in a row."""
+    buffer, start, dims = _required_view(u, module, env, expr, what)
+    return MatrixView(buffer, start, 1, 1, product(dims), False, expr.span)
+
+
+def matrix(u: Unroller, module, env, expr: ast.Expr, what: str, least: int = 2) -> MatrixView:
+    buffer, start, dims = _required_view(u, module, env, expr, what)
+    if not least <= len(dims) <= 3:
+        shapes = "a vector" if least == 1 and len(dims) > 1 else "a matrix (2-D) or a batch of them (3-D)"
+        gemm_error(u, PC502, f"the {what} `{expr.span.text}` has {len(dims)} dimension"
+                   f"{'s' * (len(dims) != 1)} {list(dims)}; it must be {shapes}", expr.span,
+                   "index leading dimensions (`x[i]`) or reinterpret with `view(x, ...)`")
+    if len(dims) == 1:
+        dims = (1, dims[0])
+    batch = dims[0] if len(dims) == 3 else 1
+    return MatrixView(buffer, start, batch, dims[-2], dims[-1], len(dims) == 3, expr.span)
+
+
+def operand(u: Unroller, module, env, expr: ast.Expr, what: str) -> tuple[MatrixView, bool]:
+    transposed = isinstance(expr, ast.Attribute) and expr.name.text == "T"
+    inner = expr.base if isinstance(expr, ast.Attribute) and transposed else expr
+    return matrix(u, module, env, inner, what), transposed

@@ -13,8 +13,9 @@ import os
 from ...dsl import ast
 from ..codes import PC103, PC108, PC305, PC306, PC307
 from ..model import Kernel, Waiver
-from .declare import Declarations
-from .scope import LoadedModule
+from .context import Context
+from .files import ProjectFiles
+from .scope import InvalidSymbol, KernelSymbol, LoadedModule
 
 WAIVABLE_RULES = {
     "atomics": "atomics", "atomic_operation": "atomics", PC305.code: "atomics",
@@ -23,56 +24,56 @@ WAIVABLE_RULES = {
 }
 
 
-class Waivers(Declarations):
-    """Reads the kernels the imports loaded (`self.kernels`) and finds files like imports."""
+def program_waivers(ctx: Context, files: ProjectFiles, kernels: list[Kernel],
+                    module: LoadedModule) -> list[Waiver]:
+    """The main file's waivers, each naming kernels among `kernels`, those imported."""
+    waivers = []
+    for decl in module.tree.decls:
+        if not isinstance(decl, ast.WaiveDecl):
+            continue
+        rule = WAIVABLE_RULES.get(decl.rule.text)
+        if rule is None:
+            ctx.sink.add(PC108, f"`{decl.rule.text}` cannot be waived", decl.rule.span,
+                         "waivable rules: atomics, spin_wait, fence_barrier")
+            continue
+        waived = _waived_kernels(ctx, files, kernels, module, decl)
+        if waived and not decl.reason.value.strip():
+            ctx.sink.add(PC108, "a waiver needs a reason", decl.reason.span,
+                         "say why this kernel is safe despite the rule")
+        elif waived:
+            waivers += [Waiver(rule, kernel, decl.reason.value, decl.span) for kernel in waived]
+    return waivers
 
-    def _waivers(self, module: LoadedModule) -> list[Waiver]:
-        waivers = []
-        for decl in module.tree.decls:
-            if not isinstance(decl, ast.WaiveDecl):
-                continue
-            rule = WAIVABLE_RULES.get(decl.rule.text)
-            if rule is None:
-                self.sink.add(PC108, f"`{decl.rule.text}` cannot be waived", decl.rule.span,
-                              "waivable rules: atomics, spin_wait, fence_barrier")
-                continue
-            kernels = self._waived_kernels(module, decl)
-            if kernels and not decl.reason.value.strip():
-                self.sink.add(PC108, "a waiver needs a reason", decl.reason.span,
-                              "say why this kernel is safe despite the rule")
-            elif kernels:
-                waivers += [Waiver(rule, kernel, decl.reason.value, decl.span) for kernel in kernels]
-        return waivers
 
-    def _waived_kernels(self, module: LoadedModule, decl: ast.WaiveDecl) -> list[Kernel]:
-        """The kernels the waiver names (one, or one per compilation of a source), or none
-        after a report."""
-        name = decl.kernel.text
-        if decl.file is not None:
-            target, refused = self._find_file(module.path.parent, decl.file.value)
-            if target is None and refused:
-                self._refuse(decl.file.value, decl.file.span)
-                return []
-            found = [k for k in self.kernels.values() if k.name == name and k.source.path == target]
-            if not found:
-                self.sink.add(PC103, f"no kernel `{name}` is imported from `{decl.file.value}`",
-                              decl.kernel.span, "name a kernel source the pipeline imports, "
-                              "with its path as in the import")
-            return found
-        symbol = module.scope.get(name)
-        if symbol is not None and symbol.kind == "invalid":
-            return []  # its import failed, and was reported
-        if symbol is not None and symbol.kind == "kernel":
-            kernel: Kernel = symbol.value
-            return [kernel]
-        found = [k for k in self.kernels.values() if k.name == name]
-        if len(found) > 1:
-            sources = ", ".join(f'`"{os.path.relpath(k.source.path, module.path.parent)}":{name}`'
-                                for k in found)
-            self.sink.add(PC108, f"`{name}` names {len(found)} kernels of different sources",
-                          decl.kernel.span, f"name the one to waive: {sources}")
+def _waived_kernels(ctx: Context, files: ProjectFiles, kernels: list[Kernel], module: LoadedModule,
+                    decl: ast.WaiveDecl) -> list[Kernel]:
+    """The kernels the waiver names (one, or one per compilation of a source), or none
+    after a report."""
+    name = decl.kernel.text
+    if decl.file is not None:
+        target, refused = files.find(module.path.parent, decl.file.value)
+        if target is None and refused:
+            files.refuse(decl.file.value, decl.file.span)
             return []
+        found = [k for k in kernels if k.name == name and k.source.path == target]
         if not found:
-            self.sink.add(PC103, f"`{name}` is not an imported kernel", decl.kernel.span,
-                          self._suggest(name, module.scope, "kernels"))
+            ctx.sink.add(PC103, f"no kernel `{name}` is imported from `{decl.file.value}`",
+                         decl.kernel.span, "name a kernel source the pipeline imports, "
+                         "with its path as in the import")
         return found
+    symbol = module.scope.get(name)
+    if isinstance(symbol, InvalidSymbol):
+        return []  # its import failed, and was reported
+    if isinstance(symbol, KernelSymbol):
+        return [symbol.kernel]
+    found = [k for k in kernels if k.name == name]
+    if len(found) > 1:
+        sources = ", ".join(f'`"{os.path.relpath(k.source.path, module.path.parent)}":{name}`'
+                            for k in found)
+        ctx.sink.add(PC108, f"`{name}` names {len(found)} kernels of different sources",
+                     decl.kernel.span, f"name the one to waive: {sources}")
+        return []
+    if not found:
+        ctx.sink.add(PC103, f"`{name}` is not an imported kernel", decl.kernel.span,
+                     ctx.suggest(name, module.scope, "kernels"))
+    return found

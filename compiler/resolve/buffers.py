@@ -1,0 +1,183 @@
+"""Buffer declarations in the declaration pass: `buffer NAME: TYPE[SHAPE] = INIT`, with the
+element type (or a constant naming one), the shape, labels and the initial value checked
+(PC107), a `load("file.npy")` against the file's header."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...dsl import ast
+from ..codes import PC107
+from ..consteval import Value, literal, representable
+from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init
+from .context import Context
+from .files import ProjectFiles
+from .scope import Abort, ConstSymbol, LoadedModule
+
+MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
+INT64_MAX = (1 << 63) - 1
+
+
+def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.BufferDecl) -> Buffer:
+    """A buffer declaration's buffer: its element type, shape, labels and initial value."""
+    type_name = decl.dtype.text
+    symbol = module.scope.get(type_name)
+    if isinstance(symbol, ConstSymbol) and isinstance(symbol.value, str):
+        type_name = symbol.value  # `const DT = "bf16"`: a type chosen by a constant (`-D`)
+    dtype = DTYPES.get(type_name)
+    if dtype is None or type_name not in BUFFER_DTYPES:
+        named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
+        ctx.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
+                     "element types: " + ", ".join(BUFFER_DTYPES))
+        raise Abort
+    shape = tuple(ctx.integer(module, {}, d, "a dimension") for d in decl.shape)
+    for dim, expr in zip(shape, decl.shape):
+        if dim <= 0:
+            ctx.sink.add(PC107, f"dimension {dim} is not positive", expr.span,
+                         "every dimension must be at least 1")
+            raise Abort
+    count = int(np.prod(shape, dtype=object))
+    if count > INT64_MAX:
+        ctx.sink.add(PC107, f"the shape holds {count} elements, more than a 64-bit count "
+                     "can hold", decl.span, "a buffer's element count must fit in int64")
+        raise Abort
+    if count * dtype.size > MAX_BUFFER_BYTES:
+        ctx.sink.add(PC107, f"`{decl.name.text}` takes {count * dtype.size} bytes, more than "
+                     f"the {MAX_BUFFER_BYTES} (1 TiB) any device holds", decl.span,
+                     "split the data, or keep it on the host and stream it in")
+        raise Abort
+    labels = tuple(label.text for label in decl.labels)
+    if len(labels) > count:
+        ctx.sink.add(PC107, f"{len(labels)} labels for {count} elements",
+                     decl.labels[count].span, "give at most one label per element")
+        raise Abort
+    if labels and not decl.mapped:
+        ctx.sink.add(PC107, "labels name the elements piperun reads back, so they need a "
+                     "`mapped` buffer", decl.labels[0].span, "add `mapped` or drop the labels")
+        raise Abort
+    init = _init(ctx, files, module, decl, dtype, shape)
+    return Buffer(decl.name.text, dtype, shape, decl.mapped, labels, init, decl.span, decl.replicated)
+
+
+def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.BufferDecl, dtype,
+          shape) -> Init:
+    """The initial value: zeros (also without one), uninit, fill, uniform, normal or load."""
+    expr = decl.init
+    if expr is None:
+        return Init("zeros")
+    hint = "initial values: zeros, uninit, fill(v), uniform(lo, hi, seed=s), normal(mean, std, seed=s), load(\"file.npy\")"
+    if isinstance(expr, ast.Name) and expr.ident.text in ("zeros", "uninit"):
+        return Init(expr.ident.text)
+    if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
+        ctx.sink.add(PC107, f"`{expr.span.text}` is not an initial value", expr.span, hint)
+        raise Abort
+    kind = expr.func.ident.text
+    arity = {"fill": 1, "uniform": 2, "normal": 2, "load": 1}.get(kind)
+    if arity is None:
+        ctx.sink.add(PC107, f"unknown initial value `{kind}`", expr.func.span, hint)
+        raise Abort
+    if len(expr.args) != arity:
+        ctx.sink.add(PC107, f"`{kind}` takes {arity} argument{'s' * (arity > 1)}", expr.span, hint)
+        raise Abort
+    args = tuple(ctx.const(module, a) for a in expr.args)
+    seed = _seed(ctx, module, expr, kind, hint)
+    if kind == "load":
+        return _load_init(ctx, files, module, expr, args[0], dtype, shape)
+    for value, arg in zip(args, expr.args):
+        if isinstance(value, (bool, str)):
+            ctx.sink.add(PC107, f"`{kind}` needs numbers, found `{literal(value)}`", arg.span, hint)
+            raise Abort
+    if kind == "fill":
+        problem = representable(args[0], dtype)
+        if problem:
+            ctx.sink.add(PC107, f"fill value {problem}", expr.args[0].span,
+                         f"choose a value a `{dtype.name}` can hold")
+            raise Abort
+    else:
+        _check_random(ctx, kind, args, expr, dtype)
+    return Init(kind, args, seed)
+
+
+def _seed(ctx: Context, module: LoadedModule, expr: ast.Call, kind: str, hint: str) -> int:
+    """The `seed=` of `uniform` and `normal` (0 without one), an unsigned 64-bit integer."""
+    seed = 0
+    for keyword in expr.keywords:
+        if keyword.name.text != "seed" or kind in ("fill", "load"):
+            ctx.sink.add(PC107, f"`{kind}` takes no argument `{keyword.name.text}`",
+                         keyword.span, hint)
+            raise Abort
+        seed = ctx.integer(module, {}, keyword.value, "a seed")
+        if not 0 <= seed < 1 << 64:
+            ctx.sink.add(PC107, f"seed {seed} is outside 0 to 2**64 - 1", keyword.value.span,
+                         "seeds are unsigned 64-bit integers")
+            raise Abort
+    return seed
+
+
+def _check_random(ctx: Context, kind: str, args: tuple, expr: ast.Call, dtype) -> None:
+    """uniform(lo, hi): finite, lo < hi, values the element type holds (hi excluded for
+    integers); normal(mean, std): a floating-point buffer, finite, std >= 0."""
+    problem = None
+    for value, arg in zip(args, expr.args):
+        if isinstance(value, float) and not math.isfinite(value):
+            problem = (f"`{kind}` needs finite numbers, found `{literal(value)}`", arg.span)
+    if problem is None and kind == "normal":
+        if dtype.kind != "f":
+            problem = (f"`normal` fills floating-point buffers; `{dtype.name}` holds integers",
+                       expr.span)
+        elif args[1] < 0:
+            problem = (f"a standard deviation of {args[1]} is negative", expr.args[1].span)
+    elif problem is None:
+        lo, hi = args
+        last = hi - 1 if dtype.kind != "f" and isinstance(hi, int) else hi
+        if not lo < hi:
+            problem = (f"`uniform({literal(lo)}, {literal(hi)})` is empty: the low end must be "
+                       "below the high end", expr.span)
+        elif (why := representable(lo, dtype)) is not None:
+            problem = (f"`uniform` low end {why}", expr.args[0].span)
+        elif (why := representable(last, dtype)) is not None:
+            problem = (f"`uniform` draws up to {literal(last)}: {why}", expr.args[1].span)
+    if problem is not None:
+        ctx.sink.add(PC107, problem[0], problem[1], f"the buffer is `{dtype.name}`; "
+                     "uniform(lo, hi) needs lo < hi, normal(mean, std) needs std >= 0")
+        raise Abort
+
+
+def _load_init(ctx: Context, files: ProjectFiles, module: LoadedModule, expr: ast.Call, value: Value,
+               dtype, shape) -> Init:
+    if not isinstance(value, str):
+        ctx.sink.add(PC107, "`load` takes a path string", expr.args[0].span,
+                     "write `load(\"file.npy\")`, relative to the .pipe file")
+        raise Abort
+    path = (module.path.parent / value).resolve()
+    if not files.allowed(path):
+        files.refuse(value, expr.args[0].span)
+        raise Abort
+    try:
+        with path.open("rb") as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                header = np.lib.format.read_array_header_1_0(f)
+            else:  # 2.0 and 3.0 share the header layout
+                header = np.lib.format.read_array_header_2_0(f)
+            data_start = f.tell()
+        file_shape, _, file_dtype = header
+        data_bytes = path.stat().st_size - data_start
+    except (OSError, ValueError) as error:
+        ctx.sink.add(PC107, f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
+                     "the path is relative to the .pipe file")
+        raise Abort from None
+    expected = np.dtype(dtype.numpy)
+    if tuple(file_shape) != shape or np.dtype(file_dtype) != expected:
+        ctx.sink.add(PC107, f"`{value}` holds {np.dtype(file_dtype)}{list(file_shape)}, the "
+                     f"buffer is {dtype.name}{list(shape)}", expr.args[0].span,
+                     "save the array with the buffer's shape and element type")
+        raise Abort
+    if data_bytes < int(np.prod(shape, dtype=object)) * expected.itemsize:
+        ctx.sink.add(PC107, f"`{value}` is truncated: it holds {data_bytes} bytes of data, "
+                     f"its header promises {int(np.prod(shape, dtype=object)) * expected.itemsize}",
+                     expr.args[0].span, "save the array again")
+        raise Abort
+    return Init("load", (), None, path)

@@ -1,0 +1,151 @@
+"""What every resolver pass holds: the options, the diagnostics, the toolchain, and constant
+evaluation over a module's scope with its value cache."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Literal, TypeVar
+
+from ...dsl import ast
+from ..codes import PC103, PC105, PC301, PC302
+from ..config import CompileOptions
+from ..consteval import (
+    ConstError, Lookup, RuntimeValue, Value, evaluate, is_arithmetic, literal, names_read,
+)
+from ..diagnostics import DiagnosticSink, Label
+from .scope import (
+    Abort, BufferSymbol, ConstSymbol, GraphSymbol, InvalidSymbol, KernelSymbol, LoadedModule,
+)
+
+# Where a value is needed, which names the rule a run-time value breaks there: a decision
+# (PC301), a value baked into a node (PC302), or a compile-time constant (PC105).
+Place = Literal["branch", "value", "const"]
+Env = dict[str, Value]  # the loop variables and graph parameters in scope
+S = TypeVar("S", KernelSymbol, BufferSymbol, GraphSymbol)
+
+_UNBOUND = object()  # a name that is no loop variable or parameter here
+_USE = {
+    KernelSymbol: "launch kernels with `launch {name}<<<grid, block>>>(...)`",
+    BufferSymbol: "use buffers as kernel arguments, fill or copy targets",
+    GraphSymbol: "use a graph by writing its name: `{name}`",
+}
+
+
+@dataclass
+class Context:
+    options: CompileOptions
+    sink: DiagnosticSink
+    toolchain: object
+    # Values of expressions by (expression, module, the loop variables and parameters it
+    # reads): unrolling evaluates one statement's expressions once per iteration and per
+    # graph use. Plain arithmetic (`is_arithmetic`) is not kept: it evaluates faster than
+    # its key is built. None until the scopes are complete (they grow while declarations
+    # resolve); `keep_values` starts it.
+    values: dict[tuple, Value] | None = None
+    # by id(expr): the names it reads, None for an expression whose value is not kept
+    free_names: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
+
+    def keep_values(self) -> None:
+        self.values = {}
+
+    def suggest(self, name: str, names, what: str) -> str:
+        close = difflib.get_close_matches(name, list(names), n=1)
+        if close:
+            return f"a name with a similar spelling exists: `{close[0]}`"
+        return f"check the spelling; no {what} with that name exist"
+
+    def symbol(self, module: LoadedModule, ident: ast.Ident, kind: type[S]) -> S:
+        """The symbol `ident` names, which must be a `kind`; reported and aborted otherwise."""
+        symbol = module.scope.get(ident.text)
+        if isinstance(symbol, InvalidSymbol):
+            raise Abort
+        if symbol is None:
+            self.sink.add(PC103, f"undefined {kind.what} `{ident.text}`", ident.span,
+                          self.suggest(ident.text, module.names_of(kind), f"{kind.what}s"))
+            raise Abort
+        if not isinstance(symbol, kind):
+            hint = _USE.get(type(symbol), "check the name").format(name=ident.text)
+            self.sink.add(PC103, f"`{ident.text}` is a {symbol.what}, not a {kind.what}", ident.span,
+                          hint, labels=(Label(symbol.span, "declared here"),))
+            raise Abort
+        return symbol
+
+    def lookup(self, module: LoadedModule, env: Env) -> Lookup:
+        def lookup(ident: ast.Ident) -> Value:
+            if ident.text in env:
+                return env[ident.text]
+            symbol = module.scope.get(ident.text)
+            match symbol:
+                case InvalidSymbol():
+                    raise Abort
+                case None:
+                    raise ConstError(f"undefined name `{ident.text}`", ident.span,
+                                     self.suggest(ident.text, list(env) + list(module.scope), "declarations"),
+                                     rule=PC103)
+                case ConstSymbol():
+                    return symbol.value
+                case BufferSymbol():
+                    raise RuntimeValue(f"buffer `{ident.text}`", ident.span, ident.text)
+            raise ConstError(f"`{ident.text}` is a {symbol.what}, not a value", ident.span,
+                             "only constants, loop variables and graph parameters have values")
+        return lookup
+
+    def eval(self, module: LoadedModule, env: Env, expr: ast.Expr, *, context: Place) -> Value:
+        """Evaluate a constant; report and abort on failure, by the rule of `context`."""
+        # the commonest expressions, a literal (a launch's `32`) and a loop variable, directly
+        if type(expr) is ast.IntLit:
+            return expr.value
+        if type(expr) is ast.Name and expr.ident.text in env:
+            return env[expr.ident.text]
+        key = self._key(module, env, expr)
+        if key is not None and key in self.values:
+            return self.values[key]
+        try:
+            value = evaluate(expr, self.lookup(module, env))
+            if key is not None:  # only values: a failure is reported at each place
+                self.values[key] = value
+            return value
+        except ConstError as error:
+            self.sink.add(error.rule, error.message, error.span, error.hint)
+        except RuntimeValue as rv:
+            self._report_runtime_value(rv, context)
+        raise Abort
+
+    def _key(self, module: LoadedModule, env: Env, expr: ast.Expr) -> tuple | None:
+        if self.values is None:
+            return None
+        if id(expr) not in self.free_names:
+            self.free_names[id(expr)] = None if is_arithmetic(expr) else names_read(expr)
+        names = self.free_names[id(expr)]
+        if names is None:
+            return None
+        return (id(expr), id(module), tuple((type(v), v) for v in (env.get(n, _UNBOUND) for n in names)))
+
+    def _report_runtime_value(self, rv: RuntimeValue, context: Place) -> None:
+        if context == "branch":
+            self.sink.add(PC301, f"this decision depends on {rv.description}, which is only "
+                          "known on the device while the step runs", rv.span,
+                          "compile-time `if` and `for` take constants; to decide on the device, "
+                          "let a kernel write the decision into an integer buffer and branch on "
+                          "that one element: `if flag[0] { }` (docs/language.md)",
+                          label="device data")
+        elif context == "value":
+            self.sink.add(PC302, f"{rv.description} changes between steps but would be read "
+                          "once, when the graph is built", rv.span,
+                          "bind the buffer as a pointer and let the kernel read the value",
+                          label="baked at build time")
+        else:
+            self.sink.add(PC105, f"{rv.description} is not a compile-time constant", rv.span,
+                          "use constants, loop variables and graph parameters here")
+
+    def const(self, module: LoadedModule, expr: ast.Expr) -> Value:
+        return self.eval(module, {}, expr, context="const")
+
+    def integer(self, module: LoadedModule, env: Env, expr: ast.Expr, what: str, context: Place = "const") -> int:
+        value = self.eval(module, env, expr, context=context)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.sink.add(PC105, f"{what} must be an integer, found `{literal(value)}`", expr.span,
+                          "use an integer expression")
+            raise Abort
+        return value

@@ -1,0 +1,44 @@
+"""Which files a program may read: the project, the include folders, `allow-paths` and the
+kernels shipped with pipec. Imports, `load` initial values and waivers' sources find their
+files here; one outside is refused (PC110) and never read, so nothing of it can appear in a
+report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...dsl import Span
+from ..codes import PC110
+from ..config import CompileOptions
+from ..diagnostics import DiagnosticSink
+
+# the kernels shipped with pipec: importable from any project
+SHIPPED_KERNELS = Path(__file__).resolve().parents[2] / "kernels"
+
+
+class ProjectFiles:
+    def __init__(self, options: CompileOptions, sink: DiagnosticSink, main: Path) -> None:
+        self.sink = sink
+        self.include_dirs = options.include_dirs
+        root = options.project_root or main.parent
+        self.allowed_dirs = (root, *options.include_dirs, *options.allow_paths, SHIPPED_KERNELS)
+
+    def allowed(self, path: Path) -> bool:
+        return any(path.is_relative_to(folder) for folder in self.allowed_dirs)
+
+    def find(self, base: Path, relative: str) -> tuple[Path | None, bool]:
+        """The first existing file the path names inside the allowed folders, and whether
+        some folder's reading of it lies outside them (refused whether it exists or not)."""
+        refused = False
+        for folder in (base, *self.include_dirs):
+            candidate = (folder / relative).resolve()
+            if not self.allowed(candidate):
+                refused = True
+            elif candidate.is_file():
+                return candidate, refused
+        return None, refused
+
+    def refuse(self, what: str, span: Span) -> None:
+        self.sink.add(PC110, f"`{what}` lies outside the project", span,
+                      f"imports and `load` files stay inside {self.allowed_dirs[0]} and the include "
+                      "folders; list more folders in `allow-paths` under [tool.pipec]")

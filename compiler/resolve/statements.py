@@ -1,0 +1,154 @@
+"""The statement handlers of the unrolling pass, by syntax-tree type: launches, fills, copies,
+graph uses, compile-time `for` and `parallel` here; device and compile-time branches in
+control.py, GEMMs in gemm.py, collectives in collectives.py. A handler appends the nodes of
+one statement to its frame's body, or reports and raises `Abort` to drop it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ...dsl import ast
+from ..codes import PC105, PC201, PC205, PC315
+from ..consteval import ConstError, RuntimeValue, evaluate
+from ..diagnostics import Label
+from ..model import Access, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, RuntimeValueArg, ValueArg
+from ..ranges import launch_accesses
+from . import collectives, control, gemm
+from .context import Env
+from .ranks import check_rank_decision
+from .scope import Abort, GraphSymbol, KernelSymbol, LoadedModule, buffer_named
+from .unroll import Frame, Handler, Unroller
+
+
+def launch(u: Unroller, f: Frame, stmt: ast.Launch) -> None:
+    kernel = u.ctx.symbol(f.module, stmt.kernel, KernelSymbol).kernel
+    grid = _dims(u, f, stmt.grid, "grid")
+    block = _dims(u, f, stmt.block, "block")
+    shared = 0
+    if stmt.shared_bytes is not None:
+        shared = u.ctx.integer(f.module, f.env, stmt.shared_bytes, "shared memory")
+    args = tuple(_arg(u, f.module, f.env, a) for a in stmt.args)
+    config_end = stmt.shared_bytes or stmt.block
+    node = LaunchNode(
+        u.node_name(f.body, kernel.name), kernel, grid, block, shared, args, stmt.span,
+        stmt.grid.span.to(config_end.span), group=f.group,
+    )
+    node.accesses = launch_accesses(node, u.extents)
+    f.body.items.append(node)
+
+
+def _dims(u: Unroller, f: Frame, expr: ast.Expr, what: str) -> tuple[int, int, int]:
+    items = expr.items if isinstance(expr, ast.TupleLit) else (expr,)
+    if len(items) > 3:
+        u.ctx.sink.add(PC105, f"a {what} has at most three dimensions", expr.span, "write `(x, y, z)`")
+        raise Abort
+    dims = [u.ctx.integer(f.module, f.env, item, f"a {what} dimension") for item in items]
+    return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
+
+
+def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg):
+    value = arg.value
+    pointer = u.pointer(module, env, value, arg.access, arg.span)
+    if pointer is not None:
+        return pointer
+    if arg.access is not None:
+        u.ctx.sink.add(PC205, f"`{arg.access}` qualifies a buffer, but `{value.span.text}` is a value",
+                       arg.span, f"remove `{arg.access}`")
+        raise Abort
+    if isinstance(value, ast.NullLit):
+        return NullArg(value.span)
+    try:
+        return ValueArg(evaluate(value, u.ctx.lookup(module, env)), value.span)
+    except RuntimeValue as rv:
+        return RuntimeValueArg(rv.description, buffer_named(module, rv.buffer_name), value.span)
+    except ConstError as error:
+        u.ctx.sink.add(error.rule, error.message, error.span, error.hint)
+        raise Abort from None
+
+
+def fill(u: Unroller, f: Frame, stmt: ast.Fill) -> None:
+    target = u.target(f.module, f.env, stmt.target, "fill target")
+    value = u.ctx.eval(f.module, f.env, stmt.value, context="value")
+    if isinstance(value, str):
+        u.ctx.sink.add(PC105, "a fill value must be a number", stmt.value.span, "fill with a number")
+        raise Abort
+    node = FillNode(u.node_name(f.body, f"fill:{target.buffer.name}"), target.buffer,
+                    target.start, target.stop, value, stmt.span, group=f.group)
+    node.accesses = (Access(target.buffer, target.start, target.stop, Mode.WRITE, stmt.target.span),)
+    f.body.items.append(node)
+
+
+def copy(u: Unroller, f: Frame, stmt: ast.Copy) -> None:
+    src = u.target(f.module, f.env, stmt.src, "copy source")
+    dst = u.target(f.module, f.env, stmt.dst, "copy destination")
+    node = CopyNode(u.node_name(f.body, f"copy:{src.buffer.name}->{dst.buffer.name}"), src, dst,
+                    stmt.span, group=f.group)
+    node.accesses = (
+        Access(src.buffer, src.start, src.stop, Mode.READ, stmt.src.span),
+        Access(dst.buffer, dst.start, dst.stop, Mode.WRITE, stmt.dst.span),
+    )
+    f.body.items.append(node)
+
+
+def graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall) -> None:
+    """A graph's body unrolled with the arguments' values, as a child graph node."""
+    for arg in stmt.args:
+        check_rank_decision(u.ctx.sink, f.module, f.env, arg, "a graph argument depends on the rank",
+                            arg.span, [stmt])
+    symbol = u.ctx.symbol(f.module, stmt.name, GraphSymbol)
+    decl = symbol.decl
+    _check_graph_use(u, f, stmt, decl)
+    values = [u.ctx.eval(f.module, f.env, a, context="value") for a in stmt.args]
+    suffix = f"[{', '.join(map(str, values))}]" if values else ""
+    name = u.node_name(f.body, decl.name.text + suffix)
+    child = GraphBody(name, decl.name.text, decl.span)
+    inner_env = {p.text: v for p, v in zip(decl.params, values)}
+    u.block(Frame(symbol.module, inner_env, child, None, f.stack + ((decl.name.text, stmt.span),)), decl.body)
+    f.body.items.append(GraphNode(name, child, stmt.span, group=f.group))
+
+
+def _check_graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall, decl: ast.GraphDecl) -> None:
+    """PC315 for a graph that uses itself, PC201 for a use with the wrong argument count."""
+    if any(name == decl.name.text for name, _ in f.stack):
+        chain = [span for name, span in f.stack] + [stmt.span]
+        start = next(i for i, (name, _) in enumerate(f.stack) if name == decl.name.text)
+        u.ctx.sink.add(PC315, f"graph `{decl.name.text}` uses itself", stmt.span,
+                       "a graph cannot contain itself; unroll with a compile-time `for` instead",
+                       labels=tuple(Label(s, "used here") for s in chain[start:-1]))
+        raise Abort
+    if len(stmt.args) != len(decl.params):
+        u.ctx.sink.add(PC201, f"graph `{decl.name.text}` takes {len(decl.params)} argument"
+                       f"{'s' * (len(decl.params) != 1)}, found {len(stmt.args)}", stmt.span,
+                       "pass one constant per graph parameter",
+                       labels=(Label(decl.name.span, "declared here"),))
+        raise Abort
+
+
+def unrolled_for(u: Unroller, f: Frame, stmt: ast.For) -> None:
+    start = u.ctx.integer(f.module, f.env, stmt.start, "a loop bound", "branch")
+    stop = u.ctx.integer(f.module, f.env, stmt.stop, "a loop bound", "branch")
+    for bound in (stmt.start, stmt.stop):
+        check_rank_decision(u.ctx.sink, f.module, f.env, bound, "a loop's bounds depend on the rank",
+                            bound.span, [stmt.body])
+    for value in range(start, stop):
+        u.block(f.inside(env={**f.env, stmt.var.text: value}), stmt.body)
+
+
+def parallel(u: Unroller, f: Frame, stmt: ast.Parallel) -> None:
+    """A `parallel` block's members share one group (a nested block joins the outer one)."""
+    u.block(f if f.group is not None else f.inside(group=u.new_group()), stmt.body)
+
+
+STATEMENTS: Mapping[type, Handler] = {
+    ast.Launch: launch,
+    ast.Fill: fill,
+    ast.Copy: copy,
+    ast.Gemm: gemm.resolve_gemm,
+    ast.Collective: collectives.resolve_collective,
+    ast.GraphCall: graph_use,
+    ast.For: unrolled_for,
+    ast.If: control.resolve_if,
+    ast.Switch: control.device_switch,
+    ast.DeviceLoop: control.device_loop,
+    ast.Parallel: parallel,
+}
