@@ -54,7 +54,7 @@ class Pipeline:
         self._recompile = recompile
         self._defines: dict[str, object] = {}
         self._owned = ExitStack()  # what close() frees, in reverse order of making
-        self._owned.callback(release_device, device)
+        self._own(lambda: release_device(device))
         with ExitStack() as if_it_fails:
             if distributed is not None:  # before the pipeline took it over; after, a no-op
                 if_it_fails.callback(distributed.close, failed=True)

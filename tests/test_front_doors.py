@@ -9,7 +9,7 @@ import inspect
 from pathlib import Path
 
 import pytest
-from fake_cuda import fake_driver
+from fake_cuda import Call, CUresult, FakeCuda, fake_driver
 
 import pipec
 from pipec.compiler import compile_file, load_settings
@@ -70,3 +70,29 @@ def test_the_compiler_refuses_to_unroll_an_every_block():
 def test_a_compile_can_stop_after_parsing():
     compilation = compile_file(NODES, load_settings(NODES), until="parse")
     assert compilation.tree is not None and compilation.program is None and compilation.plan is None
+
+
+class FaultedCuda(FakeCuda):
+    """A context that faults once `faulted` is set: every free fails with the driver's error."""
+
+    FREES = ("cuGraphExecDestroy", "cuMemFree", "cuModuleUnload", "cuStreamDestroy", "cuDevicePrimaryCtxRelease")
+    ACCEPTED = tuple(name for name in FakeCuda.ACCEPTED if name != "cuDevicePrimaryCtxRelease")
+    faulted = False
+
+    def cuDevicePrimaryCtxRelease(self, device):
+        return (CUresult.CUDA_SUCCESS,)
+
+    def __getattribute__(self, name: str):
+        if name in FaultedCuda.FREES and object.__getattribute__(self, "faulted"):
+            calls = object.__getattribute__(self, "calls")
+            return lambda *args: calls.append(Call(name, args)) or (CUresult.CUDA_ERROR_INVALID_VALUE,)
+        return super().__getattribute__(name)
+
+
+def test_a_faulted_context_still_frees_everything_and_gives_the_device_back():
+    pipeline = pipec.load(NODES, backends=Backends(fake_driver(NODES, fake=FaultedCuda)))
+    cu = pipeline.driver.cu
+    cu.faulted = True
+    pipeline.close()  # no CudaError: each free is tried, the device given back last
+    tried = [call.name for call in cu.calls if call.name in FaultedCuda.FREES]
+    assert set(tried) == set(FaultedCuda.FREES) and tried[-1] == "cuDevicePrimaryCtxRelease"
