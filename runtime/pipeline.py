@@ -243,7 +243,8 @@ class Pipeline:
 
     def close(self) -> None:
         """Free everything the pipeline made, the last made first. A library's own error while
-        freeing is raised once the rest is freed too."""
+        freeing is raised once the rest is freed too (of several, the last, with the others as
+        its context)."""
         self.closed = True
         try:
             self._wait()
