@@ -10,12 +10,18 @@ Checking a pipeline (`pipec.check`) needs no GPU; loading one does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # Absolute, not relative: pytest imports this file as a module of no package when the
 # checkout's folder name is no identifier (e.g. `pipec-main`).
 from pipec._version import __version__
 from pipec.errors import Error
+
+if TYPE_CHECKING:
+    from pipec.runtime import Backends, Pipeline
+    from pipec.runtime.process_launchers import Launch
 
 # Every exception pipec raises derives from `Error`; the concrete classes, importable from
 # here without loading the compiler or the runtime until one is asked for.
@@ -52,9 +58,10 @@ def check(path: str | Path):
     return compile_file(Path(path), load_settings(Path(path)))
 
 
-def load(path: str | Path, *, device: int = 0, bind=None, defines=None, lanes: int | None = None,
-         include_dirs=(), steps_per_launch: int = 1, unroll: bool = False, tune_gemms: bool = False,
-         launch=None, backends=None):
+def load(path: str | Path, *, device: int = 0, bind: Mapping[str, object] | None = None,
+         defines: Mapping[str, object] | None = None, lanes: int | None = None,
+         include_dirs: tuple[Path, ...] | list[Path] = (), steps_per_launch: int = 1, unroll: bool = False,
+         tune_gemms: bool = False, launch: Launch | None = None, backends: Backends | None = None) -> Pipeline:
     """Compile and load a pipeline on the GPU; returns a `Pipeline`. `defines` overrides constants
     of the file (`{"ENVS": 1024}`); `bind` maps buffer names to existing CUDA arrays (CuPy,
     PyTorch...) to use instead of allocating; `steps_per_launch` K runs K steps per launch, in a
