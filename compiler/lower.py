@@ -19,6 +19,7 @@ import hashlib
 from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
+from .programmatic_edges import edge_kinds
 from ..plan.dtypes import fill_pattern
 from .model import (
     CONTAINERS, CollectiveNode, CollectiveOperand, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode,
@@ -74,15 +75,27 @@ class _Lowering:
             specs.append(spec)
         return tuple(specs)
 
-    def lower_body(self, body: GraphBody, scope: str) -> int:
+    def lower_body(self, body: GraphBody, scope: str, conditional: bool = False) -> int:
         index = len(self.graphs)
         self.graphs.append(None)  # reserve: children get higher indices
         nodes = tuple(self.lower_node(i, item, scope) for i, item in enumerate(body.items))
         dag = self.dags[id(body)]
         edges = add_lanes(len(nodes), dag.edges, self.program.options.lanes)
         hazards = tuple(HazardEdge(a, b, h.kind, h.buffer) for (a, b), h in sorted(dag.hazards.items()))
-        self.graphs[index] = GraphSpec(index, body.name, scope, nodes, tuple(edges), hazards)
+        kinds = edge_kinds(body.items, nodes, edges, self.ordinary_edges(conditional))
+        self.graphs[index] = GraphSpec(index, body.name, scope, nodes, tuple(edges), hazards, kinds)
         return index
+
+    def ordinary_edges(self, conditional: bool) -> str | None:
+        """Why every edge of a body is ordinary, or None (docs/plan.md, "Programmatic edges")."""
+        if self.program.options.pdl == "off":
+            return 'option pdl = "off"'
+        digits = "".join(c for c in self.arch.removeprefix("sm_") if c.isdigit())
+        if digits and int(digits) < 90:
+            return f"{self.arch} has no programmatic launch (sm_90 or newer)"
+        if conditional:
+            return "in a conditional node's body"
+        return None
 
     def lower_node(self, index: int, item, scope: str) -> NodeSpec:
         location, accesses = _location(item.span), self.accesses(item)
@@ -106,7 +119,7 @@ class _Lowering:
             return lower_collective(index, item, location, accesses)
         if isinstance(item, ConditionalNode):
             # The bodies belong to the node, not cloned like a child graph: they share its scope.
-            bodies = tuple(self.lower_body(b, scope) for b in item.bodies)
+            bodies = tuple(self.lower_body(b, scope, conditional=True) for b in item.bodies)
             flag = item.flag
             return ConditionalNodeSpec(index, item.name, location, accesses, item.kind, item.construct,
                                        item.index, bodies, flag.buffer.name if flag else None,

@@ -62,6 +62,10 @@ class BuiltGraph:
         self.library_nodes: dict[str, list] = {}
         self.handles: dict[int, object] = {}  # conditional handles, by the plan's handle index
         self.node_count = 0
+        self.programmatic_edges = 0
+        # Programmatic edges need compute capability 9.0; below it every edge is ordinary
+        # (the kernels' waits compile to nothing there, kernels/pdl.cuh).
+        self.programmatic_launch = supports_programmatic_launch(device.arch)
         self.exec = None
         check_driver_for_conditionals(plan, root, device.driver_version)
         try:
@@ -80,14 +84,23 @@ class BuiltGraph:
 
     def _add_body(self, graph, spec, entry: list, top: bool = False) -> list:
         """Adds `spec`'s nodes to `graph`, its first nodes after `entry`; returns the handles
-        that later nodes must follow (its last nodes, or `entry` when it has none)."""
+        that later nodes must follow (its last nodes, or `entry` when it has none). An edge the
+        plan marks programmatic is added after its consumer, with edge data, between the two
+        kernel nodes (`programmatic_launch`)."""
         predecessors: list[list[int]] = [[] for _ in spec.nodes]
         for a, b in spec.edges:
             predecessors[b].append(a)
+        programmatic = spec.programmatic() if self.programmatic_launch else set()
         ends: list[list] = []  # per node: the handles a successor depends on
         for node in spec.nodes:
-            deps = [h for p in predecessors[node.id] for h in ends[p]] if predecessors[node.id] else entry
+            early = [p for p in predecessors[node.id] if (p, node.id) in programmatic
+                     and not {spec.nodes[p].name, node.name} & self.drop]
+            deps = [h for p in predecessors[node.id] if p not in early for h in ends[p]] \
+                if predecessors[node.id] else entry
             ends.append(self._add(graph, node, deps, spec.scope))
+            for p in early:  # both kernel nodes: one handle each
+                add_programmatic_dependency(self.call, self.cu, graph, ends[p][0], ends[-1][0])
+                self.programmatic_edges += 1
             if top and len(ends[-1]) == 1:
                 self.root_nodes[node.name] = ends[-1][0]
         followed = {a for a, _ in spec.edges}
@@ -255,6 +268,26 @@ def add_node(call, cu, graph, deps: list, params):
     return call("cuGraphAddNode", graph, deps, len(deps), params)
 
 
+def supports_programmatic_launch(arch: str) -> bool:
+    """Whether a device of this architecture (`sm_90`) has programmatic dependent launch."""
+    return int(arch.removeprefix("sm_").rstrip("abf")) >= 90
+
+
+def add_programmatic_dependency(call, cu, graph, producer, consumer) -> None:
+    """One programmatic edge (CUDA 12.3+): from the producer's programmatic port, so the consumer
+    may start once every block of the producer has triggered (`griddepcontrol.launch_dependents`)
+    or exited, and sees the producer's writes after its `griddepcontrol.wait`. cuda-bindings 13
+    takes the edge data in `cuGraphAddDependencies`; 12.x in `cuGraphAddDependencies_v2`."""
+    edge = cu.CUgraphEdgeData()
+    edge.type = cu.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+    edge.from_port = PROGRAMMATIC_PORT
+    if len(inspect.signature(cu.cuGraphAddDependencies).parameters) >= 5:
+        call("cuGraphAddDependencies", graph, [producer], [consumer], [edge], 1)
+    else:
+        call("cuGraphAddDependencies_v2", graph, [producer], [consumer], [edge], 1)
+
+
+PROGRAMMATIC_PORT = 1  # CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC, a #define the bindings do not all export
 ELSE_AND_SWITCH_DRIVER = 12080  # CUDA 12.8: IF nodes with an else body, and SWITCH nodes
 
 

@@ -21,7 +21,7 @@ from .scope import Abort, LoadedModule, Symbol
 
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
 MAX_GEMM_WORKSPACE = 1 << 30  # per GEMM node; cuBLASLt's heuristics ask for tens of MiB at most
-_OPTIONS = ("lanes", "copy", "share_modules", "gemm_workspace")
+_OPTIONS = ("lanes", "copy", "share_modules", "gemm_workspace", "pdl")
 # The words dsl/grammar.lark starts statements with: a graph of one of these names could never
 # be called, as its call would read as that statement.
 STATEMENT_KEYWORDS = ("launch", "fill", "copy", "gemm", "for", "if", "parallel", "switch", "every",
@@ -371,6 +371,8 @@ class Declarations(KernelImports, ImportBindings):
                 values["lanes"] = value
             elif name == "copy" and value in ("memcpy", "kernel"):
                 values["copy"] = value
+            elif name == "pdl" and value in ("auto", "off"):
+                values["pdl"] = value
             elif name == "share_modules" and isinstance(value, bool):
                 values["share_modules"] = value
                 share_span = decl.span
@@ -379,7 +381,7 @@ class Declarations(KernelImports, ImportBindings):
                 values["gemm_workspace"] = value
             elif name in _OPTIONS:
                 expected = {"lanes": "an integer from 1 to 1024", "copy": '"memcpy" or "kernel"',
-                            "share_modules": "true or false",
+                            "share_modules": "true or false", "pdl": '"auto" or "off"',
                             "gemm_workspace": "a positive multiple of 256 bytes up to 1 GiB"}[name]
                 self.sink.add("PC108", f"option `{name}` cannot be `{literal(value)}`", decl.value.span,
                               f"`{name}` takes {expected}")
