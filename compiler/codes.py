@@ -114,6 +114,9 @@ RULES: tuple[Rule, ...] = (
          "a device branch or loop does not decide on one element of an integer buffer"),
     Rule("PC321", "condition-written-in-body", _E, "a branch writes the flag that decides it"),
     Rule("PC322", "unbounded-while", _E, "nothing in a `while` body can clear its flag"),
+    Rule("PC323", "early-access-before-wait", _W,
+         "a kernel that asks for programmatic launch touches an earlier node's data before its wait",
+         suppressible=True),
     # PC6xx: collectives over several GPUs (NCCL)
     Rule("PC601", "collective-type", _E,
          "a collective's reduction or element types are ones NCCL does not provide as written"),

@@ -11,6 +11,7 @@ from .buffer_smaller_than_extent import buffer_smaller_than_extent
 from .context import CheckContext
 from .control_flow import condition_written_in_body, stale_after_branch, unbounded_while
 from .copy_mismatch import copy_mismatch
+from .early_access_before_wait import early_access_before_wait
 from .forbidden_instructions import forbidden_instructions
 from .host_transfer_in_step import host_transfer_in_step
 from .invalid_grid import invalid_grid
@@ -43,6 +44,7 @@ CHECKS = (
     forbidden_instructions,
     shared_cufunction,
     unordered_conflict,
+    early_access_before_wait,
     condition_written_in_body,
     unbounded_while,
     read_before_write,
