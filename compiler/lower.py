@@ -19,7 +19,7 @@ import hashlib
 from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
-from .programmatic_edges import edge_kinds
+from .programmatic_edges import EdgeDecider
 from ..plan.dtypes import fill_pattern
 from .model import (
     CONTAINERS, CollectiveNode, CollectiveOperand, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode,
@@ -54,6 +54,7 @@ class _Lowering:
         # program repeats most of its accesses thousands of times, and a frozen dataclass
         # costs several times more to build than to look up.
         self.access_specs: dict[tuple, AccessSpec] = {}
+        self.edges = EdgeDecider(program.bodies())
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
         if key not in self.modules:
@@ -82,8 +83,9 @@ class _Lowering:
         dag = self.dags[id(body)]
         edges = add_lanes(len(nodes), dag.edges, self.program.options.lanes)
         hazards = tuple(HazardEdge(a, b, h.kind, h.buffer) for (a, b), h in sorted(dag.hazards.items()))
-        kinds = edge_kinds(body.items, nodes, edges, self.ordinary_edges(conditional))
-        self.graphs[index] = GraphSpec(index, body.name, scope, nodes, tuple(edges), hazards, kinds)
+        kinds = self.edges.kinds(body.items, nodes, edges, self.ordinary_edges(conditional))
+        self.graphs[index] = spec = GraphSpec(index, body.name, scope, nodes, tuple(edges), hazards, kinds)
+        self.edges.lowered(spec, body.items)
         return index
 
     def ordinary_edges(self, conditional: bool) -> str | None:

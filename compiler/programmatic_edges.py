@@ -26,8 +26,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from .model import Access, EarlyAccess, LaunchNode, Mode, Node, PointerArg
-from ..plan.schema import NODE_KINDS, EdgeKind, KernelNodeSpec, NodeSpec
+from .model import Access, ConditionalNode, EarlyAccess, GraphBody, GraphNode, LaunchNode, Mode, Node, PointerArg
+from ..plan.schema import NODE_KINDS, ChildGraphNodeSpec, EdgeKind, GraphSpec, KernelNodeSpec, NodeSpec
 
 _KIND_NAMES = {"memset": "a memset node", "memcpy": "a memcpy node", "graph": "a child graph node",
                "conditional": "a conditional node", "gemm": "a GEMM node (a library call's graph)",
@@ -108,34 +108,38 @@ def describe(hazard: EarlyHazard, kernel: str) -> str:
     return f"`{kernel}` {what} `{hazard.access.buffer.name}` before its wait, and an earlier node {other} it"
 
 
-def edge_kinds(items: list[Node], specs: tuple[NodeSpec, ...], edges: list[tuple[int, int]],
-               ordinary: str | None) -> tuple[EdgeKind, ...]:
-    """One decision per edge, in order. `ordinary` is the reason every edge of the body is
-    ordinary (the option, the target, a conditional node's body), None when edges may be
-    programmatic."""
-    if ordinary is not None:
-        return tuple(EdgeKind(a, b, False, ordinary) for a, b in edges)
-    hazards = early_hazards(items)
-    into = {b: _refusal(items[b], specs[b], hazards.get(b, [])) for _, b in edges}
-    kinds = []
-    for a, b in edges:
-        why = _not_a_kernel(specs[a], "from") or into[b]
-        kinds.append(EdgeKind(a, b, why is None, why or ""))
-    return tuple(kinds)
+def units(body: GraphBody) -> list[Node]:
+    """A body's nodes in program order with child graphs opened (the runtime adds their nodes to
+    the parent when an edge at their boundary is programmatic); conditional nodes stay whole."""
+    found: list[Node] = []
+    for node in body.items:
+        found += units(node.body) if isinstance(node, GraphNode) else [node]
+    return found
 
 
-def _not_a_kernel(spec: NodeSpec, direction: str) -> str | None:
-    if isinstance(spec, KernelNodeSpec):
-        return None
-    return f"{direction} {_KIND_NAMES[NODE_KINDS[type(spec)]]}"
+def unit_lists(roots) -> list[list[Node]]:
+    """`units` of each root body and of every conditional node's body inside them."""
+    lists, pending = [], list(roots)
+    while pending:
+        items = units(pending.pop(0))
+        lists.append(items)
+        pending += [b for node in items if isinstance(node, ConditionalNode) for b in node.bodies]
+    return lists
 
 
-def _refusal(node: Node, spec: NodeSpec, hazards: list[EarlyHazard]) -> str | None:
-    """Why no edge into this node may be programmatic, None when every one may."""
-    if (why := _not_a_kernel(spec, "to")) is not None:
-        return why
-    if not isinstance(node, LaunchNode):
-        return f"to `{spec.function}`, a kernel pipec generates without a wait"  # type: ignore[union-attr]
+def consumer_refusals(roots) -> dict[int, str | None]:
+    """Per launch (by id), why no programmatic edge may lead into it; None: any may. A launch
+    that several bodies share keeps the first refusal."""
+    refusals: dict[int, str | None] = {}
+    for items in unit_lists(roots):
+        hazards = early_hazards(items)
+        for index, node in enumerate(items):
+            if isinstance(node, LaunchNode):
+                refusals[id(node)] = refusals.get(id(node)) or _refusal(node, hazards.get(index, []))
+    return refusals
+
+
+def _refusal(node: LaunchNode, hazards: list[EarlyHazard]) -> str | None:
     kernel = node.kernel
     if kernel.launch_control.waits != "every-path":
         how = "on every path" if kernel.launch_control.waits == "some-paths" else "at all"
@@ -143,3 +147,63 @@ def _refusal(node: Node, spec: NodeSpec, hazards: list[EarlyHazard]) -> str | No
     if hazards:
         return describe(hazards[0], kernel.name)
     return None
+
+
+Ends = list[tuple[NodeSpec, Node]]
+
+
+class EdgeDecider:
+    """Decides each body's edges as lowering builds it: an edge between child graph nodes joins
+    the kernels at the child graphs' ends (their last nodes, the next one's first)."""
+
+    def __init__(self, roots) -> None:
+        self.refusals = consumer_refusals(roots)
+        self.graphs: dict[int, tuple[GraphSpec, list[Node]]] = {}  # lowered bodies, with their items
+
+    def lowered(self, spec: GraphSpec, items: list[Node]) -> None:
+        self.graphs[spec.index] = (spec, items)
+
+    def kinds(self, items: list[Node], specs: tuple[NodeSpec, ...], edges: list[tuple[int, int]],
+              ordinary: str | None) -> tuple[EdgeKind, ...]:
+        """One decision per edge, in order. `ordinary` is the reason every edge of the body is
+        ordinary (the option, the target, a conditional node's body), None when any may not be."""
+        if ordinary is not None:
+            return tuple(EdgeKind(a, b, False, ordinary) for a, b in edges)
+        decided = []
+        for a, b in edges:
+            why = self._why_not(self._ends(specs[a], items[a], False), self._ends(specs[b], items[b], True))
+            decided.append(EdgeKind(a, b, why is None, why or ""))
+        return tuple(decided)
+
+    def _why_not(self, producers: Ends | None, consumers: Ends | None) -> str | None:
+        if producers is None or consumers is None:
+            return "through an empty child graph"
+        for spec, _ in producers:
+            if not isinstance(spec, KernelNodeSpec):
+                return f"from {_KIND_NAMES[NODE_KINDS[type(spec)]]}"
+        for spec, node in consumers:
+            if not isinstance(spec, KernelNodeSpec):
+                return f"to {_KIND_NAMES[NODE_KINDS[type(spec)]]}"
+            if not isinstance(node, LaunchNode):
+                return f"to `{spec.function}`, a kernel pipec generates without a wait"
+            if (why := self.refusals.get(id(node))) is not None:
+                return why
+        return None
+
+    def _ends(self, spec: NodeSpec, node: Node, entries: bool) -> Ends | None:
+        """The nodes an edge into (`entries`) or out of this node joins: itself, or a child
+        graph's first (last) nodes, recursively; None for an empty child graph."""
+        if not isinstance(spec, ChildGraphNodeSpec):
+            return [(spec, node)]
+        child, items = self.graphs[spec.graph]
+        if not child.nodes:
+            return None
+        joined = {b if entries else a for a, b in child.edges}
+        found: Ends = []
+        for inner in child.nodes:
+            if inner.id not in joined:
+                ends = self._ends(inner, items[inner.id], entries)
+                if ends is None:
+                    return None
+                found += ends
+        return found

@@ -51,6 +51,19 @@ class _Branch:
     bodies: list[list]  # each a list of _Op and _Branch
 
 
+def early_starters(plan: Plan, graph: int) -> set[str]:
+    """The kernels a programmatic edge of the graph tree leads into (for an edge to a child graph
+    node, the child graph's first nodes): eager execution launches them the same way."""
+    def entries(node: NodeSpec) -> list[NodeSpec]:
+        if not isinstance(node, ChildGraphNodeSpec):
+            return [node]
+        child = plan.graphs[node.graph]
+        joined = {b for _, b in child.edges}
+        return [e for inner in child.nodes if inner.id not in joined for e in entries(inner)]
+
+    return {e.name for spec in plan.graph_tree(graph) for _, b in spec.programmatic() for e in entries(spec.nodes[b])}
+
+
 def programmatic_launch_config(cu, node: KernelNodeSpec, stream):
     """A `cuLaunchKernelEx` configuration of the node's launch with programmatic stream
     serialization: the kernel may start before the launch before it on the stream has finished,
@@ -75,7 +88,7 @@ class EagerProgram:
     def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream,
                  gemms: Gemms | None = None, collectives: Collectives | None = None) -> None:
         self.driver: Driver = modules.device.driver
-        self.programmatic_launch = supports_programmatic_launch(modules.device.arch)
+        self.early_starters = early_starters(plan, graph) if supports_programmatic_launch(modules.device.arch) else set()
         self.gemms = gemms
         self.collectives = collectives
         self.nodes = plan.leaves(graph)
@@ -88,7 +101,6 @@ class EagerProgram:
 
     def _prepare_graph(self, plan: Plan, graph: int, buffers, modules, stream) -> list:
         items: list = []
-        consumers = {b for _, b in plan.graphs[graph].programmatic()} if self.programmatic_launch else set()
         for node in plan.graphs[graph].nodes:
             if isinstance(node, ChildGraphNodeSpec):
                 items += self._prepare_graph(plan, node.graph, buffers, modules, stream)
@@ -96,7 +108,7 @@ class EagerProgram:
                 bodies = [self._prepare_graph(plan, b, buffers, modules, stream) for b in node.bodies]
                 items.append(_Branch(node, buffers.pointer(node.control), bodies))
             else:
-                op = self._prepare(node, buffers, modules, stream, node.id in consumers)
+                op = self._prepare(node, buffers, modules, stream, node.name in self.early_starters)
                 self.ops.append(op)
                 items.append(op)
         return items

@@ -30,7 +30,8 @@ class BuiltGraph:
 
     `flatten` adds child graphs' nodes to their parent instead of child graph nodes, with the
     same dependencies: what the driver itself does when it instantiates a graph (seen on an
-    H200). The profiler builds its graph so, because instantiation gives a child graph's nodes
+    H200). A graph whose programmatic edges start or end at child graph nodes is built so too:
+    an edge joins nodes of one graph. The profiler builds its graph so, because instantiation gives a child graph's nodes
     new ids without reporting them as clones (CUPTI's GRAPHNODE_CLONED), while nodes added to
     the graph itself it does report, so every activity record leads back to a plan node. For
     the same reason a GEMM node's recorded nodes are copied into the graph itself
@@ -46,7 +47,6 @@ class BuiltGraph:
         self.gemms = gemms
         self.collectives = collectives  # records collective nodes (runtime/collectives.py)
         self.drop = drop
-        self.flatten = flatten
         self.call, self.cu = device.driver.call, device.driver.cu
         self.graphs: list = []
         self.arguments: dict[str, KernelArgs] = {}  # every kernel node's arguments, by node name
@@ -66,6 +66,10 @@ class BuiltGraph:
         # Programmatic edges need compute capability 9.0; below it every edge is ordinary
         # (the kernels' waits compile to nothing there, kernels/pdl.cuh).
         self.programmatic_launch = supports_programmatic_launch(device.arch)
+        self.kernel_nodes: set[int] = set()  # the kernel nodes added so far, the ends of programmatic edges
+        # An edge between child graph nodes is programmatic between the kernels at their ends,
+        # which only an opened child graph lets the parent join.
+        self.flatten = flatten or (self.programmatic_launch and programmatic_at_child_graphs(plan, root))
         self.exec = None
         check_driver_for_conditionals(plan, root, device.driver_version)
         try:
@@ -82,38 +86,42 @@ class BuiltGraph:
         self._add_body(graph, self.plan.graphs[index], [], top)
         return graph
 
-    def _add_body(self, graph, spec, entry: list, top: bool = False) -> list:
-        """Adds `spec`'s nodes to `graph`, its first nodes after `entry`; returns the handles
-        that later nodes must follow (its last nodes, or `entry` when it has none). An edge the
-        plan marks programmatic is added after its consumer, with edge data, between the two
-        kernel nodes (`programmatic_launch`)."""
+    def _add_body(self, graph, spec, entry: list, top: bool = False, entry_early: list | None = None) -> list:
+        """Adds `spec`'s nodes to `graph`, its first nodes after `entry` (and, over programmatic
+        edges, `entry_early`); returns the handles that later nodes must follow (its last nodes,
+        or `entry` when it has none)."""
         predecessors: list[list[int]] = [[] for _ in spec.nodes]
         for a, b in spec.edges:
             predecessors[b].append(a)
         programmatic = spec.programmatic() if self.programmatic_launch else set()
         ends: list[list] = []  # per node: the handles a successor depends on
         for node in spec.nodes:
-            early = [p for p in predecessors[node.id] if (p, node.id) in programmatic
-                     and not {spec.nodes[p].name, node.name} & self.drop]
-            deps = [h for p in predecessors[node.id] if p not in early for h in ends[p]] \
-                if predecessors[node.id] else entry
-            ends.append(self._add(graph, node, deps, spec.scope))
-            for p in early:  # both kernel nodes: one handle each
-                add_programmatic_dependency(self.call, self.cu, graph, ends[p][0], ends[-1][0])
-                self.programmatic_edges += 1
+            preds = predecessors[node.id]
+            if preds:
+                deps = [h for p in preds if (p, node.id) not in programmatic for h in ends[p]]
+                early = [h for p in preds if (p, node.id) in programmatic for h in ends[p]]
+            else:
+                deps, early = list(entry), list(entry_early or ())
+            ends.append(self._add(graph, node, deps, early, spec.scope))
             if top and len(ends[-1]) == 1:
                 self.root_nodes[node.name] = ends[-1][0]
         followed = {a for a, _ in spec.edges}
         return [h for node in spec.nodes if node.id not in followed for h in ends[node.id]] or entry
 
-    def _add(self, graph, node: NodeSpec, deps: list, scope: str) -> list:
+    def _add(self, graph, node: NodeSpec, deps: list, early: list, scope: str) -> list:
+        """One node after `deps`, and after `early` over programmatic edges: those join two kernel
+        nodes, added after the consumer with edge data; any other is added as an ordinary edge
+        (a dropped node, a child graph that is not opened)."""
+        if isinstance(node, ChildGraphNodeSpec) and self.flatten:
+            return self._add_body(graph, self.plan.graphs[node.graph], deps, entry_early=early)
+        kernel = isinstance(node, KernelNodeSpec) and node.name not in self.drop
+        producers = [h for h in early if int(h) in self.kernel_nodes] if kernel else []
+        deps = deps + [h for h in early if not any(h is p for p in producers)]
         if isinstance(node, KernelNodeSpec):
             self._create_handles(graph, node)  # even when dropped: the node it decides needs it
         if node.name in self.drop:
             return [self.call("cuGraphAddEmptyNode", graph, deps, len(deps))]
         if isinstance(node, ChildGraphNodeSpec):
-            if self.flatten:
-                return self._add_body(graph, self.plan.graphs[node.graph], deps)
             child = self._build(node.graph)
             handle = self.call("cuGraphAddChildGraphNode", graph, deps, len(deps), child)
             for leaf in self.plan.leaves(node.graph):  # innermost child graph node first
@@ -126,6 +134,11 @@ class BuiltGraph:
             return self._add_library(graph, node, deps)
         handle = self._add_leaf(graph, node, deps, scope)
         self.leaf_nodes[node.name] = handle
+        if kernel:
+            self.kernel_nodes.add(int(handle))
+            for producer in producers:
+                add_programmatic_dependency(self.call, self.cu, graph, producer, handle)
+                self.programmatic_edges += 1
         return [handle]
 
     def _add_leaf(self, graph, node: NodeSpec, deps: list, scope: str):
@@ -266,6 +279,12 @@ def add_node(call, cu, graph, deps: list, params):
         edges = [cu.CUgraphEdgeData() for _ in deps]
         return call("cuGraphAddNode", graph, deps, edges, len(deps), params)
     return call("cuGraphAddNode", graph, deps, len(deps), params)
+
+
+def programmatic_at_child_graphs(plan: Plan, root: int) -> bool:
+    """Whether a programmatic edge of the graph tree starts or ends at a child graph node."""
+    return any(isinstance(graph.nodes[a], ChildGraphNodeSpec) or isinstance(graph.nodes[b], ChildGraphNodeSpec)
+               for graph in plan.graph_tree(root) for a, b in graph.programmatic())
 
 
 def supports_programmatic_launch(arch: str) -> bool:

@@ -1,35 +1,28 @@
 """PC323: a kernel that asks for programmatic launch (it executes `griddepcontrol.wait` or
 `griddepcontrol.launch_dependents`) but touches, before its wait, a buffer range that an earlier
-node of its graph touches, one of the two writing. pipec then keeps every edge into the launch
+node touches (child graphs opened, as the runtime adds their nodes for programmatic edges), one of the two writing. pipec then keeps every edge into the launch
 ordinary (compiler/programmatic_edges.py), so nothing races; the rule says why the launch gains
 nothing and where: at the kernel's line that makes the access, once per kernel, line and buffer."""
 
 from __future__ import annotations
 
 from ..diagnostics import Label
-from ..model import GraphBody, LaunchNode, Mode, Node, child_bodies
-from ..programmatic_edges import EarlyHazard, early_hazards
+from ..model import LaunchNode, Mode, Node
+from ..programmatic_edges import EarlyHazard, early_hazards, unit_lists
 from .context import CheckContext
 
 
 def early_access_before_wait(ctx: CheckContext) -> None:
     reported: set[tuple] = set()
-    for body in _every_body(ctx.program.bodies()):
-        for index, hazards in early_hazards(body.items).items():
-            node = body.items[index]
+    for items in unit_lists(ctx.program.bodies()):
+        for index, hazards in early_hazards(items).items():
+            node = items[index]
             assert isinstance(node, LaunchNode)
             for hazard in hazards:
                 key = (id(node.kernel), hazard.early.span, hazard.access.buffer.name)
                 if key not in reported:
                     reported.add(key)
-                    _report(ctx, node, hazard, _earlier_toucher(body.items[:index], hazard))
-
-
-def _every_body(bodies):
-    for body in bodies:
-        yield body
-        for node in body.walk():
-            yield from child_bodies(node)
+                    _report(ctx, node, hazard, _earlier_toucher(items[:index], hazard))
 
 
 def _earlier_toucher(earlier: list[Node], hazard: EarlyHazard) -> Node:
