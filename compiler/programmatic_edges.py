@@ -64,17 +64,17 @@ class EarlyHazard:
 
 
 def bound_accesses(node: LaunchNode, early: EarlyAccess) -> list[Access]:
-    """The launch's accesses an early access can go through: its parameters' bindings, or every
-    binding when its origin is unknown or a parameter that binds no buffer."""
+    """The launch's accesses an early access can go through: its pointer parameters' bindings,
+    or every binding when its origin is unknown or no pointer (an integer cast to one)."""
     by_param = {}
     accesses = iter(node.accesses)
     for param, arg in zip(node.kernel.params, node.args):
         if param.kind == "pointer" and isinstance(arg, PointerArg):
             if (access := next(accesses, None)) is not None:
                 by_param[param.index] = access
-    if early.params is None or any(p not in by_param for p in early.params):
-        return list(node.accesses)
-    return [by_param[p] for p in early.params]
+    # An address from a pointer and scalars (an offset, an index) stays in the pointer's buffer.
+    pointers = [by_param[p] for p in early.params or () if p in by_param]
+    return pointers or list(node.accesses)
 
 
 def early_hazards(items: list[Node]) -> dict[int, list[EarlyHazard]]:
