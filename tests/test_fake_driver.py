@@ -13,7 +13,8 @@ import pytest
 from fake_cublaslt import FakeCublasLt
 from fake_cuda import FunctionAttributes, Memcpy, Memset, fake_driver
 from pipec.plan.schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
+    ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec,
+    MemsetNodeSpec,
 )
 from pipec.runtime import PipelineError, load
 from pipec.runtime.memory import OutOfMemory
@@ -170,11 +171,15 @@ def test_verify_poisons_outputs_and_names_the_writers_of_a_difference():
     assert [(w.name, w.location.line) for w in first.writers] == [("step/fill:bytes", 33)]
 
 
+@pytest.mark.parametrize("capability", [(8, 0), (9, 0)], ids=["sm_80", "sm_90"])
 @pytest.mark.parametrize("path", PIPES, ids=lambda p: p.stem)
-def test_every_plan_node_reaches_the_driver_as_planned(path):
+def test_every_plan_node_reaches_the_driver_as_planned(path, capability):
     """Kinds, edges, child graphs, argument bytes, memsets and copies of the built graph,
-    against the plan; argument sizes come from the kernels' sources, not from the plan."""
-    pipeline, fake = _load(path)
+    against the plan; argument sizes come from the kernels' sources, not from the plan. Below
+    sm_90 every edge is ordinary and child graphs are child graph nodes; on sm_90 a plan with
+    programmatic edges at child graph boundaries is built flattened, its programmatic edges
+    between the kernels at the child graphs' ends (compared with `_flattened`)."""
+    pipeline, fake = _load(path, capability=capability)
     with pipeline:
         plan = pipeline.plan
         formats = {"f32": "<f", "f64": "<d", "i32": "<i", "u32": "<I", "i64": "<q", "u64": "<Q",
@@ -187,6 +192,22 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
                 return struct.pack("<Q", int(pipeline.graph.handles[a.value]))
             return struct.pack(formats[a.ctype], 1 if a.kind == "in_graph" else a.value)
 
+        def check_leaf(node, built) -> None:
+            if isinstance(node, KernelNodeSpec):
+                assert built.kind == "kernel" and built.work.function == node.function
+                assert (built.work.grid, built.work.block, built.work.shared_bytes) == \
+                    (node.grid, node.block, node.shared_bytes)
+                assert built.work.args == tuple(argument(a) for a in node.args), node.name
+            elif isinstance(node, MemsetNodeSpec):
+                assert built.kind == "memset"
+                assert built.work == Memset(pipeline.buffer(node.buffer).device_ptr + node.byte_offset,
+                                            node.element_size, node.value, node.count)
+            else:
+                assert isinstance(node, MemcpyNodeSpec) and built.kind == "memcpy"
+                assert built.work == Memcpy(pipeline.buffer(node.dst).device_ptr + node.dst_offset,
+                                            pipeline.buffer(node.src).device_ptr + node.src_offset,
+                                            node.nbytes)
+
         def compare(spec_index: int, graph) -> None:
             spec = plan.graphs[spec_index]
             assert len(graph.nodes) == len(spec.nodes)
@@ -194,6 +215,7 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
             for node, built in zip(spec.nodes, graph.nodes):
                 expected_deps = sorted(a for a, b in spec.edges if b == node.id)
                 assert sorted(index[d] for d in built.deps) == expected_deps, node.name
+                assert not built.programmatic, node.name
                 if isinstance(node, ChildGraphNodeSpec):
                     assert built.kind == "graph"
                     compare(node.graph, built.child)
@@ -201,105 +223,66 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
                     assert built.kind == "conditional" and len(built.work.bodies) == len(node.bodies)
                     for body, built_body in zip(node.bodies, built.work.bodies):
                         compare(body, built_body)
-                elif isinstance(node, KernelNodeSpec):
-                    assert built.kind == "kernel" and built.work.function == node.function
-                    assert (built.work.grid, built.work.block, built.work.shared_bytes) == \
-                        (node.grid, node.block, node.shared_bytes)
-                    assert built.work.args == tuple(argument(a) for a in node.args), node.name
-                elif isinstance(node, MemsetNodeSpec):
-                    assert built.kind == "memset"
-                    assert built.work == Memset(pipeline.buffer(node.buffer).device_ptr + node.byte_offset,
-                                                node.element_size, node.value, node.count)
                 elif isinstance(node, GemmNodeSpec):  # the one library call's recording, as a child graph
                     assert built.kind == "graph" and built.child.nodes
                     assert {n.kind for n in built.child.nodes} <= {"kernel", "memset"}
                 else:
-                    assert isinstance(node, MemcpyNodeSpec) and built.kind == "memcpy"
-                    assert built.work == Memcpy(pipeline.buffer(node.dst).device_ptr + node.dst_offset,
-                                                pipeline.buffer(node.src).device_ptr + node.src_offset,
-                                                node.nbytes)
+                    check_leaf(node, built)
 
-        compare(plan.step, fake.executables[pipeline.graph.exec])
+        graph = fake.executables[pipeline.graph.exec]
+        if pipeline.graph.flatten:
+            assert capability >= (9, 0) and pipeline.graph.programmatic_edges
+            _compare_flattened(plan, pipeline.graph, graph, check_leaf)
+        else:
+            compare(plan.step, graph)
         assert pipeline.verify(1).ok
     assert fake.live() == dict.fromkeys(fake.live(), 0)
 
 
-def test_launches_over_the_device_limits_are_pc316_diagnostics():
-    small = dict(max_threads_per_block=128, max_registers_per_block=16384,
-                 function_attributes={"saxpy": FunctionAttributes(registers=255, max_threads=64),
-                                      "scaled": FunctionAttributes(static_shared=70000)},
-                 max_shared_per_block=65536)
-    driver = fake_driver(NODES, **small)
-    with pytest.raises(PipelineError) as caught:
-        load(NODES, driver=driver)
-    found = [(d.code, d.span.line, d.message.split(";")[0]) for d in caught.value.diagnostics]
-    assert found == [
-        ("PC316", 28, "`saxpy` uses 255 registers per thread: 128 threads need 32640, Fake H200 (sm_90) has "
-                      "16384 per block (at most 64 threads of this kernel)"),
-        ("PC316", 30, "`scaled` needs 70000 bytes of static and 0 of dynamic shared memory"),
-        ("PC316", 34, "`pipec_fill_8` is launched with 256 threads per block"),
-        ("PC316", 36, "`sum` is launched with 256 threads per block"),
-    ]
-    assert "error[PC316]" in caught.value.render() and "nodes.pipe:28:5" in caught.value.render()
-    assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0), "a refused load leaves nothing behind"
+def _flattened(plan, index: int, entry: list, entry_early: list) -> tuple[list, list]:
+    """The leaves a flattened build adds, in order, each with the names it follows over
+    ordinary and over programmatic edges; and the names that later nodes follow. A library
+    node stands for its recording's copies."""
+    spec, programmatic = plan.graphs[index], plan.graphs[index].programmatic()
+    leaves: list = []
+    ends: list[list[str]] = []
+    for node in spec.nodes:
+        preds = [a for a, b in spec.edges if b == node.id]
+        deps = [n for p in preds if (p, node.id) not in programmatic for n in ends[p]] if preds else entry
+        early = [n for p in preds if (p, node.id) in programmatic for n in ends[p]] if preds else entry_early
+        if isinstance(node, ChildGraphNodeSpec):
+            inner, node_ends = _flattened(plan, node.graph, deps, early)
+            leaves += inner
+            ends.append(node_ends)
+        else:
+            assert not early or isinstance(node, KernelNodeSpec), node.name
+            leaves.append((node, deps, early))
+            ends.append([node.name])
+    followed = {a for a, _ in spec.edges}
+    return leaves, [n for node in spec.nodes if node.id not in followed for n in ends[node.id]] or entry
 
 
-def test_out_of_memory_names_the_buffer_and_frees_the_rest():
-    driver = fake_driver(NODES, memory_bytes=6000)
-    with pytest.raises(OutOfMemory, match="allocating `y` .* declared at .*nodes.pipe:9"):
-        load(NODES, driver=driver)
-    assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0)
-
-
-def test_kernels_that_do_not_compile_for_the_device_stop_the_load_with_one_error():
-    driver = fake_driver(NODES, name="Fake future GPU", capability=(1, 0))  # NVRTC knows no sm_10
-    with pytest.raises(PipelineError, match="the kernels do not compile for Fake future GPU \\(sm_10"):
-        load(NODES, driver=driver)
-    assert driver.cu.named("cuDevicePrimaryCtxRelease")
-
-
-def test_piperun_renders_load_diagnostics_as_pipec_does(capsys):
-    from pipec.runtime import cli
-
-    dirty = ROOT / "compiler" / "explanations" / "examples" / "PC302_baked_per_step_value.pipe"
-    assert cli.main([str(dirty), "--steps", "1"]) == cli.EXIT_USAGE
-    err = capsys.readouterr().err
-    assert "PC302_baked_per_step_value.pipe:" in err and "error[PC302]" in err
-    assert "try `pipec --explain PC302`" in err
-
-
-def test_a_flattened_build_has_the_leaf_dag_of_the_plan(nodes):
-    """The profiler's build: child graphs' nodes added to the parent, with the same ordering."""
-    from pipec.runtime.graph import BuiltGraph
-    from pipec.runtime.profile_analysis import leaf_dag
-
-    pipeline, fake = nodes
-    flat = BuiltGraph(pipeline.plan, pipeline.plan.step, pipeline._buffers, pipeline.modules,
-                      pipeline.device, pipeline.stream, flatten=True)
-    try:
-        graph = fake.executables[flat.exec]
-        assert "graph" not in [n.kind for n in graph.nodes]
-        name = {handle: node for node, handle in flat.leaf_nodes.items()}
-        edges = {(name[d], name[n.handle]) for n in graph.nodes for d in n.deps}
-        dag = leaf_dag(pipeline.plan, pipeline.plan.step)
-        assert set(name.values()) == set(dag.nodes) and edges == set(dag.edges)
-    finally:
-        flat.close()
-
-
-def test_a_block_past_48_kib_of_shared_memory_in_all_opts_in():
-    """The dynamic limit is raised when static and dynamic shared memory together pass 48 KiB
-    (mlp_act_push: 34 KiB static, 18 KiB dynamic), not only when the dynamic part does: the
-    launch failed with CUDA_ERROR_INVALID_VALUE on an H200."""
-    from types import SimpleNamespace
-
-    from pipec.runtime.modules import Modules
-
-    driver = fake_driver(NODES, function_attributes={"mixed": FunctionAttributes(static_shared=34 * 1024)})
-    modules = Modules([b"module"], SimpleNamespace(driver=driver))
-    modules.function("step", 0, "mixed", 18 * 1024)
-    modules.function("step", 0, "plain", 18 * 1024)
-    modules.function("step", 0, "big", 60 * 1024)
-    modules.function("step", 0, "mixed", 0)
-    opted = [(c.args[0].name, c.args[2]) for c in driver.cu.named("cuFuncSetAttribute")]
-    assert opted == [("mixed", 18 * 1024), ("big", 60 * 1024)]
+def _compare_flattened(plan, built, graph, check_leaf) -> None:
+    leaves, _ = _flattened(plan, plan.step, [], [])
+    names: dict[int, str] = {}  # built node handle -> the plan node it is, filled in order
+    kernels = {int(n.handle) for n in graph.nodes if n.kind == "kernel"}
+    position = 0
+    for node, deps, early in leaves:
+        if isinstance(node, (GemmNodeSpec, CollectiveNodeSpec)):
+            copies = graph.nodes[position:position + len(built.library_nodes[node.name])]
+            assert {c.kind for c in copies} <= {"kernel", "memset"} and not any(c.programmatic for c in copies)
+            names.update((int(c.handle), node.name) for c in copies)
+            position += len(copies)
+            continue
+        built_node = graph.nodes[position]
+        position += 1
+        names[int(built_node.handle)] = node.name
+        if isinstance(node, ConditionalNodeSpec):
+            assert built_node.kind == "conditional"
+        else:
+            assert built.leaf_nodes[node.name] == built_node.handle
+            check_leaf(node, built_node)
+        assert sorted(set(names[int(d)] for d in built_node.deps)) == sorted(set(deps)), node.name
+        assert sorted(names[int(d)] for d in built_node.programmatic) == sorted(early), node.name
+        assert all(int(d) in kernels for d in built_node.programmatic)
+    assert position == len(graph.nodes)
