@@ -286,3 +286,84 @@ def _compare_flattened(plan, built, graph, check_leaf) -> None:
         assert sorted(names[int(d)] for d in built_node.programmatic) == sorted(early), node.name
         assert all(int(d) in kernels for d in built_node.programmatic)
     assert position == len(graph.nodes)
+
+
+def test_launches_over_the_device_limits_are_pc316_diagnostics():
+    small = dict(max_threads_per_block=128, max_registers_per_block=16384,
+                 function_attributes={"saxpy": FunctionAttributes(registers=255, max_threads=64),
+                                      "scaled": FunctionAttributes(static_shared=70000)},
+                 max_shared_per_block=65536)
+    driver = fake_driver(NODES, **small)
+    with pytest.raises(PipelineError) as caught:
+        load(NODES, driver=driver)
+    found = [(d.code, d.span.line, d.message.split(";")[0]) for d in caught.value.diagnostics]
+    assert found == [
+        ("PC316", 28, "`saxpy` uses 255 registers per thread: 128 threads need 32640, Fake H200 (sm_90) has "
+                      "16384 per block (at most 64 threads of this kernel)"),
+        ("PC316", 30, "`scaled` needs 70000 bytes of static and 0 of dynamic shared memory"),
+        ("PC316", 34, "`pipec_fill_8` is launched with 256 threads per block"),
+        ("PC316", 36, "`sum` is launched with 256 threads per block"),
+    ]
+    assert "error[PC316]" in caught.value.render() and "nodes.pipe:28:5" in caught.value.render()
+    assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0), "a refused load leaves nothing behind"
+
+
+def test_out_of_memory_names_the_buffer_and_frees_the_rest():
+    driver = fake_driver(NODES, memory_bytes=6000)
+    with pytest.raises(OutOfMemory, match="allocating `y` .* declared at .*nodes.pipe:9"):
+        load(NODES, driver=driver)
+    assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0)
+
+
+def test_kernels_that_do_not_compile_for_the_device_stop_the_load_with_one_error():
+    driver = fake_driver(NODES, name="Fake future GPU", capability=(1, 0))  # NVRTC knows no sm_10
+    with pytest.raises(PipelineError, match="the kernels do not compile for Fake future GPU \\(sm_10"):
+        load(NODES, driver=driver)
+    assert driver.cu.named("cuDevicePrimaryCtxRelease")
+
+
+def test_piperun_renders_load_diagnostics_as_pipec_does(capsys):
+    from pipec.runtime import cli
+
+    dirty = ROOT / "compiler" / "explanations" / "examples" / "PC302_baked_per_step_value.pipe"
+    assert cli.main([str(dirty), "--steps", "1"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "PC302_baked_per_step_value.pipe:" in err and "error[PC302]" in err
+    assert "try `pipec --explain PC302`" in err
+
+
+def test_a_flattened_build_has_the_leaf_dag_of_the_plan(nodes):
+    """The profiler's build: child graphs' nodes added to the parent, with the same ordering."""
+    from pipec.runtime.graph import BuiltGraph
+    from pipec.runtime.profile_analysis import leaf_dag
+
+    pipeline, fake = nodes
+    flat = BuiltGraph(pipeline.plan, pipeline.plan.step, pipeline._buffers, pipeline.modules,
+                      pipeline.device, pipeline.stream, flatten=True)
+    try:
+        graph = fake.executables[flat.exec]
+        assert "graph" not in [n.kind for n in graph.nodes]
+        name = {handle: node for node, handle in flat.leaf_nodes.items()}
+        edges = {(name[d], name[n.handle]) for n in graph.nodes for d in n.deps}
+        dag = leaf_dag(pipeline.plan, pipeline.plan.step)
+        assert set(name.values()) == set(dag.nodes) and edges == set(dag.edges)
+    finally:
+        flat.close()
+
+
+def test_a_block_past_48_kib_of_shared_memory_in_all_opts_in():
+    """The dynamic limit is raised when static and dynamic shared memory together pass 48 KiB
+    (mlp_act_push: 34 KiB static, 18 KiB dynamic), not only when the dynamic part does: the
+    launch failed with CUDA_ERROR_INVALID_VALUE on an H200."""
+    from types import SimpleNamespace
+
+    from pipec.runtime.modules import Modules
+
+    driver = fake_driver(NODES, function_attributes={"mixed": FunctionAttributes(static_shared=34 * 1024)})
+    modules = Modules([b"module"], SimpleNamespace(driver=driver))
+    modules.function("step", 0, "mixed", 18 * 1024)
+    modules.function("step", 0, "plain", 18 * 1024)
+    modules.function("step", 0, "big", 60 * 1024)
+    modules.function("step", 0, "mixed", 0)
+    opted = [(c.args[0].name, c.args[2]) for c in driver.cu.named("cuFuncSetAttribute")]
+    assert opted == [("mixed", 18 * 1024), ("big", 60 * 1024)]
