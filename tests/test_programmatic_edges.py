@@ -174,3 +174,14 @@ def test_below_sm_90_the_runtime_adds_no_programmatic_edge(kinds):
         assert not driver.cu.named("cuGraphAddDependencies_v2")
         pipeline.run_eager(1)
         assert not driver.cu.named("cuLaunchKernelEx")
+
+
+def test_a_step_repeated_on_the_device_keeps_ordinary_edges():
+    """--steps-per-launch K without --unroll: the step becomes a WHILE node's body."""
+    rl_step = ROOT / "pipelines" / "rl_step.pipe"
+    driver = fake_driver(rl_step)
+    with load(rl_step, driver=driver, steps_per_launch=4) as pipeline:
+        plan = pipeline.plan
+        kinds = [k for g in plan.graph_tree(plan.step) for k in g.edge_kinds]
+        assert kinds and not any(k.programmatic for k in kinds)
+        assert pipeline.graph.programmatic_edges == 0 and not driver.cu.named("cuGraphAddDependencies_v2")
