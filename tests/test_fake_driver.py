@@ -230,7 +230,7 @@ def test_every_plan_node_reaches_the_driver_as_planned(path, capability):
                     check_leaf(node, built)
 
         graph = fake.executables[pipeline.graph.exec]
-        if pipeline.graph.flatten:
+        if pipeline.graph.open_children:
             assert capability >= (9, 0) and pipeline.graph.programmatic_edges
             _compare_flattened(plan, pipeline.graph, graph, check_leaf)
         else:
@@ -240,9 +240,8 @@ def test_every_plan_node_reaches_the_driver_as_planned(path, capability):
 
 
 def _flattened(plan, index: int, entry: list, entry_early: list) -> tuple[list, list]:
-    """The leaves a flattened build adds, in order, each with the names it follows over
-    ordinary and over programmatic edges; and the names that later nodes follow. A library
-    node stands for its recording's copies."""
+    """The nodes a build with open child graphs adds, in order, each with the names it follows
+    over ordinary and over programmatic edges; and the names that later nodes follow."""
     spec, programmatic = plan.graphs[index], plan.graphs[index].programmatic()
     leaves: list = []
     ends: list[list[str]] = []
@@ -268,16 +267,12 @@ def _compare_flattened(plan, built, graph, check_leaf) -> None:
     kernels = {int(n.handle) for n in graph.nodes if n.kind == "kernel"}
     position = 0
     for node, deps, early in leaves:
-        if isinstance(node, (GemmNodeSpec, CollectiveNodeSpec)):
-            copies = graph.nodes[position:position + len(built.library_nodes[node.name])]
-            assert {c.kind for c in copies} <= {"kernel", "memset"} and not any(c.programmatic for c in copies)
-            names.update((int(c.handle), node.name) for c in copies)
-            position += len(copies)
-            continue
         built_node = graph.nodes[position]
         position += 1
         names[int(built_node.handle)] = node.name
-        if isinstance(node, ConditionalNodeSpec):
+        if isinstance(node, (GemmNodeSpec, CollectiveNodeSpec)):  # the recording whole, in a child graph node
+            assert built_node.kind == "graph" and built.leaf_nodes[node.name] == built_node.handle
+        elif isinstance(node, ConditionalNodeSpec):
             assert built_node.kind == "conditional"
         else:
             assert built.leaf_nodes[node.name] == built_node.handle
