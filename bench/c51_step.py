@@ -55,6 +55,7 @@ def compare(hidden: int, steps: int, compute: str, precision: str, torch_modes, 
     config = C51Config.from_constants(pipe_constants(defines, PIPE))
     row = {"hidden": hidden, "compute": compute, "precision": precision}
     row["pipec_graph"] = time_pipec(defines, steps, eager=False, pipe=PIPE)
+    row["pipec_graph_pdl_off"] = time_pipec({**defines, "PDL": '"off"'}, steps, eager=False, pipe=PIPE)
     row["pipec_eager"] = time_pipec(defines, max(20, steps // 10), eager=True, pipe=PIPE)
     for mode in TORCH_MODES:
         row[f"torch_{mode}"] = (time_torch(config, steps if mode != "eager" else max(20, steps // 10), mode,

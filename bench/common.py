@@ -12,12 +12,16 @@ from pathlib import Path
 
 BENCH = Path(__file__).parent
 TINY = BENCH / "tiny.cu"
+KERNELS = BENCH.parent / "kernels"  # pipec's shipped headers (tiny.cu includes pdl.cuh)
 
 
-def chain_pipe(n: int, lanes: int = 8) -> str:
-    """n dependent tiny kernels: every node updates one slot."""
-    body = "\n".join("    launch tiny<<<1, 32>>>(counter)" for _ in range(n))
-    return (f'from "{TINY.name}" import tiny\noption lanes = {lanes}\nbuffer counter: u32[1]\n'
+def chain_pipe(n: int, lanes: int = 8, pdl: str | None = None) -> str:
+    """n dependent tiny kernels: every node updates one slot. With `pdl` ("auto" or "off"), the
+    kernel that waits for the node before (tiny_pdl) under that `option pdl`."""
+    kernel = "tiny" if pdl is None else "tiny_pdl"
+    option = "" if pdl is None else f'option pdl = "{pdl}"\n'
+    body = "\n".join(f"    launch {kernel}<<<1, 32>>>(counter)" for _ in range(n))
+    return (f'from "{TINY.name}" import {kernel}\noption lanes = {lanes}\n{option}buffer counter: u32[1]\n'
             f"step {{\n{body}\n}}\n")
 
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import TINY, chain_pipe, cuda_events_ms, environment, fan_pipe, host_us, median, save_json, table, write_pipe
+from common import KERNELS, TINY, chain_pipe, cuda_events_ms, environment, fan_pipe, host_us, median, save_json, table, write_pipe
 
 REPEATS = 30
 
@@ -50,6 +50,7 @@ def measure_pipec(path: Path, nodes: int) -> dict:
             "eager_us_per_node": median(eager_gpu) * 1000 / nodes,
             "eager_host_us_per_node": median(eager_host) / nodes,
             "graph_nodes": p.graph.node_count,
+            "programmatic_edges": p.graph.programmatic_edges,
         }
 
 
@@ -58,7 +59,7 @@ def measure_cupy(nodes: int) -> dict | None:
         import cupy
     except ImportError:
         return None
-    module = cupy.RawModule(code=TINY.read_text(), options=("--std=c++17",))
+    module = cupy.RawModule(code=TINY.read_text(), options=("--std=c++17", f"-I{KERNELS}"))
     tiny = module.get_function("tiny")
     counter = cupy.zeros(1, cupy.uint32)
     stream = cupy.cuda.Stream(non_blocking=True)
@@ -131,7 +132,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="pipec-bench-"))
     results: dict = {"environment": environment(), "chain": [], "fan": [], "lanes": [],
-                     "cupy_capture_chain": [], "torch_graph_chain": []}
+                     "chain_pdl": [], "chain_pdl_off": [], "cupy_capture_chain": [], "torch_graph_chain": []}
     def record(key: str, entry: dict | None) -> None:
         if entry is not None:
             results[key].append(entry)
@@ -141,6 +142,9 @@ def main() -> None:
     for n in args.sizes:
         record("chain", measure_pipec(write_pipe(folder, f"chain{n}", chain_pipe(n)), n))
         record("fan", measure_pipec(write_pipe(folder, f"fan{n}", fan_pipe(n)), n + 1))
+        for pdl in ("auto", "off"):  # the same waiting kernel, with and without programmatic edges
+            record(f"chain_pdl{'_off' * (pdl == 'off')}",
+                   measure_pipec(write_pipe(folder, f"chain{n}_pdl_{pdl}", chain_pipe(n, pdl=pdl)), n))
         record("cupy_capture_chain", measure_cupy(n))
         record("torch_graph_chain", measure_torch(n))
     for lanes in args.lanes:
@@ -148,7 +152,10 @@ def main() -> None:
         record("lanes", {"lanes": lanes, **entry})
 
     rows = []
-    for kind, key in (("pipec graph, chain", "chain"), ("pipec graph, fan (8 lanes)", "fan"),
+    for kind, key in (("pipec graph, chain", "chain"),
+                      ("pipec graph, chain of tiny_pdl, programmatic edges", "chain_pdl"),
+                      ("pipec graph, chain of tiny_pdl, pdl off", "chain_pdl_off"),
+                      ("pipec graph, fan (8 lanes)", "fan"),
                       ("CuPy capture, chain", "cupy_capture_chain"), ("PyTorch CUDAGraph, chain", "torch_graph_chain")):
         for r in results[key]:
             rows.append([kind, r["nodes"], r["replay_us_per_node"], r["launch_host_us"], r["build_instantiate_ms"]])

@@ -31,6 +31,7 @@ TORCH_MODES = ("eager", "cudagraph", "compile", "compile-graph")
 # (result key, table label) of every implementation, in table order.
 IMPLEMENTATIONS = (
     ("pipec_graph", "pipec graph (piperun)"),
+    ("pipec_graph_pdl_off", 'pipec graph, no programmatic edges (-D PDL=\'"off"\')'),
     ("pipec_unrolled", "pipec graph, K steps a launch (piperun --steps-per-launch K --unroll)"),
     ("pipec_eager", "pipec eager (same kernels, one launch each)"),
     ("torch_eager", "PyTorch eager"),
@@ -82,7 +83,8 @@ def time_pipec(defines: dict, steps: int, eager: bool, pipe: Path = PIPE, per_la
             except ProfileError as error:  # conditional bodies that skip replays: no per-node floor
                 floor = {"unavailable": str(error)}
         return {"steps_per_s": steps / median(wall), "gpu_us_per_step": median(gpu) * 1e6 / steps,
-                "nodes": nodes, "floor": floor, "steps_per_launch": per_launch}
+                "nodes": nodes, "floor": floor, "steps_per_launch": per_launch,
+                "programmatic_edges": p.graph.programmatic_edges}
 
 
 def time_torch(config, steps: int, mode: str, module: str = "torch_dqn") -> dict:
@@ -160,6 +162,7 @@ def compare(defines: dict, steps: int, torch_modes=TORCH_MODES, jax_per_dispatch
     config = Config.from_constants(consts)
     row = {"defines": defines, "envs": consts["ENVS"], "updates": consts["UPDATES"]}
     row["pipec_graph"] = time_pipec(defines, steps, eager=False)
+    row["pipec_graph_pdl_off"] = time_pipec({**defines, "PDL": '"off"'}, steps, eager=False)
     row["pipec_unrolled"] = (time_pipec(defines, steps, eager=False, per_launch=pipec_per_launch)
                              if pipec_per_launch > 1 else None)
     row["pipec_eager"] = time_pipec(defines, max(20, steps // 10), eager=True)

@@ -1,5 +1,6 @@
 """A step shaped like the trainers pipec is for, side by side: pipelines/examples/wide_trainer.pipe
-(about 230 GEMM and kernel nodes in child graphs) replayed by pipec, against the same step in
+(about 230 GEMM and kernel nodes in child graphs) replayed by pipec with and without programmatic
+edges (-D PDL='"off"'), against the same step in
 PyTorch (bench/torch_trainer.py: eager, CUDAGraph, torch.compile "reduce-overhead", and
 "max-autotune-no-cudagraphs" in one CUDAGraph) and JAX (bench/jax_trainer.py: jax.jit of a K-step
 lax.scan), in one process.
@@ -24,7 +25,8 @@ from trainer_spec import TrainerConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 PIPE = ROOT / "pipelines" / "examples" / "wide_trainer.pipe"
-LABELS = {"pipec_graph": "pipec graph replay", "torch_eager": "PyTorch eager",
+LABELS = {"pipec_graph": "pipec graph replay", "pipec_graph_ordinary": "pipec graph, no programmatic edges",
+          "torch_eager": "PyTorch eager",
           "torch_cudagraph": "PyTorch CUDAGraph", "torch_compile": "torch.compile reduce-overhead",
           "torch_compile-graph": "torch.compile max-autotune in one CUDAGraph", "jax": "JAX jit + lax.scan"}
 
@@ -32,7 +34,8 @@ LABELS = {"pipec_graph": "pipec graph replay", "torch_eager": "PyTorch eager",
 def compare(layers: int, steps: int, jax_per_dispatch: int) -> dict:
     defines = {"LAYERS": layers}
     config = TrainerConfig.from_constants(pipe_constants(defines, PIPE))
-    row: dict = {"layers": layers, "pipec_graph": time_pipec(defines, steps, eager=False, pipe=PIPE)}
+    row: dict = {"layers": layers, "pipec_graph": time_pipec(defines, steps, eager=False, pipe=PIPE),
+                 "pipec_graph_ordinary": time_pipec({**defines, "PDL": '"off"'}, steps, eager=False, pipe=PIPE)}
     for mode in TORCH_MODES:
         row[f"torch_{mode}"] = time_torch(config, steps if mode != "eager" else max(20, steps // 10), mode,
                                           "torch_trainer")
@@ -42,7 +45,7 @@ def compare(layers: int, steps: int, jax_per_dispatch: int) -> dict:
 
 def fastest_baseline(row: dict) -> tuple[str, float] | None:
     rates = [(key, row[key]["steps_per_s"]) for key in LABELS
-             if key != "pipec_graph" and isinstance(row.get(key), dict) and "steps_per_s" in row[key]]
+             if not key.startswith("pipec") and isinstance(row.get(key), dict) and "steps_per_s" in row[key]]
     return max(rates, key=lambda kv: kv[1]) if rates else None
 
 

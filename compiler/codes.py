@@ -131,6 +131,9 @@ PC320 = _rule("PC320", "invalid-device-condition", _E,
               "a device branch or loop does not decide on one element of an integer buffer")
 PC321 = _rule("PC321", "condition-written-in-body", _E, "a branch writes the flag that decides it")
 PC322 = _rule("PC322", "unbounded-while", _E, "nothing in a `while` body can clear its flag")
+PC323 = _rule("PC323", "early-access-before-wait", _W,
+              "a kernel that asks for programmatic launch touches an earlier node's data before its wait",
+              suppressible=True)
 # PC4xx: warnings
 PC401 = _rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it",
               suppressible=True)

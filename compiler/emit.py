@@ -88,7 +88,8 @@ def _label(node) -> str:
 
 def plan_dot(plan: Plan) -> str:
     """The step's DAG (and the init block's), child graphs as clusters; hazard edges are solid
-    and labelled, edges added to bound the width dashed. A gemm node is a 3-D box. A
+    and labelled, edges added to bound the width dashed; programmatic edges bold and blue, each
+    ordinary one with the reason it is not programmatic as its tooltip. A gemm node is a 3-D box. A
     conditional node is a diamond with a dotted edge to each of its bodies, drawn as clusters
     beside it."""
     lines = ["digraph pipec {", "  rankdir=TB;", '  node [shape=box, fontname="monospace", fontsize=10];',
@@ -127,11 +128,17 @@ def _emit_graph(plan: Plan, index: int, lines: list[str], indent: str) -> None:
             shape = "shape=box3d, " if isinstance(node, GemmNodeSpec) else ""
             lines.append(f"{indent}  {_node_id(index, node.id)} [{shape}label={_quote(_label(node))}];")
     hazards = {(h.src, h.dst): h for h in graph.hazards}
+    kinds = {(k.src, k.dst): k for k in graph.edge_kinds}
     for src, dst in graph.edges:
         a, b = _anchor(plan, index, src, True), _anchor(plan, index, dst, False)
-        hazard = hazards.get((src, dst))
-        attrs = f"label={_quote(f'{hazard.kind} {hazard.buffer}')}" if hazard else "style=dashed"
-        lines.append(f"{indent}  {a} -> {b} [{attrs}];")
+        hazard, kind = hazards.get((src, dst)), kinds.get((src, dst))
+        label = f"{hazard.kind} {hazard.buffer}" if hazard else ""
+        attrs = [] if hazard else ["style=dashed"]
+        if kind is not None and kind.programmatic:  # the consumer may start early: bold, marked
+            label, attrs = f"{label} (programmatic)".lstrip(), attrs + ["penwidth=2", "color=blue"]
+        elif kind is not None:
+            attrs.append(f"tooltip={_quote('ordinary: ' + kind.reason)}")
+        lines.append(f"{indent}  {a} -> {b} [{', '.join(([f'label={_quote(label)}'] if label else []) + attrs)}];")
     lines.append(f"{indent}}}")
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 import jinja2
 
 from . import cache, kernel_records, ptx
-from .kernel_records import CallSite, FindingRecord, KernelRecord, ParamRecord, SourceAnalysis, SourceLocation
+from .kernel_records import (CallSite, EarlyAccessRecord, FindingRecord, KernelRecord, LaunchControlRecord, ParamRecord,
+                             SourceAnalysis, SourceLocation)
 from .source_scan import Declaration, scan_declarations
 from .toolchain import CompileRequest
 
-ANALYSIS_VERSION = "7"  # bump when the analysis output format or meaning changes
+ANALYSIS_VERSION = "8"  # bump when the analysis output format or meaning changes
 
 # The probe's code for one parameter type: the scalar at the bottom of its pointers (0 when
 # pipec cannot bind it: a struct, an enum, a reference), how many pointers lead to it (at most
@@ -173,7 +174,14 @@ def _kernel_record(entry: ptx.Function, words: list[int], decl: Declaration | No
     writes = module.writes(entry.name)
     params = tuple(_with_writes(p, writes.get(p.index, (ptx.Written.UNKNOWN, None)), system) for p in params)
     return KernelRecord(entry.name, params, entry.max_threads, findings,
-                        decl.where if decl else None, decl.unreadable if decl else (), entry.cluster)
+                        decl.where if decl else None, decl.unreadable if decl else (), entry.cluster,
+                        _launch_control_record(module.launch_control(entry.name), system))
+
+
+def _launch_control_record(control: ptx.LaunchControl, system: tuple[Path, ...]) -> LaunchControlRecord:
+    early = tuple(EarlyAccessRecord(a.params, a.mode, a.instruction, *_located(a.location, system))
+                  for a in control.early)
+    return LaunchControlRecord(control.waits.value, early, *_located(control.trigger, system))
 
 
 def _param_record(index: int, code: int, name: str, decl: Declaration | None) -> ParamRecord:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .source_scan import ExtentAnnotation, TextRange
 
-FORMAT = 7  # bump with any change to the records below
+FORMAT = 8  # bump with any change to the records below
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,31 @@ class ParamRecord:
 
 
 @dataclass(frozen=True)
+class EarlyAccessRecord:
+    """A global access the kernel can make before `griddepcontrol.wait` (compiler/ptx/pdl.py)."""
+
+    params: tuple[int, ...] | None  # the parameters its address derives from; None: unknown origin
+    mode: str  # r | w | rw
+    instruction: str
+    location: SourceLocation | None
+    reached_from: tuple[CallSite, ...] = ()
+
+    @property
+    def reported_at(self) -> SourceLocation | None:
+        return outermost(self.location, self.reached_from)
+
+
+@dataclass(frozen=True)
+class LaunchControlRecord:
+    """Programmatic dependent launch, as the kernel's PTX does it."""
+
+    waits: str  # every-path | some-paths | never: whether griddepcontrol.wait ends every path
+    early: tuple[EarlyAccessRecord, ...]  # what it touches before the wait (on some path)
+    trigger: SourceLocation | None  # the first griddepcontrol.launch_dependents, None: never
+    trigger_reached_from: tuple[CallSite, ...] = ()
+
+
+@dataclass(frozen=True)
 class KernelRecord:
     name: str
     params: tuple[ParamRecord, ...]
@@ -78,6 +103,7 @@ class KernelRecord:
     signature: TextRange | None  # the declaration in the source; None when the text does not show it
     unreadable_annotations: tuple[TextRange, ...] = ()
     cluster: tuple[int, int, int] | None = None  # from __cluster_dims__
+    launch_control: LaunchControlRecord = LaunchControlRecord("never", (), None)
 
 
 @dataclass(frozen=True)
@@ -111,8 +137,15 @@ def _kernel(k: dict) -> KernelRecord:
         tuple(FindingRecord(f["rule"], f["instruction"], _location(f["location"]),
                             _call_sites(f["reached_from"])) for f in k["findings"]),
         _range(k["signature"]), tuple(_range(r) for r in k["unreadable_annotations"]),
-        tuple(k["cluster"]) if k["cluster"] else None,
+        tuple(k["cluster"]) if k["cluster"] else None, _launch_control(k["launch_control"]),
     )
+
+
+def _launch_control(c: dict) -> LaunchControlRecord:
+    early = tuple(EarlyAccessRecord(tuple(a["params"]) if a["params"] is not None else None, a["mode"],
+                                    a["instruction"], _location(a["location"]), _call_sites(a["reached_from"]))
+                  for a in c["early"])
+    return LaunchControlRecord(c["waits"], early, _location(c["trigger"]), _call_sites(c["trigger_reached_from"]))
 
 
 def _param(p: dict) -> ParamRecord:

@@ -19,6 +19,7 @@ import hashlib
 from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
+from .programmatic_edges import EdgeDecider
 from ..plan.dtypes import fill_pattern
 from .model import (
     CONTAINERS, CollectiveNode, CollectiveOperand, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode,
@@ -39,9 +40,10 @@ _MODE_NAMES = {Mode.READ: "r", Mode.WRITE: "w", Mode.READ_WRITE: "rw"}
 
 
 class _Lowering:
-    def __init__(self, program: Program, dags: dict[int, Dag], include_dirs: tuple[str, ...]) -> None:
+    def __init__(self, program: Program, dags: dict[int, Dag], arch: str, include_dirs: tuple[str, ...]) -> None:
         self.program = program
         self.dags = dags
+        self.arch = arch  # programmatic edges need sm_90 or newer
         self.include_dirs = include_dirs
         self.graphs: list[GraphSpec | None] = []
         self.modules: dict[str, ModuleSpec] = {}
@@ -50,6 +52,7 @@ class _Lowering:
         # program repeats most of its accesses thousands of times, and a frozen dataclass
         # costs several times more to build than to look up.
         self.access_specs: dict[tuple, AccessSpec] = {}
+        self.edges = EdgeDecider(program.bodies())
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
         if key not in self.modules:
@@ -71,15 +74,28 @@ class _Lowering:
             specs.append(spec)
         return tuple(specs)
 
-    def lower_body(self, body: GraphBody, scope: str) -> int:
+    def lower_body(self, body: GraphBody, scope: str, conditional: bool = False) -> int:
         index = len(self.graphs)
         self.graphs.append(None)  # reserve: children get higher indices
         nodes = tuple(self.lower_node(i, item, scope) for i, item in enumerate(body.items))
         dag = self.dags[id(body)]
         edges = add_lanes(len(nodes), dag.edges, self.program.options.lanes)
         hazards = tuple(HazardEdge(a, b, h.kind, h.buffer) for (a, b), h in sorted(dag.hazards.items()))
-        self.graphs[index] = GraphSpec(index, body.name, scope, nodes, tuple(edges), hazards)
+        kinds = self.edges.kinds(body.items, nodes, edges, self.ordinary_edges(conditional))
+        self.graphs[index] = spec = GraphSpec(index, body.name, scope, nodes, tuple(edges), hazards, kinds)
+        self.edges.lowered(spec, body.items)
         return index
+
+    def ordinary_edges(self, conditional: bool) -> str | None:
+        """Why every edge of a body is ordinary, or None (docs/plan.md, "Programmatic edges")."""
+        if self.program.options.pdl == "off":
+            return 'option pdl = "off"'
+        digits = "".join(c for c in self.arch.removeprefix("sm_") if c.isdigit())
+        if digits and int(digits) < 90:
+            return f"{self.arch} has no programmatic launch (sm_90 or newer)"
+        if conditional:
+            return "in a conditional node's body"
+        return None
 
     def lower_node(self, index: int, item, scope: str) -> NodeSpec:
         location, accesses = _location(item.span), self.accesses(item)
@@ -103,7 +119,7 @@ class _Lowering:
             return lower_collective(index, item, location, accesses)
         if isinstance(item, ConditionalNode):
             # The bodies belong to the node, not cloned like a child graph: they share its scope.
-            bodies = tuple(self.lower_body(b, scope) for b in item.bodies)
+            bodies = tuple(self.lower_body(b, scope, conditional=True) for b in item.bodies)
             flag = item.flag
             return ConditionalNodeSpec(index, item.name, location, accesses, item.kind, item.construct,
                                        item.index, bodies, flag.buffer.name if flag else None,
@@ -259,7 +275,7 @@ def _step_first_access(program: Program) -> dict[str, str | None]:
 
 def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
                include_dirs: tuple[str, ...] = ()) -> Plan:
-    lowering = _Lowering(program, {id(d.body): d for d in dags}, include_dirs)
+    lowering = _Lowering(program, {id(d.body): d for d in dags}, arch, include_dirs)
     init = lowering.lower_body(program.init, "eager") if program.init is not None else None
     step_scope = "shared" if program.options.share_modules else "step"
     step = lowering.lower_body(program.step, step_scope) if program.step is not None else None

@@ -104,6 +104,31 @@ class KernelFinding:
     trail: tuple[Label, ...] = ()  # the instruction itself and the lines between, in headers and helpers
 
 
+@dataclass(frozen=True)
+class EarlyAccess:
+    """A global access a kernel can make before `griddepcontrol.wait` (compiler/ptx/pdl.py)."""
+
+    params: tuple[int, ...] | None  # the parameters its address derives from; None: any of them
+    mode: str  # r | w | rw
+    instruction: str
+    span: Span  # the kernel's own line that reaches it
+    trail: tuple[Label, ...] = ()  # the access itself and the lines between, in headers and helpers
+
+
+@dataclass(frozen=True)
+class LaunchControl:
+    """Programmatic dependent launch as the kernel's PTX does it: whether it waits for its
+    predecessor on every path, what it touches before, and where it lets dependents start."""
+
+    waits: str = "never"  # every-path | some-paths | never
+    early: tuple[EarlyAccess, ...] = ()
+    trigger: Span | None = None
+
+    @property
+    def asks_for_programmatic_launch(self) -> bool:
+        return self.waits != "never" or self.trigger is not None
+
+
 @dataclass(frozen=True, eq=False)
 class KernelSource:
     path: Path
@@ -120,6 +145,7 @@ class Kernel:
     findings: tuple[KernelFinding, ...]
     decl_span: Span  # the signature in the CUDA source
     cluster: tuple[int, int, int] | None = None  # blocks per cluster, from __cluster_dims__
+    launch_control: LaunchControl = LaunchControl()
 
 
 # --- nodes ------------------------------------------------------------------------------------
@@ -392,6 +418,7 @@ class Options:
     share_modules: bool = False
     share_modules_span: Span | None = None
     gemm_workspace: int = 4 << 20  # bytes of each GEMM node's own workspace
+    pdl: str = "auto"  # auto: programmatic edges where proven safe (compiler/programmatic_edges.py) | off
 
 
 @dataclass

@@ -27,7 +27,7 @@ from ..errors import Error
 from . import codegen
 from .config import CompileOptions
 from ..plan.schema import (
-    AccessSpec, ArgSpec, BufferSpec, ConditionalNodeSpec, GraphSpec, InitSpec, KernelNodeSpec, Location,
+    AccessSpec, ArgSpec, BufferSpec, ConditionalNodeSpec, EdgeKind, GraphSpec, InitSpec, KernelNodeSpec, Location,
     ModuleSpec, Plan,
 )
 
@@ -97,7 +97,15 @@ def repeat_step(plan: Plan, steps: int) -> Plan:
     loop = ConditionalNodeSpec(1, "launch/repeat", where, control, "while", "repeat", handle,
                                (plan.step,), None, None, CONTROL)
     root = GraphSpec(root_index, "launch", step.scope, (decide(0, "launch/decide:repeat", 1), loop),
-                     ((0, 1),), ())
-    graphs = tuple(body if g.index == plan.step else g for g in plan.graphs) + (root,)
+                     ((0, 1),), (), (EdgeKind(0, 1, False, "to a conditional node"),))
+    # the step becomes a conditional node's body, whose edges stay ordinary (docs/plan.md)
+    inside = {g.index for g in plan.graph_tree(plan.step)}
+    graphs = tuple(_ordinary(body if g.index == plan.step else g) if g.index in inside else g
+                   for g in plan.graphs) + (root,)
     buffer = BufferSpec(CONTROL, "u32", (2,), "device", InitSpec("zeros", (), None, None), (), 8, where, "write")
     return replace(plan, modules=modules, graphs=graphs, step=root_index, buffers=plan.buffers + (buffer,))
+
+
+def _ordinary(graph: GraphSpec) -> GraphSpec:
+    return replace(graph, edge_kinds=tuple(replace(k, programmatic=False, reason="in a conditional node's body")
+                                           for k in graph.edge_kinds))

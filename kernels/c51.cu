@@ -58,6 +58,8 @@ extern "C" __global__ void c51_init_params(float* params, int H, int outs, int o
 /// pipec: out obs
 extern "C" __global__ void c51_observe(const double* state, float* obs, int n_envs) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (i < n_envs * PIPEC_OBS) obs[i] = (float)state[i];
 }
 
@@ -151,6 +153,9 @@ extern "C" __global__ void c51_act_env(const float* logits, double* state, int* 
                                        int max_steps) {
     const int e = blockIdx.x * blockDim.y + threadIdx.y;
     const int lane = threadIdx.x;
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
+
     if (e >= n_envs) return;  // uniform over the warp
     const int s_now = step[0] + 1;
     const float dz = (vmax - vmin) / (float)(atoms - 1);
@@ -203,6 +208,8 @@ extern "C" __global__ void c51_loss_grad(const int* learn_on, const float* onlin
                                          float vmin, float vmax) {
     __shared__ float sp[32][C51_MAX_ATOMS];  // target probabilities p_j, per warp
     __shared__ float sb[32][C51_MAX_ATOMS];  // projected positions b_j, per warp
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     const int lane = threadIdx.x;
     const int w = threadIdx.y;
     const int i = blockIdx.x * blockDim.y + w;
@@ -294,6 +301,8 @@ __device__ __forceinline__ float c51_sumsq4(float4 g, float acc) {
 extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad,
                                           float* gnorm_part, int P) {
     __shared__ float red[1024];
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     const int on = learn_on[0];
     const unsigned int t = threadIdx.x;
     const unsigned long long past_boundary = reinterpret_cast<unsigned long long>(grad) & 15ull;
@@ -337,6 +346,8 @@ extern "C" __global__ void c51_grad_sumsq(const int* learn_on, const float* grad
 /// pipec: out dst
 extern "C" __global__ void c51_to_bf16(const float* src, __nv_bfloat16* dst, int n) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (i < n) dst[i] = __float2bfloat16_rn(src[i]);
 }
 
@@ -403,6 +414,8 @@ extern "C" __global__ void c51_adamw_step_bf16(const int* learn_on, const float*
                                                __nv_bfloat16* target_bf16, int P, int nparts,
                                                float max_norm, double b1, double b2, float eps,
                                                float wd, float tau, int updates, int update) {
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     pipec_adamw_step(learn_on, grad, gnorm_part, adam_t, sched, params, m, v, target, opt, P, nparts,
                      max_norm, b1, b2, eps, wd, tau, updates, update,
                      C51Bf16Copies{params_bf16, target_bf16});

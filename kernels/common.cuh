@@ -14,6 +14,8 @@
 //     small dense-layer helpers and the two-phase staging of global memory into shared.
 #pragma once
 
+#include "pdl.cuh"  // pipec_wait_for_producer, pipec_let_dependents_start
+
 // ---------------------------------------------------------------------------------------
 // Random streams. key = (seed, stream id); counter words are documented per stream.
 // ---------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ extern "C" __global__ void lr_plateau(const int* step, const int* learn_on, cons
                                       float* lr, float* best, int* bad, int check_every,
                                       int patience, float factor, float threshold,
                                       float lr_min) {
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     if (learn_on[0] == 0 || step[0] % check_every != 0) return;
     const float ema = loss_ema[0];

@@ -27,6 +27,8 @@ extern "C" __global__ void episode_stats(const int* step_info, const float* fin_
     __shared__ float sring[DIAG_RING_MAX];
     __shared__ int sint[1024];
     __shared__ float red[1024];
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (blockIdx.x != 0 || ring_size <= 0 || ring_size > DIAG_RING_MAX) return;
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
@@ -84,6 +86,8 @@ extern "C" __global__ void diag_write(const int* step, const float* ep_mean, con
                                       const float* loss_last, const float* loss_ema,
                                       const float* sched,
                                       const int* replay_size, float* diag) {
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     diag[0] = (float)step[0];
     diag[1] = ep_mean[0];

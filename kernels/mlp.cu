@@ -123,16 +123,19 @@ extern "C" __global__ void mlp_td_backward(
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
     const int s0 = blockIdx.x * spb;
-    if (s0 >= B) return;  // uniform over the block
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    if (s0 >= B) {  // uniform over the block
+        pipec_wait_for_producer();  // on every path: the block ends after the nodes before it
+        return;
+    }
     const int ns = (B - s0 < spb) ? (B - s0) : spb;
-    // Every load that depends on no other (the flag, the block's draws, every weight the
-    // block uses) is issued before the learning test; no layer waits for a global load after
-    // a barrier. (Measured on an H200 in this kernel's earlier form, which drew the batch
-    // too, per-region loops beat issuing every load before any store, PipecStage, by 0.6 us:
-    // the stores of the small regions overlap the loads of W2.)
-    const int on = learn_on[0];
-    const int leaf = (t < ns) ? b_idx[s0 + t] : 0;
-    const float w_own = (t < ns) ? b_w[s0 + t] : 0.0f;
+    // Every weight the block uses is staged before the wait for the node before: no node of
+    // the step before this one writes `params` or `target` (AdamW, after it, does), so over a
+    // programmatic edge the staging overlaps the previous node's end. Then the flag and the
+    // block's draws, which the acting node wrote. No layer waits for a global load after a
+    // barrier. (Measured on an H200 in this kernel's earlier form, which drew the batch too,
+    // per-region loops beat issuing every load before any store, PipecStage, by 0.6 us: the
+    // stores of the small regions overlap the loads of W2.)
     for (int i = t; i < 2 * H + 2; i += nt) {
         const float a = target[pipec_off_w3(H) + i];  // W3 then b3: contiguous
         const float b = params[pipec_off_w3(H) + i];
@@ -156,6 +159,10 @@ extern "C" __global__ void mlp_td_backward(
     w2o.load(params + pipec_off_w2(H), H);
     w2t.store(target + pipec_off_w2(H), W2t, H);
     w2o.store(params + pipec_off_w2(H), W2o, H);
+    pipec_wait_for_producer();  // every access below sees the nodes before it
+    const int on = learn_on[0];
+    const int leaf = (t < ns) ? b_idx[s0 + t] : 0;
+    const float w_own = (t < ns) ? b_w[s0 + t] : 0.0f;
     if (on == 0) return;  // uniform: learning off, nothing written
     // The block's samples, gathered by one thread each (all loads first, then the stores).
     for (int s = t; s < ns; s += nt) {
@@ -264,6 +271,8 @@ extern "C" __global__ void mlp_grad(const int* learn_on, const float* b_obs, con
                                     const float* h2, const float* dh1, const float* dh2,
                                     const float* dq, float* grad, float* gnorm_part, int B,
                                     int H) {
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     const int on = learn_on[0];  // waited for only after the sample loads are issued
     __shared__ float red[1024];
     const int P = pipec_nparams(H);

@@ -92,6 +92,8 @@ extern "C" __global__ void __launch_bounds__(512) mlp_act_push(
     extern __shared__ __align__(16) float smem[];
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     const int acting = (n_envs + epb - 1) / epb;
     const int base = flush_off[n_envs];
     const int total = flush_off[n_envs + 1];

@@ -48,6 +48,8 @@ extern "C" __global__ void adamw_step(const int* learn_on, const float* grad,
                                       float* target, float* opt, int P, int nparts,
                                       float max_norm, double b1, double b2, float eps, float wd,
                                       float tau, int updates, int update) {
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     pipec_adamw_step(learn_on, grad, gnorm_part, adam_t, sched, params, m, v, target, opt, P, nparts,
                      max_norm, b1, b2, eps, wd, tau, updates, update, PipecNoCopies());
 }

@@ -75,6 +75,8 @@ extern "C" __global__ void replay_push_flush(
     __shared__ int s[1024];
     __shared__ int s_base;
     __shared__ float scratch[300];
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (blockIdx.x != 0) return;
     const int e = (int)pipec_tid();
     const bool mine = e < n_envs;
@@ -214,6 +216,8 @@ extern "C" __global__ void replay_plan(const double* state, const int* ep_steps,
                                        const int* head, const int* step, int* flush_off,
                                        int n_envs, int nstep, int max_steps) {
     __shared__ int s[32];
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();

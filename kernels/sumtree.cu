@@ -23,6 +23,8 @@ extern "C" __global__ void sumtree_rebuild(float* tree, int lo, int hi) {
     __shared__ float sa[ST_SMEM];
     __shared__ float sb[ST_SMEM / 2];
     const unsigned int b = blockIdx.x;
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (lo < 0 || hi <= lo || b >= (1u << lo)) return;
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
@@ -115,6 +117,8 @@ extern "C" __global__ void per_sample(const int* learn_on, float* tree,
     __shared__ float stop[PER_TOP_NODES];
     __shared__ float sw[ST_SW];
     __shared__ float red[1024];
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();
@@ -180,6 +184,8 @@ extern "C" __global__ void per_update_priorities(const int* learn_on, const int*
     __shared__ float red[1024];
     __shared__ float red2[1024];
     __shared__ int sint[1024];
+    pipec_let_dependents_start();  // kernels/pdl.cuh: the next node may start its own set-up
+    pipec_wait_for_producer();     // every access below sees the nodes before it
     if (learn_on[0] == 0 || blockIdx.x != 0) return;
     const int t = (int)pipec_tid();
     const int nt = (int)pipec_nthreads();

@@ -3,8 +3,9 @@
 // MLP of LAYERS blocks trained online on a synthetic regression stream, with global-norm
 // clipping and AdamW over one parameter region per node. The GEMMs are the pipeline's `gemm`
 // nodes; these are the elementwise and reduction kernels between them, written the way a
-// trainer writes them: one element (or four) a thread, fixed-order block reductions so every
-// replay gives the same bits (no atomics).
+// trainer writes them: one element a thread, fixed-order block reductions so every replay gives
+// the same bits (no atomics). Each lets its dependents start at once and waits for its producer
+// before its first load (kernels/pdl.cuh), so the edges between them can be programmatic.
 #include "common.cuh"
 
 // The synthetic stream: input x[r, c] uniform in [-1, 1) from Philox keyed by (step, r, c),
@@ -23,6 +24,8 @@
 extern "C" __global__ void make_batch(const int* step, float* x, float* y_true, int B, int D, int OUT) {
     __shared__ float row[1024];
     const int r = (int)blockIdx.x;
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     if (r >= B) return;
     const unsigned int s = (unsigned int)step[0];
     for (int c = (int)threadIdx.x; c < D; c += (int)blockDim.x) {
@@ -48,6 +51,8 @@ extern "C" __global__ void make_batch(const int* step, float* x, float* y_true, 
 /// pipec: out a
 extern "C" __global__ void residual_add(const float* h, const float* a_prev, float* a, int n) {
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     if (i < n) a[i] = h[i] + a_prev[i];
 }
 
@@ -65,6 +70,8 @@ extern "C" __global__ void mse_grad(const float* y, const float* t, float* dy, f
     __shared__ float red[256];
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     float e = 0.0f;
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     if (i < n) {
         e = y[i] - t[i];
         dy[i] = 2.0f * e / (float)n;
@@ -88,6 +95,8 @@ extern "C" __global__ void mse_grad(const float* y, const float* t, float* dy, f
 extern "C" __global__ void relu_backward(const float* da_next, const unsigned char* mask, float* dpre, float* da,
                                          int rows, int cols) {
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     if (i >= rows * cols) return;
     const int r = i / cols, c = i % cols;
     const int pitch = ((cols + 127) / 128) * 16;
@@ -107,6 +116,8 @@ extern "C" __global__ void relu_backward(const float* da_next, const unsigned ch
 extern "C" __global__ void sum_squares(const float* g, float* part, int n) {
     __shared__ float red[256];
     float acc = 0.0f;
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += (int)(gridDim.x * blockDim.x))
         acc += g[i] * g[i];
     const float s = pipec_block_sum(acc, red);
@@ -123,6 +134,8 @@ extern "C" __global__ void sum_squares(const float* g, float* part, int n) {
 extern "C" __global__ void clip_factor(const float* part, float* clip, int nparts, float max_norm) {
     __shared__ float red[256];
     float acc = 0.0f;
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     for (int i = (int)threadIdx.x; i < nparts; i += (int)blockDim.x) acc += part[i];
     const float s = pipec_block_sum(acc, red);
     if (threadIdx.x == 0) {
@@ -140,6 +153,8 @@ extern "C" __global__ void clip_factor(const float* part, float* clip, int npart
 /// pipec: extent lr = 3
 /// pipec: out lr
 extern "C" __global__ void lr_schedule(int* sched_t, float* lr, float lr_max, int T, double b1, double b2) {
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     const int t = sched_t[0] + 1;
     sched_t[0] = t;
     const double phase = (double)(t < T ? t : T) / (double)T;
@@ -162,6 +177,8 @@ extern "C" __global__ void lr_schedule(int* sched_t, float* lr, float lr_max, in
 extern "C" __global__ void adamw(const float* grad, const float* clip, const float* lr, float* p, float* m,
                                  float* v, int n, float b1, float b2, float eps, float wd) {
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     if (i >= n) return;
     const float g = grad[i] * clip[0];
     const float mi = b1 * m[i] + (1.0f - b1) * g;
@@ -183,6 +200,8 @@ extern "C" __global__ void adamw(const float* grad, const float* clip, const flo
 /// pipec: out diag
 extern "C" __global__ void trainer_report(const float* loss_part, const float* clip, const float* lr, int* step,
                                           float* diag, int nparts, int count) {
+    pipec_let_dependents_start();
+    pipec_wait_for_producer();
     if (threadIdx.x != 0) return;
     float loss = 0.0f;
     for (int i = 0; i < nparts; ++i) loss += loss_part[i];

@@ -217,6 +217,17 @@ class HazardEdge:
 
 
 @dataclass(frozen=True)
+class EdgeKind:
+    """How the runtime adds one edge: programmatic (the consumer may start while the producer
+    runs, and waits for it in `griddepcontrol.wait`) or ordinary, with the reason."""
+
+    src: int
+    dst: int
+    programmatic: bool
+    reason: str  # why the edge is ordinary; empty for a programmatic one
+
+
+@dataclass(frozen=True)
 class GraphSpec:
     index: int
     name: str
@@ -224,6 +235,10 @@ class GraphSpec:
     nodes: tuple[NodeSpec, ...]
     edges: tuple[tuple[int, int], ...]  # what the runtime adds: hazards and lane order, reduced
     hazards: tuple[HazardEdge, ...]  # the reduced hazard DAG, for people and tools
+    edge_kinds: tuple[EdgeKind, ...] = ()  # one per entry of `edges`, in its order
+
+    def programmatic(self) -> set[tuple[int, int]]:
+        return {(e.src, e.dst) for e in self.edge_kinds if e.programmatic}
 
 
 @dataclass(frozen=True)

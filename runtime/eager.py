@@ -22,6 +22,7 @@ from ..errors import Error
 from .collectives import Collectives, require_collectives
 from .driver import CudaError, Driver
 from .gemm_nodes import Gemms
+from .graph import supports_programmatic_launch
 from .kernel_params import KernelArgs
 from .memory import BufferSet
 from .modules import Modules
@@ -50,6 +51,36 @@ class _Branch:
     bodies: list[list]  # each a list of _Op and _Branch
 
 
+def early_starters(plan: Plan, graph: int) -> set[str]:
+    """The kernels a programmatic edge of the graph tree leads into (for an edge to a child graph
+    node, the child graph's first nodes): eager execution launches them the same way."""
+    def entries(node: NodeSpec) -> list[NodeSpec]:
+        if not isinstance(node, ChildGraphNodeSpec):
+            return [node]
+        child = plan.graphs[node.graph]
+        joined = {b for _, b in child.edges}
+        return [e for inner in child.nodes if inner.id not in joined for e in entries(inner)]
+
+    return {e.name for spec in plan.graph_tree(graph) for _, b in spec.programmatic() for e in entries(spec.nodes[b])}
+
+
+def programmatic_launch_config(cu, node: KernelNodeSpec, stream):
+    """A `cuLaunchKernelEx` configuration of the node's launch with programmatic stream
+    serialization: the kernel may start before the launch before it on the stream has finished,
+    as over a programmatic edge (CUDA 12.3+)."""
+    attribute = cu.CUlaunchAttribute()
+    attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attribute.value.programmaticStreamSerializationAllowed = 1
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = node.grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = node.block
+    config.sharedMemBytes = node.shared_bytes
+    config.hStream = stream
+    config.attrs = [attribute]
+    config.numAttrs = 1
+    return config
+
+
 class EagerProgram:
     """`gemms` realises the GEMM nodes: the same calls, with the same algorithms, as the graph
     records; `collectives` the collective nodes, calling NCCL directly."""
@@ -57,6 +88,7 @@ class EagerProgram:
     def __init__(self, plan: Plan, graph: int, buffers: BufferSet, modules: Modules, stream,
                  gemms: Gemms | None = None, collectives: Collectives | None = None) -> None:
         self.driver: Driver = modules.device.driver
+        self.early_starters = early_starters(plan, graph) if supports_programmatic_launch(modules.device.arch) else set()
         self.gemms = gemms
         self.collectives = collectives
         self.nodes = plan.leaves(graph)
@@ -76,17 +108,23 @@ class EagerProgram:
                 bodies = [self._prepare_graph(plan, b, buffers, modules, stream) for b in node.bodies]
                 items.append(_Branch(node, buffers.pointer(node.control), bodies))
             else:
-                op = self._prepare(node, buffers, modules, stream)
+                op = self._prepare(node, buffers, modules, stream, node.name in self.early_starters)
                 self.ops.append(op)
                 items.append(op)
         return items
 
-    def _prepare(self, node: NodeSpec, buffers: BufferSet, modules: Modules, stream) -> _Op:
+    def _prepare(self, node: NodeSpec, buffers: BufferSet, modules: Modules, stream, early: bool = False) -> _Op:
+        """`early`: the node is the consumer of a programmatic edge in the graph, so it is launched
+        with programmatic stream serialization, overlapping the launch before it as the graph does."""
         cu = self.driver.cu
         if isinstance(node, KernelNodeSpec):
             function = modules.function(EAGER_SCOPE, node.module, node.function, node.shared_bytes)
             args = KernelArgs(node, buffers)
             self._keep.append(args)
+            if early:
+                config = programmatic_launch_config(cu, node, stream)
+                self._keep.append(config)
+                return _Op(cu.cuLaunchKernelEx, (config, function, args.address, 0), node, "cuLaunchKernelEx")
             return _Op(cu.cuLaunchKernel, (function, *node.grid, *node.block, node.shared_bytes,
                                            stream, args.address, 0), node, "cuLaunchKernel")
         if isinstance(node, GemmNodeSpec):
@@ -111,7 +149,7 @@ class EagerProgram:
     def update_kernel(self, node: KernelNodeSpec, buffers: BufferSet, modules: Modules, stream) -> None:
         """Launch `node` with its new arguments and launch shape from now on."""
         op = next(op for op in self.ops if op.node.name == node.name)
-        new = self._prepare(node, buffers, modules, stream)
+        new = self._prepare(node, buffers, modules, stream, early=op.call == "cuLaunchKernelEx")
         op.function, op.args, op.node = new.function, new.args, new.node
 
     def run(self, stream, *, synchronize_each: bool = False) -> None:

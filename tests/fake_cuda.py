@@ -126,6 +126,28 @@ class CUgraphEdgeData(_Params):
     pass
 
 
+class CUgraphDependencyType(enum.IntEnum):
+    CU_GRAPH_DEPENDENCY_TYPE_DEFAULT = 0
+    CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC = 1
+
+
+class CUlaunchAttributeID(enum.IntEnum):
+    CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class CUlaunchAttributeValue(_Params):
+    pass
+
+
+class CUlaunchAttribute(_Params):
+    def __init__(self) -> None:
+        self.value = CUlaunchAttributeValue()
+
+
+class CUlaunchConfig(_Params):
+    pass
+
+
 class CUgraphNodeParams(_Params):
     def __init__(self) -> None:
         self.conditional = CUDA_CONDITIONAL_NODE_PARAMS()
@@ -187,6 +209,7 @@ class GraphNode:
     deps: tuple[Handle, ...]
     work: KernelLaunch | Memset | Memcpy | Conditional | None = None
     child: FakeGraph | None = None
+    programmatic: tuple[Handle, ...] = ()  # producers of programmatic edges into this node
 
 
 @dataclass
@@ -225,6 +248,10 @@ class FakeCuda:
     CUgraphConditionalNodeType = CUgraphConditionalNodeType
     CUgraphNodeParams = CUgraphNodeParams
     CUgraphEdgeData = CUgraphEdgeData
+    CUgraphDependencyType = CUgraphDependencyType
+    CUlaunchAttributeID = CUlaunchAttributeID
+    CUlaunchAttribute = CUlaunchAttribute
+    CUlaunchConfig = CUlaunchConfig
     CU_GRAPH_COND_ASSIGN_DEFAULT = 1
     CU_MEMHOSTALLOC_PORTABLE = 1
     CU_MEMHOSTALLOC_DEVICEMAP = 2
@@ -582,6 +609,15 @@ class FakeCuda:
         self.enqueue(stream, "kernel", self._kernel(function, (gx, gy, gz), (bx, by, bz), shared_bytes, kernel_params))
         return (CUresult.CUDA_SUCCESS,)
 
+    def cuLaunchKernelEx(self, config, function, kernel_params, extra):
+        """A launch with attributes (programmatic stream serialization: runs like any launch here)."""
+        assert config.numAttrs == len(config.attrs)
+        grid, block = (config.gridDimX, config.gridDimY, config.gridDimZ), (config.blockDimX, config.blockDimY,
+                                                                          config.blockDimZ)
+        self.enqueue(config.hStream, "kernel", self._kernel(function, grid, block, config.sharedMemBytes,
+                                                            kernel_params))
+        return (CUresult.CUDA_SUCCESS,)
+
     # --- graphs -----------------------------------------------------------------------------
 
     def cuGraphCreate(self, flags):
@@ -614,6 +650,20 @@ class FakeCuda:
 
     def cuGraphAddEmptyNode(self, graph, deps, count):
         return self._add(graph, deps, count, "empty")
+
+    def cuGraphAddDependencies(self, graph, sources, targets, count):
+        """The 12.x form without edge data: ordinary edges, which pipec adds with its nodes."""
+        raise AssertionError("pipec adds ordinary edges with their nodes, programmatic ones with edge data")
+
+    def cuGraphAddDependencies_v2(self, graph, sources, targets, edges, count):
+        """CUDA 12.3+: edges with edge data; pipec adds programmatic ones between kernel nodes."""
+        assert len(sources) == len(targets) == len(edges) == count
+        for source, target, edge in zip(sources, targets, edges):
+            assert edge.type == CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC and edge.from_port == 1
+            producer, consumer = self._graph(graph).node(source), self._graph(graph).node(target)
+            assert producer.kind == consumer.kind == "kernel", "a programmatic edge joins two kernel nodes"
+            consumer.programmatic += (source,)
+        return (CUresult.CUDA_SUCCESS,)
 
     def cuGraphConditionalHandleCreate(self, graph, context, default, flags):
         handle = self._handle("conditional")
@@ -681,7 +731,10 @@ def param_sizes(program) -> dict[str, tuple[int, ...]]:
 
 
 class FakeCuda13(FakeCuda):
-    """cuda-bindings 13: `cuGraphAddNode` takes the dependencies' edge data too."""
+    """cuda-bindings 13: `cuGraphAddNode` and `cuGraphAddDependencies` take edge data too."""
+
+    def cuGraphAddDependencies(self, graph, sources, targets, edges, count):
+        return FakeCuda.cuGraphAddDependencies_v2(self, graph, sources, targets, edges, count)
 
     def cuGraphAddNode(self, graph, deps, edges, count, params):
         assert len(edges) == count and all(isinstance(e, CUgraphEdgeData) for e in edges)

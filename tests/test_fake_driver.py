@@ -13,7 +13,8 @@ import pytest
 from fake_cublaslt import FakeCublasLt
 from fake_cuda import FunctionAttributes, Memcpy, Memset, fake_driver
 from pipec.plan.schema import (
-    ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
+    ChildGraphNodeSpec, CollectiveNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec,
+    MemsetNodeSpec,
 )
 from pipec import load
 from pipec.runtime import Backends, PipelineError
@@ -171,11 +172,15 @@ def test_verify_poisons_outputs_and_names_the_writers_of_a_difference():
     assert [(w.name, w.location.line) for w in first.writers] == [("step/fill:bytes", 33)]
 
 
+@pytest.mark.parametrize("capability", [(8, 0), (9, 0)], ids=["sm_80", "sm_90"])
 @pytest.mark.parametrize("path", PIPES, ids=lambda p: p.stem)
-def test_every_plan_node_reaches_the_driver_as_planned(path):
+def test_every_plan_node_reaches_the_driver_as_planned(path, capability):
     """Kinds, edges, child graphs, argument bytes, memsets and copies of the built graph,
-    against the plan; argument sizes come from the kernels' sources, not from the plan."""
-    pipeline, fake = _load(path)
+    against the plan; argument sizes come from the kernels' sources, not from the plan. Below
+    sm_90 every edge is ordinary and child graphs are child graph nodes; on sm_90 a plan with
+    programmatic edges at child graph boundaries is built flattened, its programmatic edges
+    between the kernels at the child graphs' ends (compared with `_flattened`)."""
+    pipeline, fake = _load(path, capability=capability)
     with pipeline:
         plan = pipeline.plan
         formats = {"f32": "<f", "f64": "<d", "i32": "<i", "u32": "<I", "i64": "<q", "u64": "<Q",
@@ -188,6 +193,22 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
                 return struct.pack("<Q", int(pipeline.graph.handles[a.value]))
             return struct.pack(formats[a.ctype], 1 if a.kind == "in_graph" else a.value)
 
+        def check_leaf(node, built) -> None:
+            if isinstance(node, KernelNodeSpec):
+                assert built.kind == "kernel" and built.work.function == node.function
+                assert (built.work.grid, built.work.block, built.work.shared_bytes) == \
+                    (node.grid, node.block, node.shared_bytes)
+                assert built.work.args == tuple(argument(a) for a in node.args), node.name
+            elif isinstance(node, MemsetNodeSpec):
+                assert built.kind == "memset"
+                assert built.work == Memset(pipeline.buffer(node.buffer).device_ptr + node.byte_offset,
+                                            node.element_size, node.value, node.count)
+            else:
+                assert isinstance(node, MemcpyNodeSpec) and built.kind == "memcpy"
+                assert built.work == Memcpy(pipeline.buffer(node.dst).device_ptr + node.dst_offset,
+                                            pipeline.buffer(node.src).device_ptr + node.src_offset,
+                                            node.nbytes)
+
         def compare(spec_index: int, graph) -> None:
             spec = plan.graphs[spec_index]
             assert len(graph.nodes) == len(spec.nodes)
@@ -195,6 +216,7 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
             for node, built in zip(spec.nodes, graph.nodes):
                 expected_deps = sorted(a for a, b in spec.edges if b == node.id)
                 assert sorted(index[d] for d in built.deps) == expected_deps, node.name
+                assert not built.programmatic, node.name
                 if isinstance(node, ChildGraphNodeSpec):
                     assert built.kind == "graph"
                     compare(node.graph, built.child)
@@ -202,27 +224,64 @@ def test_every_plan_node_reaches_the_driver_as_planned(path):
                     assert built.kind == "conditional" and len(built.work.bodies) == len(node.bodies)
                     for body, built_body in zip(node.bodies, built.work.bodies):
                         compare(body, built_body)
-                elif isinstance(node, KernelNodeSpec):
-                    assert built.kind == "kernel" and built.work.function == node.function
-                    assert (built.work.grid, built.work.block, built.work.shared_bytes) == \
-                        (node.grid, node.block, node.shared_bytes)
-                    assert built.work.args == tuple(argument(a) for a in node.args), node.name
-                elif isinstance(node, MemsetNodeSpec):
-                    assert built.kind == "memset"
-                    assert built.work == Memset(pipeline.buffer(node.buffer).device_ptr + node.byte_offset,
-                                                node.element_size, node.value, node.count)
                 elif isinstance(node, GemmNodeSpec):  # the one library call's recording, as a child graph
                     assert built.kind == "graph" and built.child.nodes
                     assert {n.kind for n in built.child.nodes} <= {"kernel", "memset"}
                 else:
-                    assert isinstance(node, MemcpyNodeSpec) and built.kind == "memcpy"
-                    assert built.work == Memcpy(pipeline.buffer(node.dst).device_ptr + node.dst_offset,
-                                                pipeline.buffer(node.src).device_ptr + node.src_offset,
-                                                node.nbytes)
+                    check_leaf(node, built)
 
-        compare(plan.step, fake.executables[pipeline.graph.exec])
+        graph = fake.executables[pipeline.graph.exec]
+        if pipeline.graph.open_children:
+            assert capability >= (9, 0) and pipeline.graph.programmatic_edges
+            _compare_flattened(plan, pipeline.graph, graph, check_leaf)
+        else:
+            compare(plan.step, graph)
         assert pipeline.verify(1).ok
     assert fake.live() == dict.fromkeys(fake.live(), 0)
+
+
+def _flattened(plan, index: int, entry: list, entry_early: list) -> tuple[list, list]:
+    """The nodes a build with open child graphs adds, in order, each with the names it follows
+    over ordinary and over programmatic edges; and the names that later nodes follow."""
+    spec, programmatic = plan.graphs[index], plan.graphs[index].programmatic()
+    leaves: list = []
+    ends: list[list[str]] = []
+    for node in spec.nodes:
+        preds = [a for a, b in spec.edges if b == node.id]
+        deps = [n for p in preds if (p, node.id) not in programmatic for n in ends[p]] if preds else entry
+        early = [n for p in preds if (p, node.id) in programmatic for n in ends[p]] if preds else entry_early
+        if isinstance(node, ChildGraphNodeSpec):
+            inner, node_ends = _flattened(plan, node.graph, deps, early)
+            leaves += inner
+            ends.append(node_ends)
+        else:
+            assert not early or isinstance(node, KernelNodeSpec), node.name
+            leaves.append((node, deps, early))
+            ends.append([node.name])
+    followed = {a for a, _ in spec.edges}
+    return leaves, [n for node in spec.nodes if node.id not in followed for n in ends[node.id]] or entry
+
+
+def _compare_flattened(plan, built, graph, check_leaf) -> None:
+    leaves, _ = _flattened(plan, plan.step, [], [])
+    names: dict[int, str] = {}  # built node handle -> the plan node it is, filled in order
+    kernels = {int(n.handle) for n in graph.nodes if n.kind == "kernel"}
+    position = 0
+    for node, deps, early in leaves:
+        built_node = graph.nodes[position]
+        position += 1
+        names[int(built_node.handle)] = node.name
+        if isinstance(node, (GemmNodeSpec, CollectiveNodeSpec)):  # the recording whole, in a child graph node
+            assert built_node.kind == "graph" and built.leaf_nodes[node.name] == built_node.handle
+        elif isinstance(node, ConditionalNodeSpec):
+            assert built_node.kind == "conditional"
+        else:
+            assert built.leaf_nodes[node.name] == built_node.handle
+            check_leaf(node, built_node)
+        assert sorted(set(names[int(d)] for d in built_node.deps)) == sorted(set(deps)), node.name
+        assert sorted(names[int(d)] for d in built_node.programmatic) == sorted(early), node.name
+        assert all(int(d) in kernels for d in built_node.programmatic)
+    assert position == len(graph.nodes)
 
 
 def test_launches_over_the_device_limits_are_pc316_diagnostics():

@@ -30,6 +30,18 @@ def test_the_pipeline_is_a_step_of_over_200_library_and_kernel_nodes_in_child_gr
     assert len(inside_children) >= 200 and kinds.count("graph") == 3 + 24
 
 
+def _programmatic_edges(tmp_path, *defines) -> int:
+    out = tmp_path / "plan.json"
+    args = [arg for define in defines for arg in ("-D", define)]
+    assert pipec_main([str(trainer_step.PIPE), *args, "--emit", "plan", "-o", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    return sum(1 for g in plan["graphs"] for kind in g.get("edge_kinds", []) if kind["programmatic"])
+
+
+def test_its_kernels_get_programmatic_edges_unless_the_pipeline_says_off(tmp_path):
+    assert _programmatic_edges(tmp_path) > 100 and _programmatic_edges(tmp_path, 'PDL="off"') == 0
+
+
 def test_the_twins_take_the_pipelines_constants():
     config = TrainerConfig.from_constants(pipe_constants({"LAYERS": 3, "WIDTH": 128}, trainer_step.PIPE))
     assert (config.layers, config.width, config.batch, config.out, config.compute) == (3, 128, 256, 16, "tf32")
@@ -38,6 +50,7 @@ def test_the_twins_take_the_pipelines_constants():
 
 def test_the_table_compares_with_the_fastest_baseline(capsys):
     row = {"layers": 24, "pipec_graph": {"steps_per_s": 9000.0, "gpu_us_per_step": 110.0, "nodes": 255},
+           "pipec_graph_ordinary": {"steps_per_s": 8000.0},
            "torch_eager": {"steps_per_s": 300.0}, "torch_cudagraph": {"steps_per_s": 4000.0},
            "torch_compile": {"error": "RuntimeError: no"}, "torch_compile-graph": {"steps_per_s": 4500.0},
            "jax": {"steps_per_s": 3000.0}}

@@ -13,6 +13,7 @@ from .collective_operands import collective_operands
 from .context import CheckContext
 from .control_flow import condition_written_in_body, stale_after_branch, unbounded_while
 from .copy_mismatch import copy_mismatch
+from .early_access_before_wait import early_access_before_wait
 from .forbidden_instructions import forbidden_instructions
 from .gemm_operands import gemm_operands
 from .host_transfer_in_step import host_transfer_in_step
@@ -47,6 +48,7 @@ CHECKS = (
     forbidden_instructions,
     shared_cufunction,
     unordered_conflict,
+    early_access_before_wait,
     condition_written_in_body,
     unbounded_while,
     read_before_write,

@@ -1,5 +1,6 @@
 """A PTX module with its analyses: the findings of each function (the body scan of ir.py, spin
-waits, grid barriers) and, per entry, what it writes through its pointer parameters.
+waits, grid barriers) and, per entry, what it writes through its pointer parameters and where
+it waits for its predecessor (programmatic dependent launch, pdl.py).
 
 The analyses import the IR (ir.py) and never the reverse; this module is where they meet.
 """
@@ -12,6 +13,7 @@ from .calls import reachable_findings
 from .cfg import spin_waits
 from .ir import Finding, Location, PtxModule
 from .ir import parse as read
+from .pdl import LaunchControl, launch_control
 from .writes import Written, grid_barriers, module_writes, parameter_writes
 
 
@@ -28,6 +30,10 @@ class AnalysedModule(PtxModule):
         if self.summaries is None:
             self.summaries = module_writes(self)
         return parameter_writes(self.summaries[entry], self.functions[entry].params)
+
+    def launch_control(self, entry: str) -> LaunchControl:
+        """Where an entry waits for its predecessor, what it touches before, where it triggers."""
+        return launch_control(self, entry)
 
 
 def parse(ptx: str) -> AnalysedModule:

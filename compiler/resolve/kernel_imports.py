@@ -10,8 +10,8 @@ from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
 from .. import kernel_analysis
 from ..codes import PC106, PC109
 from ..diagnostics import Label
-from ..kernel_records import CallSite, KernelRecord, SourceLocation
-from ..model import DTYPES, Extent, Kernel, KernelFinding, KernelSource, Param
+from ..kernel_records import CallSite, KernelRecord, LaunchControlRecord, SourceLocation, outermost
+from ..model import DTYPES, EarlyAccess, Extent, Kernel, KernelFinding, KernelSource, LaunchControl, Param
 from ..source_scan import ExtentAnnotation
 from ..toolchain import CompileFailed
 from .context import Context
@@ -107,7 +107,15 @@ class KernelImporter:
             for f in record.findings
         )
         return Kernel(ident.text, KernelSource(path, source, key), params, record.max_threads,
-                      findings, decl_span, record.cluster)
+                      findings, decl_span, record.cluster, self._launch_control(record.launch_control, decl_span))
+
+    def _launch_control(self, record: LaunchControlRecord, decl_span: Span) -> LaunchControl:
+        early = tuple(EarlyAccess(a.params, a.mode, a.instruction, self._cuda_span(a.reported_at, decl_span),
+                                  self._trail(a.location, a.reached_from, "the access itself"))
+                      for a in record.early)
+        trigger = self._cuda_span(outermost(record.trigger, record.trigger_reached_from), decl_span) \
+            if record.trigger is not None else None
+        return LaunchControl(record.waits, early, trigger)
 
     def _extent(self, source: SourceFile, extent: ExtentAnnotation) -> Extent | None:
         span = Span(source, extent.where.start, extent.where.end)

@@ -10,7 +10,7 @@ from .context import Context
 from .scope import Abort, LoadedModule
 
 MAX_GEMM_WORKSPACE = 1 << 30  # per GEMM node; cuBLASLt's heuristics ask for tens of MiB at most
-_OPTIONS = ("lanes", "copy", "share_modules", "gemm_workspace")
+_OPTIONS = ("lanes", "copy", "share_modules", "gemm_workspace", "pdl")
 
 
 def program_options(ctx: Context, module: LoadedModule) -> Options:
@@ -29,6 +29,8 @@ def program_options(ctx: Context, module: LoadedModule) -> Options:
             values["lanes"] = value
         elif name == "copy" and value in ("memcpy", "kernel"):
             values["copy"] = value
+        elif name == "pdl" and value in ("auto", "off"):
+            values["pdl"] = value
         elif name == "share_modules" and isinstance(value, bool):
             values["share_modules"] = value
             share_span = decl.span
@@ -37,7 +39,7 @@ def program_options(ctx: Context, module: LoadedModule) -> Options:
             values["gemm_workspace"] = value
         elif name in _OPTIONS:
             expected = {"lanes": "an integer from 1 to 1024", "copy": '"memcpy" or "kernel"',
-                        "share_modules": "true or false",
+                        "share_modules": "true or false", "pdl": '"auto" or "off"',
                         "gemm_workspace": "a positive multiple of 256 bytes up to 1 GiB"}[name]
             ctx.sink.add(PC108, f"option `{name}` cannot be `{literal(value)}`", decl.value.span,
                          f"`{name}` takes {expected}")

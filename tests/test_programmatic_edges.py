@@ -1,0 +1,187 @@
+"""Which edges are programmatic (compiler/programmatic_edges.py), per node kind, with the reason
+the plan records for every other; what `--emit dot` shows; and what the runtime hands the
+driver: edges with edge data on sm_90 (cuda-bindings 12 and 13), launches with programmatic
+stream serialization in eager execution, neither below sm_90."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import pipec
+from fake_cublaslt import FakeCublasLt
+from fake_cuda import FakeCuda, FakeCuda13, fake_driver
+from pipec.compiler.emit import plan_dot
+from pipec.runtime import load
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "compiler" / "explanations" / "examples" / "pdl_kernels.cu"
+HEADER = """from "pdl_kernels.cu" import add_one, add_one_early
+const N = 256
+buffer x: f32[N] = uniform(-1.0, 1.0, seed=1)
+buffer y: f32[N]
+buffer z: f32[N]
+buffer u: f32[N]
+buffer v: f32[16, 16] = uniform(-1.0, 1.0, seed=2)
+buffer m: f32[16, 16]
+buffer flag: i32[1]
+"""
+KINDS = HEADER + """
+graph pair {
+    launch add_one<<<1, N>>>(in u, out z, N)
+    launch add_one<<<1, N>>>(in z, out u, N)
+}
+step {
+    fill y = 0.0
+    launch add_one<<<1, N>>>(in x, out y, N)
+    copy y -> z
+    launch add_one<<<1, N>>>(in z, out u, N)
+    pair
+    launch add_one_early<<<1, N>>>(in u, out y, N)
+    launch add_one<<<1, N>>>(in y, out z, N)
+    gemm m = v @ v
+    launch add_one<<<1, N>>>(in m[0:16], out x[0:16], 16)
+    if flag[0] {
+        launch add_one<<<1, N>>>(in x, out y, N)
+        launch add_one<<<1, N>>>(in y, out z, N)
+    }
+}
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "p") -> Path:
+    shutil.copy(KERNELS, tmp_path / KERNELS.name)
+    path = tmp_path / f"{name}.pipe"
+    path.write_text(text)
+    return path
+
+
+def _plan_for(path: Path, arch: str):
+    from pipec.compiler import compile_file, load_settings
+    from pipec.compiler.config import override
+
+    return compile_file(path, override(load_settings(path), arch=arch)).plan
+
+
+def _edges(plan) -> dict[tuple[str, str], tuple[bool, str]]:
+    """Every edge by (source name, destination name): (programmatic, reason)."""
+    found = {}
+    for graph in plan.graphs:
+        for kind in graph.edge_kinds:
+            found[graph.nodes[kind.src].name, graph.nodes[kind.dst].name] = (kind.programmatic, kind.reason)
+    return found
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory):
+    path = _write(tmp_path_factory.mktemp("kinds"), KINDS)
+    return path, pipec.check(path).plan
+
+
+def test_each_node_kind_keeps_or_gets_its_edges(kinds):
+    _, plan = kinds
+    edges = _edges(plan)
+    assert edges["step/fill:y", "step/add_one"] == (False, "from a memset node")
+    assert edges["step/add_one", "step/copy:y->z"] == (False, "to a memcpy node")
+    assert edges["step/copy:y->z", "step/add_one#2"] == (False, "from a memcpy node")
+    # a child graph is opened: the kernels at its ends join the nodes around it
+    assert edges["step/add_one#2", "step/pair"] == (True, "")
+    assert edges["step/pair/add_one", "step/pair/add_one#2"] == (True, "")
+    assert edges["step/pair", "step/add_one_early"] == (
+        False, "`add_one_early` reads `u` before its wait, and an earlier node writes it")
+    assert edges["step/add_one_early", "step/add_one#3"] == (True, "")
+    assert edges["step/gemm:m", "step/add_one#4"] == (False, "from a GEMM node (a library call's graph)")
+    # the kernel pipec generates to decide the node: programmatic edges may leave it, not enter
+    assert edges["step/decide:if", "step/if"] == (False, "to a conditional node")
+    body = [value for (a, b), value in edges.items() if a.startswith("step/if/")]
+    assert body and all(value == (False, "in a conditional node's body") for value in body)
+
+
+def test_edge_kinds_follow_the_edges_and_survive_json(kinds):
+    from pipec.plan import schema
+
+    _, plan = kinds
+    for graph in plan.graphs:
+        assert [(k.src, k.dst) for k in graph.edge_kinds] == list(graph.edges)
+    assert schema.from_json(schema.to_json(plan)) == plan
+
+
+def test_dot_marks_programmatic_edges_and_gives_the_others_their_reason(kinds):
+    _, plan = kinds
+    dot = plan_dot(plan)
+    assert "(programmatic)" in dot and "penwidth=2, color=blue" in dot
+    assert 'tooltip="ordinary: from a memset node"' in dot
+
+
+def test_a_generated_kernel_gets_no_edge_in_and_may_give_one_out(tmp_path):
+    path = _write(tmp_path, HEADER + 'option copy = "kernel"\nstep {\n'
+                  "    launch add_one<<<1, N>>>(in x, out y, N)\n    copy y -> z\n"
+                  "    launch add_one<<<1, N>>>(in z, out u, N)\n}\n")
+    edges = _edges(pipec.check(path).plan)
+    (into,) = [v for (a, b), v in edges.items() if b.startswith("step/copy")]
+    (out,) = [v for (a, b), v in edges.items() if a.startswith("step/copy")]
+    assert into == (False, "to `pipec_copy_16`, a kernel pipec generates without a wait") and out == (True, "")
+
+
+CHAIN = HEADER + """step {
+    launch add_one<<<1, N>>>(in x, out y, N)
+    launch add_one<<<1, N>>>(in y, out z, N)
+    launch add_one<<<1, N>>>(in z, out u, N)
+}
+"""
+
+
+def test_the_option_and_the_target_keep_every_edge_ordinary(tmp_path):
+    off = _write(tmp_path, 'option pdl = "off"\n' + CHAIN, "off")
+    assert set(_edges(pipec.check(off).plan).values()) == {(False, 'option pdl = "off"')}
+    auto = _write(tmp_path, CHAIN, "auto")
+    assert set(_edges(pipec.check(auto).plan).values()) == {(True, "")}
+    old = _plan_for(auto, "sm_80")
+    assert set(_edges(old).values()) == {(False, "sm_80 has no programmatic launch (sm_90 or newer)")}
+
+
+def test_an_option_pdl_of_another_value_is_reported(tmp_path):
+    path = _write(tmp_path, 'option pdl = "on"\n' + CHAIN)
+    (diagnostic,) = [d for d in pipec.check(path).diagnostics if d.code != "PC402"]  # unused buffers
+    assert diagnostic.code == "PC108" and '"auto" or "off"' in diagnostic.hint
+
+
+@pytest.mark.parametrize("fake", [FakeCuda, FakeCuda13], ids=["cuda12", "cuda13"])
+def test_the_runtime_adds_programmatic_edges_with_edge_data_and_launches_eagerly_alike(kinds, fake):
+    path, plan = kinds
+    driver = fake_driver(path, fake=fake)
+    pipeline = load(path, driver=driver, gemm_library=FakeCublasLt(driver.cu))
+    with pipeline:
+        cu = driver.cu
+        added = cu.named("cuGraphAddDependencies_v2" if fake is FakeCuda else "cuGraphAddDependencies")
+        # add_one#2 -> pair's first, pair's two, add_one_early -> add_one#3, add_one -> add_one#4
+        assert len(added) == pipeline.graph.programmatic_edges == 4
+        assert pipeline.graph.open_children and not pipeline.graph.flatten  # an edge into `pair` is programmatic
+        cu.calls.clear()
+        pipeline.run_eager(1)
+        launched = [c.name for c in cu.calls if c.name.startswith("cuLaunchKernel")]
+        assert launched.count("cuLaunchKernelEx") == 4
+        assert pipeline.verify(1).ok
+
+
+def test_below_sm_90_the_runtime_adds_no_programmatic_edge(kinds):
+    path, _ = kinds
+    driver = fake_driver(path, capability=(8, 0))
+    with load(path, driver=driver, gemm_library=FakeCublasLt(driver.cu)) as pipeline:
+        assert pipeline.graph.programmatic_edges == 0 and not pipeline.graph.open_children
+        assert not driver.cu.named("cuGraphAddDependencies_v2")
+        pipeline.run_eager(1)
+        assert not driver.cu.named("cuLaunchKernelEx")
+
+
+def test_a_step_repeated_on_the_device_keeps_ordinary_edges():
+    """--steps-per-launch K without --unroll: the step becomes a WHILE node's body."""
+    rl_step = ROOT / "pipelines" / "rl_step.pipe"
+    driver = fake_driver(rl_step)
+    with load(rl_step, driver=driver, steps_per_launch=4) as pipeline:
+        plan = pipeline.plan
+        kinds = [k for g in plan.graph_tree(plan.step) for k in g.edge_kinds]
+        assert kinds and not any(k.programmatic for k in kinds)
+        assert pipeline.graph.programmatic_edges == 0 and not driver.cu.named("cuGraphAddDependencies_v2")
