@@ -14,7 +14,8 @@ import pipec
 from fake_cublaslt import FakeCublasLt
 from fake_cuda import FakeCuda, FakeCuda13, fake_driver
 from pipec.compiler.emit import plan_dot
-from pipec.runtime import load
+from pipec import load
+from pipec.runtime import Backends
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ROOT / "compiler" / "explanations" / "examples" / "pdl_kernels.cu"
@@ -152,7 +153,7 @@ def test_an_option_pdl_of_another_value_is_reported(tmp_path):
 def test_the_runtime_adds_programmatic_edges_with_edge_data_and_launches_eagerly_alike(kinds, fake):
     path, plan = kinds
     driver = fake_driver(path, fake=fake)
-    pipeline = load(path, driver=driver, gemm_library=FakeCublasLt(driver.cu))
+    pipeline = load(path, backends=Backends(driver, FakeCublasLt(driver.cu)))
     with pipeline:
         cu = driver.cu
         added = cu.named("cuGraphAddDependencies_v2" if fake is FakeCuda else "cuGraphAddDependencies")
@@ -169,7 +170,7 @@ def test_the_runtime_adds_programmatic_edges_with_edge_data_and_launches_eagerly
 def test_below_sm_90_the_runtime_adds_no_programmatic_edge(kinds):
     path, _ = kinds
     driver = fake_driver(path, capability=(8, 0))
-    with load(path, driver=driver, gemm_library=FakeCublasLt(driver.cu)) as pipeline:
+    with load(path, backends=Backends(driver, FakeCublasLt(driver.cu))) as pipeline:
         assert pipeline.graph.programmatic_edges == 0 and not pipeline.graph.open_children
         assert not driver.cu.named("cuGraphAddDependencies_v2")
         pipeline.run_eager(1)
@@ -180,7 +181,7 @@ def test_a_step_repeated_on_the_device_keeps_ordinary_edges():
     """--steps-per-launch K without --unroll: the step becomes a WHILE node's body."""
     rl_step = ROOT / "pipelines" / "rl_step.pipe"
     driver = fake_driver(rl_step)
-    with load(rl_step, driver=driver, steps_per_launch=4) as pipeline:
+    with load(rl_step, steps_per_launch=4, backends=Backends(driver)) as pipeline:
         plan = pipeline.plan
         kinds = [k for g in plan.graph_tree(plan.step) for k in g.edge_kinds]
         assert kinds and not any(k.programmatic for k in kinds)
