@@ -14,18 +14,20 @@ compare the plan's collective sequence, runtime/distributed.py).
 
 from __future__ import annotations
 
+from typing import get_args
+
 from ...dsl import ast
 from ..codes import PC601, PC602, PC603
 from ..consteval import ConstError, RuntimeValue, evaluate
 from ..diagnostics import Label
-from ..model import Access, Buffer, CollectiveNode, CollectiveOperand, Init, Mode, PointerArg
+from ..model import Access, Buffer, CollectiveNode, CollectiveOperand, Init, Mode, PointerArg, Reduction
 from ...plan.dtypes import DTYPES
 from .ranks import BUILTIN_SPAN, reads_rank, report_divergence
 from .scope import Abort, LoadedModule
 from .unroll import Frame, Unroller
 
 NCCL_TOKEN = "pipec.nccl"
-REDUCTIONS = ("sum", "avg", "max", "min")
+REDUCTIONS: dict[str, Reduction] = {word: word for word in get_args(Reduction)}
 
 
 def resolve_collective(u: Unroller, f: Frame, stmt: ast.Collective) -> None:
@@ -101,14 +103,15 @@ def _counts_by_rank(u: Unroller, module: LoadedModule, env: dict, view: ast.Slic
 
 
 
-def _reduction(u: Unroller, stmt: ast.Collective) -> str | None:
+def _reduction(u: Unroller, stmt: ast.Collective) -> Reduction | None:
     if stmt.op is None:
         return None
-    if stmt.op.text not in REDUCTIONS:
+    op = REDUCTIONS.get(stmt.op.text)
+    if op is None:
         u.ctx.sink.add(PC601, f"`{stmt.op.text}` is no reduction NCCL provides", stmt.op.span,
                        "reductions: " + ", ".join(REDUCTIONS))
         raise Abort
-    return stmt.op.text
+    return op
 
 
 
