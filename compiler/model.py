@@ -364,6 +364,7 @@ class CollectiveNode:
     span: Span
     accesses: tuple[Access, ...] = ()
     group: int | None = None
+    root_span: Span | None = None  # where the root is written
 
 
 Node = Union[LaunchNode, FillNode, CopyNode, GraphNode, DecideNode, ConditionalNode, CollectiveNode,
