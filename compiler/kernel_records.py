@@ -17,6 +17,12 @@ FORMAT = 8  # bump with any change to the records below
 
 @dataclass(frozen=True)
 class SourceLocation:
+    """A line of CUDA source, as kernel analysis records it. The compiler's one plain location:
+    the PTX IR's `ptx.ir.Location` is this plus the chain of inlined or called lines that
+    reached it (kernel analysis turns the chain into `CallSite`s), and the plan's
+    `plan.schema.Location` is the plan's own, on the far side of the seam, which imports
+    nothing of the compiler."""
+
     file: str  # as the compiler names it in the PTX line info
     line: int
     column: int

@@ -10,12 +10,31 @@ import enum
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Union
+from typing import Literal, Union
 
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
 from .diagnostics import Label
 from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
+
+
+# The words the model's fields take: the checks, lowering and the plan switch on them.
+InitKind = Literal["zeros", "uninit", "fill", "uniform", "normal", "load"]
+ParamKind = Literal["pointer", "scalar", "unsupported"]
+WriteProof = Literal["yes", "no", "unknown"]  # can the PTX write through a pointer (ptx/writes.py)
+FindingRule = Literal["atomics", "spin-wait", "fence-barrier", "grid-sync", "unfollowed-call"]
+WaivableRule = Literal["atomics", "spin-wait", "fence-barrier"]
+Qualifier = Literal["in", "out", "inout"]
+Compute = Literal["f32", "tf32"]
+# forward, optionally with aux: none | relu | gelu | bias | relu_bias | gelu_bias; backward,
+# reading aux: drelu | dgelu; bgrad_a: the bias gradient alone (the row sums of op(a))
+Epilogue = Literal["none", "relu", "gelu", "bias", "relu_bias", "gelu_bias", "drelu", "dgelu", "bgrad_a"]
+DecideRole = Literal["flag", "every", "repeat-start", "repeat-next"]
+Construct = Literal["if", "switch", "every", "while", "repeat"]
+ConditionalKind = Literal["if", "switch", "while"]  # the CUDA conditional node types
+CollectiveKind = Literal["allreduce", "broadcast", "allgather", "reducescatter"]
+Reduction = Literal["sum", "avg", "max", "min"]
+CopyMethod = Literal["memcpy", "kernel"]
 
 
 class Mode(enum.IntFlag):
@@ -32,7 +51,7 @@ class Mode(enum.IntFlag):
 
 @dataclass(frozen=True)
 class Init:
-    kind: str  # zeros | fill | uniform | normal | load | uninit
+    kind: InitKind
     args: tuple[float | int, ...] = ()
     seed: int | None = None
     path: Path | None = None
@@ -80,13 +99,13 @@ class Extent:
 class Param:
     index: int
     name: str
-    kind: str  # pointer | scalar | unsupported
+    kind: ParamKind
     dtype: DType | None  # element type of a pointer (None for void*), or the scalar's type
     const: bool = False
     write_only: bool = False
     extent: Extent | None = None
     ctype: str = ""  # the C type as the compiler reported it, for messages
-    written: str = "unknown"  # yes | no | unknown: whether the kernel's PTX can write through it
+    written: WriteProof = "unknown"
     written_span: Span | None = None  # the kernel's line that reaches the first store (or the one pipec cannot follow)
     written_trail: tuple[Label, ...] = ()  # the store itself and the lines between, in headers and helpers
 
@@ -98,7 +117,7 @@ class Param:
 class KernelFinding:
     """Something a kernel's PTX does that a graph-safety rule forbids."""
 
-    rule: str  # atomics | spin-wait | fence-barrier
+    rule: FindingRule
     instruction: str
     span: Span  # the kernel's own line that reaches the instruction, from the PTX line info
     trail: tuple[Label, ...] = ()  # the instruction itself and the lines between, in headers and helpers
@@ -171,7 +190,7 @@ class PointerArg:
     start: int
     stop: int
     sliced: bool
-    qualifier: str | None  # in | out | inout, as written
+    qualifier: Qualifier | None  # as written
     span: Span
 
 
@@ -279,8 +298,8 @@ class GemmNode:
     batch: int
     alpha: float
     beta: float
-    compute: str  # f32 | tf32
-    epilogue: str  # the names of GemmNodeSpec.epilogue
+    compute: Compute
+    epilogue: Epilogue
     bias: MatrixView | None
     aux: MatrixView | None  # 1 x (elements the library touches), in the aux buffer's elements
     aux_ld: int  # the aux matrix's leading dimension (ReLU mask: in bits), 0 without aux
@@ -312,7 +331,7 @@ class DecideNode:
     node's control buffer and sets the node's handle (`cudaGraphSetConditional`)."""
 
     name: str
-    role: str  # flag | every | repeat-start | repeat-next
+    role: DecideRole
     conditional: int  # the conditional's index: its handle and its control buffer
     flag: Access | None  # the flag element read (role `flag`)
     control: Buffer  # u32[2]: the decision, then the counter of `every` and `repeat`
@@ -328,8 +347,8 @@ class ConditionalNode:
     `every N` and `repeat K` lower to an `if` and a `while` driven by a generated counter."""
 
     name: str
-    construct: str  # if | switch | every | while | repeat
-    kind: str  # if | switch | while: the CUDA conditional node type
+    construct: Construct
+    kind: ConditionalKind
     index: int  # the conditional's index: its handle and its control buffer
     flag: Access | None  # the buffer element the condition reads (if, switch, while)
     control: Buffer
@@ -364,13 +383,14 @@ class CollectiveNode:
     program in program order on every rank."""
 
     name: str
-    kind: str  # allreduce | broadcast | allgather | reducescatter
-    op: str | None  # sum | avg | max | min (allreduce, reducescatter)
+    kind: CollectiveKind
+    op: Reduction | None  # allreduce, reducescatter
     operands: tuple[CollectiveOperand, ...]  # one, or several of allreduce or broadcast
     root: int | None  # broadcast
     span: Span
     accesses: tuple[Access, ...] = ()
     group: int | None = None
+    root_span: Span | None = None  # where the root is written
 
 
 Node = Union[LaunchNode, FillNode, CopyNode, GraphNode, DecideNode, ConditionalNode, CollectiveNode,
@@ -405,7 +425,7 @@ def child_bodies(node) -> list[GraphBody]:
 
 @dataclass(frozen=True)
 class Waiver:
-    rule: str
+    rule: WaivableRule
     kernel: Kernel
     reason: str
     span: Span
@@ -414,7 +434,7 @@ class Waiver:
 @dataclass(frozen=True)
 class Options:
     lanes: int = 8
-    copy: str = "memcpy"
+    copy: CopyMethod = "memcpy"
     share_modules: bool = False
     share_modules_span: Span | None = None
     gemm_workspace: int = 4 << 20  # bytes of each GEMM node's own workspace

@@ -1,6 +1,6 @@
 """The syntax tree of a `.pipe` file: one frozen class per grammar construct, each with its span.
 
-Nothing here knows what a name means; that starts in `pipec.compiler.resolve.resolver`.
+Nothing here knows what a name means; that starts in `pipec.compiler.resolve`.
 """
 
 from __future__ import annotations

@@ -1,22 +1,62 @@
-"""PC604: a grouped allreduce or broadcast that names some elements twice. A group's calls run
-in one NCCL kernel, concurrently, so two views sharing an element would race (reduced twice,
-or read while the other call writes it). One report per node, for the first such pair. The
-collective rules the model cannot represent (a reduction or types NCCL lacks, sizes against
-the world size, a decision that may differ between ranks) are reported as the resolver builds
-the node (compiler/resolve/collectives.py)."""
+"""PC602 a collective's root or sizes that do not fit the world size, and PC604 a grouped
+allreduce or broadcast that names some elements twice (a group's calls run in one NCCL
+kernel, concurrently, so two views sharing an element would race: reduced twice, or read
+while the other call writes it). Checked on the model's CollectiveNode against the launcher's
+WORLD_SIZE and RANK (`-D` or their one-process values), one report per node: the root, then
+the sizes or the group. The collective rules the model cannot represent (a reduction or
+types NCCL lacks, a decision that may differ between ranks) are reported as the resolver
+builds the node (compiler/resolve/collectives.py)."""
 
 from __future__ import annotations
 
-from ..codes import PC604
+from ..codes import PC602, PC604
 from ..diagnostics import Label
 from ..model import CollectiveNode
 from .context import CheckContext
 
+IN_PLACE = ("allreduce", "broadcast")  # one view per call, its own source and destination
+
 
 def collective_operands(ctx: CheckContext) -> None:
+    world, rank = ctx.program.consts["WORLD_SIZE"], ctx.program.consts["RANK"]
     for node in ctx.nodes:
-        if isinstance(node, CollectiveNode):
+        if not isinstance(node, CollectiveNode) or _root_outside(ctx, node, world):
+            continue
+        if node.kind in IN_PLACE:
             _check_distinct(ctx, node)
+        else:
+            _check_counts(ctx, node, world, rank)
+
+
+def _root_outside(ctx: CheckContext, node: CollectiveNode, world: int) -> bool:
+    if node.root is None or 0 <= node.root < world:
+        return False
+    ctx.sink.add(PC602, f"root rank {node.root} lies outside a world of {world} process(es)",
+                 node.root_span, "ranks run from 0 to WORLD_SIZE - 1; check with `-D WORLD_SIZE=...`")
+    return True
+
+
+def _check_counts(ctx: CheckContext, node: CollectiveNode, world: int, rank: int) -> None:
+    """allgather: each rank's source lands in its slot of the destination; reducescatter: the
+    reverse. In place, the smaller side must be this rank's slot of the larger."""
+    [operand] = node.operands
+    src, dst = operand.src, operand.dst
+    n_src, n_dst = src.stop - src.start, dst.stop - dst.start
+    small, large = (src, dst) if node.kind == "allgather" else (dst, src)
+    n_small, n_large = (n_src, n_dst) if node.kind == "allgather" else (n_dst, n_src)
+    if n_large != world * n_small:
+        ctx.sink.add(PC602, f"`{node.kind}` over {world} rank(s) needs the "
+                     f"{'destination' if node.kind == 'allgather' else 'source'} to hold "
+                     f"{world} x {n_small} = {world * n_small} elements, found {n_large}",
+                     node.span, "the gathered side holds one slot of the other side's size per rank")
+        return
+    if small.buffer is large.buffer and small.start < large.stop and large.start < small.stop:
+        slot = large.start + rank * n_small
+        if small.start != slot or not n_small:
+            ctx.sink.add(PC602, f"`{node.kind}`'s source and destination overlap outside this "
+                         f"rank's slot [{slot}:{slot + n_small}]", node.span,
+                         "in place, the smaller side must be this rank's slot of the larger: "
+                         "`x[RANK * N : (RANK + 1) * N]`")
 
 
 def _check_distinct(ctx: CheckContext, node: CollectiveNode) -> None:

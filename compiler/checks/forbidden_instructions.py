@@ -6,17 +6,18 @@ calls the analysis cannot follow are not waivable. Also PC003, a waiver that exe
 from __future__ import annotations
 
 import os
+from typing import get_args
 
-from ..codes import PC003, PC305, PC306, PC307, PC317, PC319
+from ..codes import PC003, PC305, PC306, PC307, PC317, PC319, Rule
 from ..diagnostics import Label
-from ..model import Kernel, LaunchNode
+from ..model import FindingRule, Kernel, LaunchNode, WaivableRule
 from .context import CheckContext
 
-RULES = {"atomics": PC305, "spin-wait": PC306, "fence-barrier": PC307, "grid-sync": PC319,
-         "unfollowed-call": PC317}
+RULES: dict[FindingRule, Rule] = {"atomics": PC305, "spin-wait": PC306, "fence-barrier": PC307,
+                                  "grid-sync": PC319, "unfollowed-call": PC317}
 # the codes by finding, as the soundness corpus's sources mark the findings they expect
 RULE_CODES = {finding: rule.code for finding, rule in RULES.items()}
-WAIVABLE = ("atomics", "spin-wait", "fence-barrier")
+WAIVABLE: tuple[WaivableRule, ...] = get_args(WaivableRule)
 MESSAGES = {
     "atomics": ("performs an atomic operation", "atomics make replays non-deterministic and turn "
                 "a stale pointer into a dead context; reduce in two stages (per-block partials, then "

@@ -11,13 +11,17 @@ import numpy as np
 from ...dsl import ast
 from ..codes import PC107
 from ..consteval import Value, literal, representable
-from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init
+from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind
 from .context import Context
 from .files import ProjectFiles
 from .scope import Abort, ConstSymbol, LoadedModule
 
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
 INT64_MAX = (1 << 63) - 1
+# initial values by what the declaration writes: a bare word, or a call (with its arity)
+_BARE: dict[str, InitKind] = {"zeros": "zeros", "uninit": "uninit"}
+_CALLS: dict[str, tuple[InitKind, int]] = {"fill": ("fill", 1), "uniform": ("uniform", 2),
+                                           "normal": ("normal", 2), "load": ("load", 1)}
 
 
 def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.BufferDecl) -> Buffer:
@@ -68,16 +72,15 @@ def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.Buf
     if expr is None:
         return Init("zeros")
     hint = "initial values: zeros, uninit, fill(v), uniform(lo, hi, seed=s), normal(mean, std, seed=s), load(\"file.npy\")"
-    if isinstance(expr, ast.Name) and expr.ident.text in ("zeros", "uninit"):
-        return Init(expr.ident.text)
+    if isinstance(expr, ast.Name) and expr.ident.text in _BARE:
+        return Init(_BARE[expr.ident.text])
     if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
         ctx.sink.add(PC107, f"`{expr.span.text}` is not an initial value", expr.span, hint)
         raise Abort
-    kind = expr.func.ident.text
-    arity = {"fill": 1, "uniform": 2, "normal": 2, "load": 1}.get(kind)
-    if arity is None:
-        ctx.sink.add(PC107, f"unknown initial value `{kind}`", expr.func.span, hint)
+    if expr.func.ident.text not in _CALLS:
+        ctx.sink.add(PC107, f"unknown initial value `{expr.func.ident.text}`", expr.func.span, hint)
         raise Abort
+    kind, arity = _CALLS[expr.func.ident.text]
     if len(expr.args) != arity:
         ctx.sink.add(PC107, f"`{kind}` takes {arity} argument{'s' * (arity > 1)}", expr.span, hint)
         raise Abort

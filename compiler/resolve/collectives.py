@@ -6,26 +6,28 @@ rank comes from the communicator's token, `pipec.nccl: u8[1]`, which every colle
 writes: the hazard DAG then chains the collectives in program order (two independent ones
 could otherwise run in either order, differently on each rank, and deadlock). An allreduce or
 broadcast of several views is one node, one NCCL group: its calls run as one kernel, so no
-element may appear twice in it (PC604, checked on the node: checks/collective_operands.py).
-The same sequence on every rank is checked here where it can be (PC603: no collective under
+element may appear twice in it (PC604). That, and sizes and roots against the world size
+(PC602), are checked on the node (checks/collective_operands.py). The same sequence on every rank is checked here where it can be (PC603: no collective under
 a decision that may differ between ranks, ranks.py) and at start-up for the rest (the ranks
 compare the plan's collective sequence, runtime/distributed.py).
 """
 
 from __future__ import annotations
 
+from typing import get_args
+
 from ...dsl import ast
-from ..codes import PC601, PC602, PC603
+from ..codes import PC601, PC603
 from ..consteval import ConstError, RuntimeValue, evaluate
 from ..diagnostics import Label
-from ..model import Access, Buffer, CollectiveNode, CollectiveOperand, Init, Mode, PointerArg
+from ..model import Access, Buffer, CollectiveNode, CollectiveOperand, Init, Mode, Reduction
 from ...plan.dtypes import DTYPES
 from .ranks import BUILTIN_SPAN, reads_rank, report_divergence
 from .scope import Abort, LoadedModule
 from .unroll import Frame, Unroller
 
 NCCL_TOKEN = "pipec.nccl"
-REDUCTIONS = ("sum", "avg", "max", "min")
+REDUCTIONS: dict[str, Reduction] = {word: word for word in get_args(Reduction)}
 
 
 def resolve_collective(u: Unroller, f: Frame, stmt: ast.Collective) -> None:
@@ -44,16 +46,17 @@ def resolve_collective(u: Unroller, f: Frame, stmt: ast.Collective) -> None:
     op = _reduction(u, stmt)
     for operand, view in zip(operands, stmt.views):
         _check_collective_types(u, stmt, view, operand, op)
-    root = _root(u, module, env, stmt) if stmt.root is not None else None
-    if stmt.dst is not None:
-        _check_counts(u, stmt, src, dst)
+    root = root_span = None
+    if stmt.root is not None:
+        root = u.ctx.integer(module, env, stmt.root, "a broadcast's root rank", "value")
+        root_span = stmt.root.span
     _check_rank_operands(u, module, env, stmt)
     if u.divergence:
         report_divergence(u.ctx.sink, stmt, *u.divergence[-1])
         raise Abort
     target = "+".join(operand.dst.buffer.name for operand in operands)
     node = CollectiveNode(u.node_name(f.body, f"{stmt.kind}:{target}"), stmt.kind, op, operands,
-                          root, stmt.span, group=f.group)
+                          root, stmt.span, group=f.group, root_span=root_span)
     node.accesses = (*accesses, Access(nccl_token(u), 0, 1, Mode.READ_WRITE, stmt.span))
     f.body.items.append(node)
 
@@ -101,14 +104,15 @@ def _counts_by_rank(u: Unroller, module: LoadedModule, env: dict, view: ast.Slic
 
 
 
-def _reduction(u: Unroller, stmt: ast.Collective) -> str | None:
+def _reduction(u: Unroller, stmt: ast.Collective) -> Reduction | None:
     if stmt.op is None:
         return None
-    if stmt.op.text not in REDUCTIONS:
+    op = REDUCTIONS.get(stmt.op.text)
+    if op is None:
         u.ctx.sink.add(PC601, f"`{stmt.op.text}` is no reduction NCCL provides", stmt.op.span,
                        "reductions: " + ", ".join(REDUCTIONS))
         raise Abort
-    return stmt.op.text
+    return op
 
 
 
@@ -125,40 +129,6 @@ def _check_collective_types(u: Unroller, stmt: ast.Collective, view: ast.Expr, o
                        "each element's mean", view.span, "average floating-point data, or `sum` and "
                        "divide where the remainder is handled", labels=(Label(stmt.op.span, "the reduction"),))
         raise Abort
-
-
-
-def _root(u: Unroller, module, env, stmt: ast.Collective) -> int:
-    root = u.ctx.integer(module, env, stmt.root, "a broadcast's root rank", "value")
-    world = u.launcher["WORLD_SIZE"]
-    if not 0 <= root < world:
-        u.ctx.sink.add(PC602, f"root rank {root} lies outside a world of {world} process(es)",
-                       stmt.root.span, "ranks run from 0 to WORLD_SIZE - 1; check with `-D WORLD_SIZE=...`")
-        raise Abort
-    return root
-
-
-
-def _check_counts(u: Unroller, stmt: ast.Collective, src: PointerArg, dst: PointerArg) -> None:
-    world = u.launcher["WORLD_SIZE"]
-    n_src, n_dst = src.stop - src.start, dst.stop - dst.start
-    # allgather: each rank's src lands in its slot of dst; reducescatter: the reverse
-    small, large = (src, dst) if stmt.kind == "allgather" else (dst, src)
-    n_small, n_large = (n_src, n_dst) if stmt.kind == "allgather" else (n_dst, n_src)
-    if n_large != world * n_small:
-        u.ctx.sink.add(PC602, f"`{stmt.kind}` over {world} rank(s) needs the "
-                       f"{'destination' if stmt.kind == 'allgather' else 'source'} to hold "
-                       f"{world} x {n_small} = {world * n_small} elements, found {n_large}",
-                       stmt.span, "the gathered side holds one slot of the other side's size per rank")
-        raise Abort
-    if small.buffer is large.buffer and small.start < large.stop and large.start < small.stop:
-        slot = large.start + u.launcher["RANK"] * n_small
-        if small.start != slot or not n_small:
-            u.ctx.sink.add(PC602, f"`{stmt.kind}`'s source and destination overlap outside this "
-                           f"rank's slot [{slot}:{slot + n_small}]", stmt.span,
-                           "in place, the smaller side must be this rank's slot of the larger: "
-                           "`x[RANK * N : (RANK + 1) * N]`")
-            raise Abort
 
 
 

@@ -10,13 +10,15 @@ gets a control buffer of its own, `pipec.control.K: u32[2]` (the decision, then 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from ...dsl import Span, ast
 from ..codes import PC105, PC320
 from ..consteval import literal, names_read
-from ..model import Access, Buffer, ConditionalNode, DecideNode, GraphBody, Init, Mode
+from ..model import (
+    Access, Buffer, ConditionalKind, ConditionalNode, Construct, DecideNode, DecideRole, GraphBody, Init, Mode,
+)
 from ...plan.dtypes import DTYPES
 from .context import Env
 from .ranks import check_rank_decision, reads_rank
@@ -26,21 +28,17 @@ from .unroll import Frame, Unroller
 CONTROL_PREFIX = "pipec.control."
 MAX_SWITCH_CASES = 1024  # a switch node has one body per value up to its largest case
 
-Construct = Literal["if", "switch", "every", "while", "repeat"]
-Role = Literal["flag", "every", "repeat-start", "repeat-next"]
-
-
 @dataclass(frozen=True)
 class _Conditional:
     """One device construct to build: its name, the CUDA conditional node type, how its
     decision is made (role, operand, flag) and its bodies by name suffix."""
 
     construct: Construct
-    kind: Literal["if", "switch", "while"]
-    role: Role
+    kind: ConditionalKind
+    role: DecideRole
     operand: int
     flag: Access | None
-    blocks: list[tuple[str, ast.Block | None]]
+    blocks: Sequence[tuple[str, ast.Block | None]]
     reason: str | None = None  # why the decision may differ between ranks, if it may
 
 
@@ -183,7 +181,7 @@ def _control_buffer(u: Unroller, span: Span) -> tuple[int, Buffer]:
     return index, buffer
 
 
-def _decide(u: Unroller, body: GraphBody, c: _Conditional, role: Role, index: int, control: Buffer,
+def _decide(u: Unroller, body: GraphBody, c: _Conditional, role: DecideRole, index: int, control: Buffer,
             span: Span) -> None:
     control_mode = Mode.WRITE if role in ("flag", "repeat-start") else Mode.READ_WRITE
     stop = 1 if role == "flag" else 2

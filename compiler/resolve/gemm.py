@@ -17,13 +17,19 @@ import math
 from ...dsl import Span, ast
 from ..codes import PC105, PC501, PC502, PC505, PC506, PC507, PC508
 from ..consteval import ConstError, RuntimeValue, evaluate, literal
-from ..model import Access, Buffer, GemmNode, Init, MatrixView, Mode
+from ..model import Access, Buffer, Epilogue, GemmNode, Init, MatrixView, Mode
 from ...plan.dtypes import DTYPES
 from .unroll import Frame, Unroller
 from .views import elements, gemm_error, matrix, operand
 
 WORKSPACE_PREFIX = "pipec.workspace."
 ACTIVATIONS = ("relu", "gelu")
+# the epilogue of a forward node by (activation, with a bias), of a backward one by gradient
+FORWARD: dict[tuple[str, bool], Epilogue] = {
+    ("none", False): "none", ("none", True): "bias", ("relu", False): "relu", ("relu", True): "relu_bias",
+    ("gelu", False): "gelu", ("gelu", True): "gelu_bias",
+}
+BACKWARD: dict[str, Epilogue] = {"relu": "drelu", "gelu": "dgelu"}
 OPTION_WORDS = {"activation": ("none", *ACTIVATIONS), "gradient": ("none", *ACTIVATIONS),
                 "compute": ("f32", "tf32")}
 VIEW_OPTIONS = ("aux", "bias_grad")
@@ -233,7 +239,7 @@ def _check_shapes(u: Unroller, stmt, form: _Form, a: MatrixView, b: MatrixView, 
                    bias.span, f"add a bias of {n} elements, one per column of the target")
 
 
-def _epilogue(u: Unroller, stmt, options: dict, bias) -> str:
+def _epilogue(u: Unroller, stmt, options: dict, bias) -> Epilogue:
     activation, gradient = options.get("activation", "none"), options.get("gradient", "none")
     problem = None
     if activation != "none" and gradient != "none":
@@ -251,12 +257,10 @@ def _epilogue(u: Unroller, stmt, options: dict, bias) -> str:
                    "forward: `activation` with an optional bias and `aux`; backward: "
                    "`gradient` with `aux` and an optional `bias_grad`; or `bias_grad` alone")
     if gradient != "none":
-        return f"d{gradient}"
+        return BACKWARD[gradient]
     if "bias_grad" in options:
         return "bgrad_a"
-    if activation != "none":
-        return f"{activation}_bias" if bias is not None else activation
-    return "bias" if bias is not None else "none"
+    return FORWARD[activation, bias is not None]
 
 
 def _aux(u: Unroller, module, env, stmt, options, epilogue: str, c: MatrixView, m: int, n: int):

@@ -12,12 +12,12 @@ import os
 
 from ...dsl import ast
 from ..codes import PC103, PC108, PC305, PC306, PC307
-from ..model import Kernel, Waiver
+from ..model import Kernel, WaivableRule, Waiver
 from .context import Context
 from .files import ProjectFiles
 from .scope import InvalidSymbol, KernelSymbol, LoadedModule
 
-WAIVABLE_RULES = {
+WAIVABLE_RULES: dict[str, WaivableRule] = {
     "atomics": "atomics", "atomic_operation": "atomics", PC305.code: "atomics",
     "spin_wait": "spin-wait", "inter_block_spin_wait": "spin-wait", PC306.code: "spin-wait",
     "fence_barrier": "fence-barrier", "fence_as_barrier": "fence-barrier", PC307.code: "fence-barrier",
