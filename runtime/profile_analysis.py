@@ -10,7 +10,10 @@ may launch several kernels: its record in a replay spans them, from the first on
 the last one's end. The critical path is the longest path of the DAG under the median
 durations and latencies. The floor is the median over
 replays of that path's own length in each replay (its durations plus its latencies): in every
-replay the path fits inside the span, so the floor never exceeds the median span."""
+replay the path fits inside the span, so the floor never exceeds the median span. Over a
+programmatic edge a node starts before its predecessor ends: its duration includes its wait
+(`griddepcontrol.wait`) and its latency is negative, the overlap the edge buys, so the node
+time on the path can exceed the floor."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAIN = ROOT / "tests" / "fixtures" / "runtime" / "pdl_chain.pipe"
-OFF = {"PDL": '"off"'}
+ON, OFF = {"PDL": '"auto"'}, {"PDL": '"off"'}  # c51_step.pipe's default is off, rl_step's auto
 # the flagship tests' small configurations (the learner runs within the 60 steps), HIDDEN theirs
 SMALL = {
     "ENVS": 64, "CAPACITY": 4096, "BATCH": 64, "UPDATES": 2, "LEARNING_STARTS": 200,
@@ -42,7 +42,7 @@ def _same_bits(first: dict, second: dict) -> None:
 
 
 def test_a_chain_of_programmatic_edges_replays_as_ordinary_edges_do():
-    with_edges, count = _run(CHAIN, {}, 20)
+    with_edges, count = _run(CHAIN, ON, 20)
     without, none = _run(CHAIN, OFF, 20)
     assert (count, none) == (64, 0)
     _same_bits(with_edges, without)
@@ -54,7 +54,7 @@ def test_a_chain_of_programmatic_edges_replays_as_ordinary_edges_do():
     ("c51_step.pipe", {**SMALL, "HIDDEN": 256, "BF16": "true"}),
 ], ids=["rl_step", "c51_step", "c51_step_bf16"])
 def test_flagships_are_bit_exact_with_and_without_programmatic_edges(pipe, defines):
-    with_edges, count = _run(ROOT / "pipelines" / pipe, defines, 60)
+    with_edges, count = _run(ROOT / "pipelines" / pipe, {**defines, **ON}, 60)
     without, none = _run(ROOT / "pipelines" / pipe, {**defines, **OFF}, 60)
     assert count > 0 and none == 0
     _same_bits(with_edges, without)

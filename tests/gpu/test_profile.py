@@ -52,8 +52,14 @@ def test_in_graph_records_map_to_every_node_and_the_floor_holds(path):
     assert 0 < report.critical_path_us <= report.replay_us, report
     # Node time on the path is at most the floor, but CUPTI stamps memset records with a clock
     # that can run some hundred nanoseconds apart from the kernels' (seen on the H200: 8.32 us of
-    # node time in an 8.11 us floor, a memset "ending" after its successor started).
-    assert 0 < report.kernel_us <= report.critical_path_us + 0.5, report
+    # node time in an 8.11 us floor, a memset "ending" after its successor started). Over
+    # programmatic edges (rl_step's) a node's time includes its wait for the node before, and
+    # the overlap shows as negative latency on the path.
+    kinds = [k for g in pipeline.plan.graph_tree(pipeline.plan.step) for k in g.edge_kinds]
+    if any(k.programmatic for k in kinds):
+        assert report.kernel_us > 0, report
+    else:
+        assert 0 < report.kernel_us <= report.critical_path_us + 0.5, report
     assert report.event_us > 0
     assert all(after[k].tobytes() == v.tobytes() for k, v in before.items()), "the profile restores the state"
 
