@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import Error
+from ..dsl.source import real_path
 
 KEYS = {"select", "ignore", "include-dirs", "allow-paths", "compiler", "arch", "lanes"}
 
@@ -50,7 +51,7 @@ class Settings:
 
 def find_pyproject(start: Path) -> Path | None:
     folder = start if start.is_dir() else start.parent
-    for candidate in (folder.resolve(), *folder.resolve().parents):
+    for candidate in (real_path(folder), *real_path(folder).parents):
         path = candidate / "pyproject.toml"
         if path.is_file():
             return path
@@ -72,9 +73,9 @@ def load_settings(start: Path) -> Settings:
                           f"{', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
     base = path.parent
     options = CompileOptions(
-        include_dirs=_with_shipped(tuple((base / d).resolve() for d in _list(table, "include-dirs", path))),
-        project_root=base.resolve(),
-        allow_paths=tuple((base / d).resolve() for d in _list(table, "allow-paths", path)),
+        include_dirs=_with_shipped(tuple(real_path(base / d) for d in _list(table, "include-dirs", path))),
+        project_root=real_path(base),
+        allow_paths=tuple(real_path(base / d) for d in _list(table, "allow-paths", path)),
         compiler=_string(table, "compiler", "nvrtc", path),
         arch=_string(table, "arch", "sm_90", path),
         lanes=table.get("lanes"),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jinja2
 
+from ..dsl.source import real_path
 from . import cache, kernel_records, ptx
 from .kernel_records import CallSite, FindingRecord, KernelRecord, ParamRecord, SourceAnalysis, SourceLocation
 from .source_scan import Declaration, scan_declarations
@@ -92,7 +93,7 @@ def include_closure(path: Path, text: str, include_dirs: tuple[Path, ...]) -> li
         current, body = stack.pop()
         for _, name in _INCLUDE.findall(body):
             for folder in (current.parent, *include_dirs):
-                candidate = (folder / name).resolve()
+                candidate = real_path(folder / name)
                 if candidate.is_file():
                     if candidate not in found:
                         found.append(candidate)
@@ -112,7 +113,7 @@ def source_key(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str,
 
 def analyze(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) -> SourceAnalysis:
     """Signatures and PTX findings of every kernel in `path` (raises CompileFailed)."""
-    path = path.resolve()
+    path = real_path(path)
     key = source_key(path, include_dirs, toolchain, arch, "analysis")
     if (cached := cache.load("analysis", key)) is not None:
         if (analysis := kernel_records.from_json(path, key, cached)) is not None:
@@ -141,7 +142,7 @@ def analyze(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) ->
 
 def compile_cubin(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) -> bytes:
     """The cubin of a kernel source for one `sm_XY` target, from the cache when possible."""
-    path = path.resolve()
+    path = real_path(path)
     key = source_key(path, include_dirs, toolchain, arch, "cubin")
     if (cached := cache.load("cubin", key)) is not None:
         return cached
@@ -206,7 +207,7 @@ def _located(location: ptx.Location | None, system: tuple[Path, ...]) -> tuple[S
 
 
 def _under(file: str, folders: tuple[Path, ...]) -> bool:
-    path = Path(file).resolve()
+    path = real_path(Path(file))
     return any(path.is_relative_to(folder) for folder in folders)
 
 

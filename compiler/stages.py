@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..dsl import PipeSyntaxError, SourceFile, ast, parse
+from ..dsl.source import real_path
 from . import codes
 from .checks import CheckContext, run_checks
 from .config import Settings
@@ -110,7 +111,7 @@ def compile_file(path: Path, settings: Settings, *, until: str = "plan",
     the file's content (`pipec -` reads it from stdin). Raises OSError when the file cannot be
     read and ToolchainUnavailable when kernels cannot be compiled at all."""
     c = Compilation(path, settings)
-    value = SourceFile.read(path.resolve()) if text is None else SourceFile(path.resolve(), text)
+    value = SourceFile.read(real_path(path)) if text is None else SourceFile(real_path(path), text)
     # Every stage, not only the DAG, builds millions of objects for a large program and frees
     # few: the cycle collector would rescan them (40% of a 100,000-node check) to find little.
     with without_cycle_collection():

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from ...dsl.source import real_path
 from ..config import CompileOptions
 from ..consteval import Value, literal, representable
 from ..diagnostics import DiagnosticSink, Label
@@ -184,7 +185,7 @@ class Declarations(KernelImports, ImportBindings):
         some folder's reading of it lies outside them (refused whether it exists or not)."""
         refused = False
         for folder in (base, *self.options.include_dirs):
-            candidate = (folder / relative).resolve()
+            candidate = real_path(folder / relative)
             if not self._allowed(candidate):
                 refused = True
             elif candidate.is_file():
@@ -323,7 +324,7 @@ class Declarations(KernelImports, ImportBindings):
             self.sink.add("PC107", "`load` takes a path string", expr.args[0].span,
                           "write `load(\"file.npy\")`, relative to the .pipe file")
             raise Abort
-        path = (module.path.parent / value).resolve()
+        path = real_path(module.path.parent / value)
         if not self._allowed(path):
             self._refuse(value, expr.args[0].span)
             raise Abort

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
+from ...dsl.source import real_path
 from .. import kernel_analysis
 from ..config import CompileOptions
 from ..diagnostics import DiagnosticSink, Label
@@ -133,7 +134,7 @@ class KernelImports(Scope):
             return fallback
         path = Path(location.file)
         try:
-            source = self._kernel_file(path.resolve())
+            source = self._kernel_file(real_path(path))
         except OSError:
             return fallback
         line = min(max(location.line, 1), source.line_count)

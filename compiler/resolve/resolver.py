@@ -9,6 +9,7 @@ argument of the wrong kind, a `null` pointer, a baked value), is left to the che
 from __future__ import annotations
 
 from ...dsl import SourceFile, Span, ast
+from ...dsl.source import real_path
 from ..diagnostics import Label
 from ..model import Buffer, GraphBody, Program
 from .scope import LoadedModule
@@ -21,7 +22,7 @@ class Resolver(Waivers, Unrolling):
     sizing and unrolling."""
 
     def resolve(self, source: SourceFile, tree: ast.Module) -> Program:
-        path = source.path.resolve()
+        path = real_path(source.path)
         main = LoadedModule(path, source, tree)
         self.allowed_dirs = self._allowed_dirs(path)
         self.defines = self._parse_defines()
