@@ -77,9 +77,17 @@ def check_toolchain(options: CompileOptions) -> None:
 
 def _codes(value: str) -> tuple[str, ...]:
     items = tuple(v.strip() for v in value.split(",") if v.strip())
-    for item in items:
-        if item.upper() != "ALL" and not codes.select([item]):
-            raise argparse.ArgumentTypeError(f"`{item}` matches no rule code or name")
+    if bad := codes.unmatched(list(items)):
+        raise argparse.ArgumentTypeError(f"`{bad[0]}` matches no rule code or name")
+    return items
+
+
+def _selection(value: str) -> tuple[str, ...]:
+    """`--select`: codes as for `--ignore`, and at least one: an empty one (`--select ''`, an
+    unset `$CODES`) would turn every rule off and pass."""
+    items = _codes(value)
+    if not items:
+        raise argparse.ArgumentTypeError(f"`{value}` names no rule; leave --select out to check every rule")
     return items
 
 
@@ -117,7 +125,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stdin-filename", type=Path, metavar="PATH",
                    help="the path that text read from stdin (FILE -) stands for: its name in reports, "
                         "its folder for imports and configuration")
-    p.add_argument("--select", type=_codes, help="only these codes (comma-separated codes, prefixes, names)")
+    p.add_argument("--select", type=_selection, help="only these codes (comma-separated codes, prefixes, names)")
     p.add_argument("--ignore", type=_codes, help="never report these codes")
     p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=None,
                    help="also look for imported files here (repeatable)")
