@@ -16,13 +16,15 @@ from typing import NoReturn
 
 from .._version import __version__
 from ..errors import Error
+from ..dsl.source import MAX_READ_BYTES, real_path
+from ..files import write_atomically
 from . import codes
 from .config import CompileOptions, ConfigError, Settings, load_settings, override
 from .diagnostics import Diagnostic
 from .stages import compile_file, without_cycle_collection
 from .emit import plan_dot, plan_json
 from .render import RENDERERS, statistics_json, statistics_text
-from .render.terminal import COLOR_CHOICES, finish_stdout, say, use_color, write_stdout
+from .render.terminal import COLOR_CHOICES, OutputError, finish_stdout, say, use_color, write_stdout
 from .toolchain import ToolchainUnavailable, get_toolchain
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -35,6 +37,12 @@ class UsageError(Error):
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse, with a usage error as one line (the usage itself is one `--help` away)."""
+
+    def _print_message(self, message: str, file=None) -> None:
+        if message and file in (None, sys.stdout):  # `--help` on a full disk is an OutputError
+            write_stdout(message)
+        elif message:
+            super()._print_message(message, file)
 
     def error(self, message: str) -> NoReturn:
         say(self.prog, "error", f"{message} (see `{self.prog} --help`)", color=use_color("auto", sys.stderr))
@@ -144,9 +152,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(parser().parse_args(argv))
-    finally:
-        finish_stdout()
+        try:
+            return _main(parser().parse_args(argv))
+        finally:
+            finish_stdout()
+    except OutputError as error:  # the report is lost: the check cannot be said to have passed
+        say("pipec", "error", str(error), color=False)
+        return EXIT_USAGE
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -197,13 +209,14 @@ def _check_usage(args: argparse.Namespace) -> None:
         raise UsageError("--statistics goes with --output-format text, concise or json, and not with --emit")
 
 
-def _inputs(paths: list[Path], stdin_filename: Path | None) -> list[tuple[Path, str | None]]:
-    """(path, text) pairs: text is None for a file to read, stdin's text for `-`. A folder stands
+def _inputs(paths: list[Path], stdin_filename: Path | None) -> list[tuple[Path, bytes | None]]:
+    """(path, data) pairs: data is None for a file to read, stdin's bytes for `-`. A folder stands
     for the `.pipe` files below it and must hold one, so a mistyped CI path cannot pass."""
-    out: list[tuple[Path, str | None]] = []
+    out: list[tuple[Path, bytes | None]] = []
     for path in paths:
         if path == STDIN:
-            out.append((stdin_filename or Path("stdin.pipe"), sys.stdin.read()))
+            # no more than a file would be read of it: `pipec - < /dev/zero` ends
+            out.append((stdin_filename or Path("stdin.pipe"), sys.stdin.buffer.read(MAX_READ_BYTES + 1)))
         elif path.is_dir():
             found = sorted(path.rglob("*.pipe"))
             if not found:
@@ -217,7 +230,9 @@ def _inputs(paths: list[Path], stdin_filename: Path | None) -> list[tuple[Path, 
 def _run(args: argparse.Namespace) -> int:
     diagnostics, usage_error, checked = [], False, 0
     artifact = None
-    for path, text in _inputs(args.files, args.stdin_filename):
+    inputs = _inputs(args.files, args.stdin_filename)
+    _refuse_overwriting(args.output, [path for path, text in inputs if text is None])
+    for path, text in inputs:
         settings = override(
             load_settings(path), include_dirs=args.include_dirs, compiler=args.compiler,
             arch=args.arch, lanes=args.lanes, select=args.select, ignore=args.ignore,
@@ -256,10 +271,11 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS
 
 
-def _compile_one(args: argparse.Namespace, path: Path, text: str | None,
+def _compile_one(args: argparse.Namespace, path: Path, text: bytes | None,
                  settings: Settings) -> tuple[list[Diagnostic], str | None]:
     """One file's diagnostics and, under --emit, its plan or DOT text when it has a plan."""
     result = compile_file(path, settings, until="plan" if args.emit else "check", text=text)
+    _refuse_overwriting(args.output, [source.path for source in result.sources])
     if not args.emit or result.plan is None:
         return result.diagnostics, None
     return result.diagnostics, plan_json(result.plan) if args.emit == "plan" else plan_dot(result.plan)
@@ -274,12 +290,22 @@ def _report(args: argparse.Namespace, diagnostics: list, checked: int) -> str:
     return RENDERERS[args.output_format](diagnostics, color=color, checked=checked)
 
 
+def _refuse_overwriting(output: Path | None, sources: list[Path]) -> None:
+    """`-o` naming a file the check reads (a FILE, an import, a kernel source) would replace
+    the source with the report or the plan."""
+    if output is None:
+        return
+    target = real_path(output)
+    if any(real_path(source) == target for source in sources):
+        raise UsageError(f"-o {output} names an input of the check; the output would replace it")
+
+
 def _write(path: Path | None, text: str) -> None:
     if path is None:
         write_stdout(text)
         return
     try:
-        path.write_text(text)
+        write_atomically(path, text)
     except OSError as error:
         raise UsageError(f"cannot write {path}: {error.strerror or error}") from error
 

@@ -106,12 +106,18 @@ def _all_bodies(program: Program):
 
 
 def compile_file(path: Path, settings: Settings, *, until: str = "plan",
-                 text: str | None = None) -> Compilation:
+                 text: str | bytes | None = None) -> Compilation:
     """Run the stages on one file, up to and including `until`; `text`, when given, stands for
-    the file's content (`pipec -` reads it from stdin). Raises OSError when the file cannot be
-    read and ToolchainUnavailable when kernels cannot be compiled at all."""
+    the file's content (`pipec -` reads it from stdin: bytes, decoded as a file's are). Raises
+    OSError when the file cannot be read and ToolchainUnavailable when kernels cannot be
+    compiled at all."""
     c = Compilation(path, settings)
-    value = SourceFile.read(real_path(path)) if text is None else SourceFile(real_path(path), text)
+    if text is None:
+        value = SourceFile.read(real_path(path))
+    elif isinstance(text, bytes):
+        value = SourceFile.from_bytes(real_path(path), text)
+    else:
+        value = SourceFile(real_path(path), text)
     # Every stage, not only the DAG, builds millions of objects for a large program and frees
     # few: the cycle collector would rescan them (40% of a 100,000-node check) to find little.
     with without_cycle_collection():

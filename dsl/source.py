@@ -61,7 +61,12 @@ class SourceFile:
         UTF-8 are replaced. Either problem is recorded in `problem`. Raises OSError when the
         file cannot be opened."""
         with path.open("rb") as file:
-            data = file.read(MAX_READ_BYTES + 1)
+            return cls.from_bytes(path, file.read(MAX_READ_BYTES + 1))
+
+    @classmethod
+    def from_bytes(cls, path: Path, data: bytes) -> SourceFile:
+        """The text of `data`, read from `path` (a file, or stdin standing for it), as `read`
+        makes it; more than MAX_READ_BYTES is a recorded problem."""
         if len(data) > MAX_READ_BYTES:
             return cls(path, "", ReadProblem(
                 f"the file is larger than {MAX_READ_BYTES >> 20} MiB, the most pipec reads",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..compiler.cli import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
 from ..compiler.config import ConfigError, load_settings
-from ..compiler.render.terminal import finish_stdout, say, use_color
+from ..compiler.render.terminal import OutputError, finish_stdout, say, stdout_failures, use_color
 from ..compiler.toolchain import ToolchainUnavailable
 from .cli_reports import EXIT_FAILED, EXIT_OK, EXIT_USAGE, plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
@@ -102,13 +102,16 @@ class RunLog:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
-        return _main(args)
+        try:
+            return _main(parser().parse_args(argv))
+        finally:
+            finish_stdout()
     except BrokenPipeError:  # the reader of stdout went away (`piperun ... --json | head -1`)
         return EXIT_FAILED
-    finally:
-        finish_stdout()
+    except OutputError as error:  # a full disk under stdout: the run's log is lost
+        say("piperun", "error", str(error), color=False)
+        return EXIT_FAILED
 
 
 def _preflight(args) -> None:
@@ -336,8 +339,9 @@ def _bounded(run, pipeline, marks: list):
 def _emit(record: dict, out) -> None:
     """One JSON line in one write: the ranks of a launcher share its stdout, and `print` writes
     the text and the newline apart (two writes when unbuffered), so lines could interleave."""
-    out.write(json.dumps(record) + "\n")
-    out.flush()
+    with stdout_failures(quiet_broken_pipe=False):  # `piperun --json | head -1` stops the run
+        out.write(json.dumps(record) + "\n")
+        out.flush()
 
 
 def _rank(pipeline) -> dict:
