@@ -39,6 +39,15 @@ class KernelImports(Scope):
             self._report_compile_failure(path, failure, decl.path.span)
             self._mark_invalid(module, decl.names or ())
             return
+        except kernel_analysis.KernelInputLimit as limit:
+            where = limit.where
+            if where is None:
+                self.sink.add("PC112", limit.message, decl.path.span, limit.hint)
+            else:
+                self.sink.add("PC112", limit.message, Span(self._kernel_file(path), where.start, where.end),
+                              limit.hint, labels=(Label(decl.path.span, "imported here"),))
+            self._mark_invalid(module, decl.names or ())
+            return
         source = self._kernel_file(path)
         names = decl.names or tuple(ast.Ident(n, decl.path.span) for n in analysis.kernels)
         for ident in names:
