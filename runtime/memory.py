@@ -12,7 +12,7 @@ import numpy as np
 
 from ..plan.dtypes import DTYPES, fill_pattern, host_array
 from ..plan.schema import BufferSpec, Plan
-from ..arguments import ArgumentError
+from ..api_arguments import ArgumentError
 from ..errors import Error
 from .dlpack import DL_TYPES, KDL_CUDA, read_capsule
 from .driver import CudaError, Driver, wait_for

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arguments import ArgumentError, constants, file_path, whole_number
+from ..api_arguments import ArgumentError, constants, file_path, whole_number
 from ..plan.schema import Plan, collective_sequence
 from .collectives import CollectiveFailed, Collectives
 from .distributed import Distributed
