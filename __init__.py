@@ -26,13 +26,14 @@ ERRORS = {
     "LaunchLimitsExceeded": "runtime.resources", "ProfileError": "runtime.profile_analysis",
     "ProfilerUnavailable": "runtime.profile_collect", "ConfigError": "compiler.config",
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
-    "UsageError": "compiler.cli", "GemmError": "runtime.cublaslt", "LibraryRecordingError": "runtime.library",
+    "UsageError": "cli.arguments", "GemmError": "runtime.cublaslt", "LibraryRecordingError": "runtime.library",
     "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
+    "ArgumentError": "api_arguments", "OutputError": "cli.terminal",
 }
 
-__all__ = ["BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
+__all__ = ["ArgumentError", "BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
            "DistributedError", "Error", "GemmError", "LaunchLimitsExceeded", "LibraryRecordingError",
-           "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError", "ProfilerUnavailable",
+           "NoDevice", "NodeFailed", "OutOfMemory", "OutputError", "PipelineError", "ProfileError", "ProfilerUnavailable",
            "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError", "__version__", "check",
            "load"]
 
@@ -52,8 +53,18 @@ def check(path: str | Path):
     return compile_file(Path(path), load_settings(Path(path)))
 
 
-def load(path: str | Path, **options):
-    """Compile and load a pipeline on the GPU (see `pipec.runtime.load.load`)."""
-    from .runtime import load as load_pipeline
+def load(path: str | Path, *, device: int = 0, bind=None, defines=None, lanes: int | None = None,
+         include_dirs=(), steps_per_launch: int = 1, unroll: bool = False, tune_gemms: bool = False,
+         launch=None, backends=None):
+    """Compile and load a pipeline on the GPU; returns a `Pipeline`. `defines` overrides constants
+    of the file (`{"ENVS": 1024}`); `bind` maps buffer names to existing CUDA arrays (CuPy,
+    PyTorch...) to use instead of allocating; `steps_per_launch` K runs K steps per launch, in a
+    device-side loop or with `unroll` as K copies of the step in one graph; `tune_gemms` times
+    the GEMM algorithms; `launch` is the launcher's view of this process; `backends` replaces
+    the driver, cuBLASLt or the ranks' connection (`pipec.runtime.load.Backends`: the CPU
+    tests' fakes). docs/python-api.md describes each."""
+    from .runtime.load import Backends, LoadOptions, load as load_pipeline
 
-    return load_pipeline(path, **options)
+    options = LoadOptions(device=device, bind=bind, defines=defines, lanes=lanes, include_dirs=tuple(include_dirs),
+                          steps_per_launch=steps_per_launch, unroll=unroll, tune_gemms=tune_gemms, launch=launch)
+    return load_pipeline(path, options, backends or Backends())

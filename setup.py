@@ -9,7 +9,7 @@ pyproject.toml.
 from setuptools import find_namespace_packages, setup
 from setuptools.command.build_py import build_py
 
-SUBPACKAGES = find_namespace_packages(include=["dsl", "dsl.*", "compiler", "compiler.*", "plan", "plan.*", "runtime", "runtime.*"],
+SUBPACKAGES = find_namespace_packages(include=["cli", "cli.*", "dsl", "dsl.*", "compiler", "compiler.*", "plan", "plan.*", "runtime", "runtime.*"],
                                       exclude=["*.__pycache__"])
 
 

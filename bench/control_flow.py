@@ -66,8 +66,9 @@ def no_driver(path: Path) -> None:
 def replay_us(path: Path, repeats: int, driver_for=no_driver) -> float:
     """Median GPU microseconds of one replay of the pipeline at `path`."""
     import pipec
+    from pipec.runtime import Backends
 
-    with pipec.load(path, driver=driver_for(path)) as p:
+    with pipec.load(path, backends=Backends(driver_for(path))) as p:
         p.step(REPLAYS)  # warm-up: lazy module loads, clocks
         p.synchronize()
         gpu_ms = median(cuda_events_ms(p.driver.call, p.stream, lambda: p.step(REPLAYS), repeats))
@@ -99,10 +100,11 @@ def time_rl_step(steps: int, repeats: int, steps_per_launch: int = 1, defines: d
     """(c) and (d): one rl_step configuration, timed over whole launches of `steps_per_launch`
     steps, about `steps` steps a run."""
     import pipec
+    from pipec.runtime import Backends
 
     launches = max(1, round(steps / steps_per_launch))
     with pipec.load(RL_STEP, defines=defines, steps_per_launch=steps_per_launch,
-                    driver=driver_for(RL_STEP)) as p:
+                    backends=Backends(driver_for(RL_STEP))) as p:
         p.step(max(1, -(-WARMUP_STEPS // steps_per_launch)))
         p.synchronize()
         run = lambda: p.step(launches)  # noqa: E731 - the timed call

@@ -1,7 +1,7 @@
-"""The compiler: `.pipe` source to a checked, planned DAG. See `driver.STAGES` for the flow."""
+"""The compiler: `.pipe` source to a checked, planned DAG. compiler/stages.py runs the stages in order."""
 
 from .config import Settings, load_settings
-from .stages import STAGES, Compilation, compile_file
+from .stages import Compilation, compile_file
 from ..plan.schema import Plan
 
-__all__ = ["STAGES", "Compilation", "Plan", "Settings", "compile_file", "load_settings"]
+__all__ = ["Compilation", "Plan", "Settings", "compile_file", "load_settings"]

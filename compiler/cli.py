@@ -9,78 +9,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
-from typing import NoReturn
 
-from .._version import __version__
+from ..cli.arguments import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
+from ..cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, report
+from ..cli.terminal import finish_stdout, say, use_color, write_stdout
 from ..errors import Error
 from ..dsl.source import MAX_READ_BYTES, real_path
 from ..files import write_atomically
 from . import codes
-from .config import CompileOptions, ConfigError, Settings, load_settings, override
+from .config import Settings, load_settings, override
 from .diagnostics import Diagnostic
-from .stages import compile_file, without_cycle_collection
 from .emit import plan_dot, plan_json
 from .render import RENDERERS, statistics_json, statistics_text
-from .render.terminal import COLOR_CHOICES, OutputError, finish_stdout, say, use_color, write_stdout
-from .toolchain import ToolchainUnavailable, get_toolchain
+from .stages import compile_file, without_cycle_collection
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_CLEAN, EXIT_FINDINGS = EXIT_OK, EXIT_FAILED
 STDIN = Path("-")
-
-
-class UsageError(Error):
-    """A mistake on the command line or in what it names; exit 2 with this one line."""
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line (the usage itself is one `--help` away)."""
-
-    def _print_message(self, message: str, file=None) -> None:
-        if message and file in (None, sys.stdout):  # `--help` on a full disk is an OutputError
-            write_stdout(message)
-        elif message:
-            super()._print_message(message, file)
-
-    def error(self, message: str) -> NoReturn:
-        say(self.prog, "error", f"{message} (see `{self.prog} --help`)", color=use_color("auto", sys.stderr))
-        self.exit(EXIT_USAGE)
-
-
-class ShowVersion(argparse.Action):
-    """`--version`: the tool's version and the NVRTC it would compile with."""
-
-    def __init__(self, option_strings, dest, **kwargs) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print the version and the NVRTC in use")
-
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
-        write_stdout(f"{parser.prog} {__version__} ({describe_nvrtc()})\n")
-        finish_stdout()
-        parser.exit(EXIT_CLEAN)
-
-
-def describe_nvrtc() -> str:
-    nvrtc = get_toolchain("nvrtc")
-    try:
-        return f"NVRTC {nvrtc.version.removeprefix('nvrtc-')} from {nvrtc.library_path}"
-    except ToolchainUnavailable:
-        return "NVRTC not found"
-
-
-def check_toolchain(options: CompileOptions) -> None:
-    """Load the kernel compiler before any file is read, so a missing one is one error, and an
-    architecture NVRTC cannot target is a usage error that lists the ones it can."""
-    toolchain = get_toolchain(options.compiler)
-    version = toolchain.version  # loads NVRTC or runs `nvcc --version`: a missing one fails here
-    if options.compiler != "nvrtc":
-        return
-    supported = toolchain.supported_archs
-    match = re.fullmatch(r"(sm_\d+)[af]?", options.arch)
-    if match is None or match.group(1) not in supported:
-        raise UsageError(f"architecture `{options.arch}` is not supported by NVRTC "
-                         f"{version.removeprefix('nvrtc-')}; it supports {', '.join(supported)}")
 
 
 def _codes(value: str) -> tuple[str, ...]:
@@ -97,20 +43,6 @@ def _selection(value: str) -> tuple[str, ...]:
     if not items:
         raise argparse.ArgumentTypeError(f"`{value}` names no rule; leave --select out to check every rule")
     return items
-
-
-def define(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name.strip().isidentifier() or not value.strip():
-        raise argparse.ArgumentTypeError(f"`{text}` is not NAME=EXPR")
-    return name.strip(), value.strip()
-
-
-def add_color_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--color", choices=COLOR_CHOICES, default="auto",
-                   help="colour: auto (a terminal, unless NO_COLOR; or FORCE_COLOR), always or never")
-    p.add_argument("--no-color", action="store_const", const="never", dest="color",
-                   help="the same as --color never")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -156,9 +88,8 @@ def main(argv: list[str] | None = None) -> int:
             return _main(parser().parse_args(argv))
         finally:
             finish_stdout()
-    except OutputError as error:  # the report is lost: the check cannot be said to have passed
-        say("pipec", "error", str(error), color=False)
-        return EXIT_USAGE
+    except Error as error:  # stdout failed (OutputError): the report is lost, the check did not pass
+        return report("pipec", error, color=False)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -170,13 +101,11 @@ def _main(args: argparse.Namespace) -> int:
     try:
         _check_usage(args)
         return _run(args)
-    except (UsageError, ConfigError) as error:
-        say("pipec", "error", str(error), color=color_errors)
-    except ToolchainUnavailable as error:
-        say("pipec", "error", f"cannot compile kernels: {error}", color=color_errors)
+    except Error as error:
+        return report("pipec", error, color=color_errors)
     except KeyboardInterrupt:
         say("pipec", "error", "interrupted", color=color_errors)
-    return EXIT_USAGE
+        return EXIT_INTERRUPTED
 
 
 def _explain(code: str, color: bool) -> int:

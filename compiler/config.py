@@ -34,9 +34,11 @@ class CompileOptions:
     # without one the pipeline's own folder), the include folders and these folders.
     project_root: Path | None = None
     allow_paths: tuple[Path, ...] = ()
-    # The step block's body this many times in a row, one graph (`pipec.load(...,
-    # steps_per_launch=K, unroll=True)`): compiler/steps_per_launch.py
-    step_copies: int = 1
+    # This many steps in one launch of the plan's root graph (`pipec.load(...,
+    # steps_per_launch=K)`): a device-side loop, or with `unroll` the step block's body this
+    # many times in a row, one graph (compiler/steps_per_launch.py)
+    steps_per_launch: int = 1
+    unroll: bool = False
 
     @property
     def virtual_arch(self) -> str:
@@ -139,7 +141,7 @@ def _with_shipped(folders: tuple[Path, ...]) -> tuple[Path, ...]:
 def override(settings: Settings, **changes) -> Settings:
     """Command-line values on top of the file's; None means "not given"."""
     compile_changes = {k: v for k, v in changes.items()
-                       if k in ("include_dirs", "compiler", "arch", "lanes", "defines", "step_copies")
+                       if k in ("include_dirs", "compiler", "arch", "lanes", "defines", "steps_per_launch", "unroll")
                        and v is not None}
     if "include_dirs" in compile_changes:
         compile_changes["include_dirs"] = _with_shipped(settings.compile.include_dirs

@@ -9,6 +9,7 @@ branch in an `if`, a baked value in a kernel argument).
 from __future__ import annotations
 
 import math
+from typing import Any
 import operator
 from collections.abc import Callable
 
@@ -185,18 +186,19 @@ def _arithmetic(expr: ast.Expr, lookup: Lookup, depth: int) -> Value:
     slice `(lo + k) % 63`), evaluated recursively: the same operations in the same order as
     `_Evaluation`, so the same value or the same first error. Names are only looked up, so
     starting over with `_Evaluation` after `_Unhandled` changes nothing."""
-    kind = type(expr)
+    node: Any = expr  # dispatched on `kind`, which is faster than `match` here and opaque to mypy
+    kind = type(node)
     if kind in _LITERALS:
-        return expr.value
+        return node.value
     if kind is ast.Name:
-        return lookup(expr.ident)
-    if kind is ast.Binary and depth and expr.op not in ("and", "or"):
-        a = _arithmetic(expr.left, lookup, depth - 1)
-        b = _arithmetic(expr.right, lookup, depth - 1)
-        op = expr.op
+        return lookup(node.ident)
+    if kind is ast.Binary and depth and node.op not in ("and", "or"):
+        a = _arithmetic(node.left, lookup, depth - 1)
+        b = _arithmetic(node.right, lookup, depth - 1)
+        op = node.op
         if type(a) is int and type(b) is int and op in _INTEGER_OPS and (op != "%" or (a >= 0 and b > 0)):
-            return _bounded(_INTEGER_OPS[op](a, b), expr.span)
-        return _bounded(_binary(op, a, b, expr.span), expr.span)
+            return _bounded(_INTEGER_OPS[op](a, b), node.span)
+        return _bounded(_binary(op, a, b, node.span), node.span)
     raise _Unhandled
 
 
@@ -204,11 +206,12 @@ def is_arithmetic(expr: ast.Expr, depth: int = _RECURSION_DEPTH) -> bool:
     """Whether `_arithmetic` evaluates `expr` by itself: literals and names joined by operators
     other than `and`/`or`, nested no deeper than it recurses. Such an expression costs less to
     evaluate again than a key to look its value up."""
-    kind = type(expr)
+    node: Any = expr  # dispatched on `kind`, as in `_arithmetic`
+    kind = type(node)
     if kind in _LITERALS or kind is ast.Name:
         return True
-    return (kind is ast.Binary and depth > 0 and expr.op not in ("and", "or")
-            and is_arithmetic(expr.left, depth - 1) and is_arithmetic(expr.right, depth - 1))
+    return (kind is ast.Binary and depth > 0 and node.op not in ("and", "or")
+            and is_arithmetic(node.left, depth - 1) and is_arithmetic(node.right, depth - 1))
 
 
 # What `_arith` computes for two integers, directly; `%` only where C's remainder and Python's

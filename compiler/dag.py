@@ -101,9 +101,9 @@ class _Elements:
         whose members' entries a write keeps: later nodes follow every member."""
         lo, hi = self._cut(start), self._cut(stop)
         if not mode & _WRITE:
-            for readers in self.readers[lo:hi]:
-                if not readers or readers[-1] != node:
-                    readers.append(node)
+            for segment in self.readers[lo:hi]:
+                if not segment or segment[-1] != node:
+                    segment.append(node)
             return
         writers = [[w for w in self.writers[i] if w[0] >= block] + [(node, mode)] for i in range(lo, hi)]
         readers = [[r for r in self.readers[i] if r >= block] for i in range(lo, hi)]

@@ -66,14 +66,5 @@ class DiagnosticSink:
         self._seen.add(key)
         self.diagnostics.append(Diagnostic(code, message, span, hint, label, labels, notes))
 
-    def extend(self, other: DiagnosticSink) -> None:
-        for d in other.diagnostics:
-            self.add(d.code, d.message, d.span, d.hint, label=d.label, labels=d.labels,
-                     notes=d.notes)
-
-    @property
-    def has_errors(self) -> bool:
-        return any(d.severity is Severity.ERROR for d in self.diagnostics)
-
     def sorted(self) -> list[Diagnostic]:
         return sorted(self.diagnostics, key=Diagnostic.sort_key)

@@ -25,7 +25,7 @@ def _indented(value, indent: str) -> str:
     it use `json.dumps` with an indent: that is Python's encoder (the C one does not indent),
     twice as slow and holding every piece of the text in one list (millions of small strings,
     ten times the text: 1.9 GiB for a plan of 40,000 nodes)."""
-    kind = type(value)
+    kind: type = type(value)
     if kind is str:
         return encode_basestring_ascii(value)
     if kind is int:

@@ -39,12 +39,9 @@ _MODE_NAMES = {Mode.READ: "r", Mode.WRITE: "w", Mode.READ_WRITE: "rw"}
 
 
 class _Lowering:
-    def __init__(self, program: Program, dags: dict[int, Dag], arch: str, compiler: str,
-                 include_dirs: tuple[str, ...]) -> None:
+    def __init__(self, program: Program, dags: dict[int, Dag], include_dirs: tuple[str, ...]) -> None:
         self.program = program
         self.dags = dags
-        self.arch = arch
-        self.compiler = compiler
         self.include_dirs = include_dirs
         self.graphs: list[GraphSpec | None] = []
         self.modules: dict[str, ModuleSpec] = {}
@@ -262,7 +259,7 @@ def _step_first_access(program: Program) -> dict[str, str | None]:
 
 def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
                include_dirs: tuple[str, ...] = ()) -> Plan:
-    lowering = _Lowering(program, {id(d.body): d for d in dags}, arch, compiler, include_dirs)
+    lowering = _Lowering(program, {id(d.body): d for d in dags}, include_dirs)
     init = lowering.lower_body(program.init, "eager") if program.init is not None else None
     step_scope = "shared" if program.options.share_modules else "step"
     step = lowering.lower_body(program.step, step_scope) if program.step is not None else None

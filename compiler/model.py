@@ -315,7 +315,7 @@ class ConditionalNode:
     def accesses(self) -> tuple[Access, ...]:
         """The bodies' accesses, the flag read and the decision read: hazard edges run to and
         from the conditional node as a whole."""
-        own = (Access(self.control, 0, 1, Mode.READ, self.span),)
+        own: tuple[Access, ...] = (Access(self.control, 0, 1, Mode.READ, self.span),)
         if self.flag is not None:
             own += (self.flag,)
         return own + tuple(a for body in self.bodies for item in body.items for a in item.accesses)

@@ -206,7 +206,9 @@ def matching_paren(text: str, open_index: int) -> int:
 
 def split_params(params: str) -> list[str]:
     """A parameter (or argument) list split at its top-level commas; `(void)` is empty."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in params:
         if ch in "([<":
             depth += 1

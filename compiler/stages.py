@@ -3,16 +3,20 @@
     source text --parse--> syntax tree --resolve--> checked model
                 --check--> checked model with DAGs --plan--> plan (runtime: built graph)
 
-Stages report into one sink; the driver stops before planning when errors remain after
-suppressions and the rule selection, or when any unsuppressible error was found at all:
-suppressions and the selection change what is reported, never what is built.
+`compile_file` calls them in that order (`_compile`). Stages report into one sink; the
+compile stops before planning when errors remain after suppressions and the rule selection,
+or when any unsuppressible error was found at all: suppressions and the selection change
+what is reported, never what is built. Many steps per launch (`CompileOptions.steps_per_launch`)
+are made on either side of the middle stages: the step's body copied in the syntax tree before
+resolving (`unroll`), or the planned step wrapped in a device-side loop
+(compiler/steps_per_launch.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from ..dsl import PipeSyntaxError, SourceFile, ast, parse
 from ..dsl.source import real_path
@@ -22,13 +26,15 @@ from .config import Settings
 from .dag import Dag, build_dag
 from .dag import _without_cycle_collection as without_cycle_collection
 from .diagnostics import Diagnostic, DiagnosticSink
-from .model import Program, child_bodies
-from .steps_per_launch import unroll_step
 from .lower import build_plan
-from ..plan.schema import Plan
+from .model import Program, child_bodies
 from .resolve.resolver import Resolver
+from .steps_per_launch import per_launch, unroll_step
 from .suppressions import apply_suppressions, find_suppressions
 from .toolchain import get_toolchain
+from ..plan.schema import Plan
+
+Until = Literal["parse", "check", "plan"]
 
 
 @dataclass
@@ -71,7 +77,7 @@ def parse_source(source: SourceFile, c: Compilation) -> ast.Module | None:
 def resolve_program(tree: ast.Module, c: Compilation) -> Program:
     options = c.settings.compile
     resolver = Resolver(options, c.sink, get_toolchain(options.compiler))
-    program = resolver.resolve(c.sources[0], unroll_step(tree, options.step_copies))
+    program = resolver.resolve(c.sources[0], tree)
     c.sources[:] = program.sources
     return program
 
@@ -88,14 +94,6 @@ def plan_program(checked: CheckedProgram, c: Compilation) -> Plan:
                       tuple(str(d) for d in options.include_dirs))
 
 
-STAGES: tuple[tuple[str, Callable], ...] = (
-    ("parse", parse_source),
-    ("resolve", resolve_program),
-    ("check", check_program),
-    ("plan", plan_program),
-)
-
-
 def _all_bodies(program: Program):
     for body in program.bodies():
         stack = [body]
@@ -105,43 +103,37 @@ def _all_bodies(program: Program):
             stack.extend(child for item in current.items for child in child_bodies(item))
 
 
-def compile_file(path: Path, settings: Settings, *, until: str = "plan",
+def compile_file(path: Path, settings: Settings, *, until: Until = "plan",
                  text: str | bytes | None = None) -> Compilation:
     """Run the stages on one file, up to and including `until`; `text`, when given, stands for
     the file's content (`pipec -` reads it from stdin: bytes, decoded as a file's are). Raises
-    OSError when the file cannot be read and ToolchainUnavailable when kernels cannot be
-    compiled at all."""
+    OSError when the file cannot be read, ToolchainUnavailable when kernels cannot be compiled
+    at all, and StepsPerLaunchRefused when the program cannot run the steps per launch its
+    options ask for."""
     c = Compilation(path, settings)
     if text is None:
-        value = SourceFile.read(real_path(path))
+        source = SourceFile.read(real_path(path))
     elif isinstance(text, bytes):
-        value = SourceFile.from_bytes(real_path(path), text)
+        source = SourceFile.from_bytes(real_path(path), text)
     else:
-        value = SourceFile(real_path(path), text)
+        source = SourceFile(real_path(path), text)
     # Every stage, not only the DAG, builds millions of objects for a large program and frees
     # few: the cycle collector would rescan them (40% of a 100,000-node check) to find little.
     with without_cycle_collection():
-        _run_stages(c, value, until)
+        _compile(c, source, until)
     return c
 
 
-def _run_stages(c: Compilation, value, until: str) -> None:
-    for name, stage in STAGES:
-        if name == "plan":
-            _finish_diagnostics(c)
-            if c.has_errors or _unsuppressible_errors(c):
-                break
-        value = stage(value, c)
-        if value is None:
-            break
-        if name == "parse":
-            c.tree = value
-        elif name == "check":
-            c.checked = value
-        elif name == "plan":
-            c.plan = value
-        if name == until:
-            break
+def _compile(c: Compilation, source: SourceFile, until: Until) -> None:
+    options = c.settings.compile
+    c.tree = parse_source(source, c)
+    if c.tree is not None and until != "parse":
+        tree = unroll_step(c.tree, options.steps_per_launch) if options.unroll else c.tree
+        c.checked = check_program(resolve_program(tree, c), c)
+        if until == "plan":
+            _finish_diagnostics(c)  # what is reported decides whether a plan is made
+            if not (c.has_errors or _unsuppressible_errors(c)):
+                c.plan = per_launch(plan_program(c.checked, c), options, c.path)
     _finish_diagnostics(c)
     if until == "plan" and c.plan is None:
         # the errors that stop the plan are reported even when the selection hid them

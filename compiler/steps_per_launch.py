@@ -1,5 +1,7 @@
-"""Many steps per launch: the step's body repeated in the program, or the plan's step wrapped
-in a device-side `repeat`.
+"""Many steps per launch (`piperun --steps-per-launch K`, `pipec.load(..., steps_per_launch=K)`),
+all of it here and driven by the compile options `steps_per_launch` and `unroll`: the step's
+body repeated in the program (`unroll`), or the plan's step wrapped in a device-side `repeat`.
+compiler/stages.py calls `unroll_step` before resolving and `per_launch` after planning.
 
 `unroll_step(tree, k)` returns the syntax tree with the step block's body inside a loop of `k`
 iterations, as if the file had written `step { for copy in 0 .. k { ... } }`: the compiler then
@@ -18,9 +20,12 @@ its own, `pipec.control.launch`.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from ..dsl import ast
+from ..errors import Error
 from . import codegen
+from .config import CompileOptions
 from ..plan.schema import (
     AccessSpec, ArgSpec, BufferSpec, ConditionalNodeSpec, GraphSpec, InitSpec, KernelNodeSpec, Location,
     ModuleSpec, Plan,
@@ -31,6 +36,25 @@ CONTROL = "pipec.control.launch"
 
 # The loop variable: a name no program can write, so it shadows nothing.
 COPY = "step copy"
+
+
+class StepsPerLaunchRefused(Error):
+    """The program cannot run its steps per launch the way the options ask; the message says why."""
+
+
+def per_launch(plan: Plan, options: CompileOptions, path: Path) -> Plan:
+    """The planned program with `options.steps_per_launch` steps in one launch: the step wrapped
+    in a device-side loop, or (`unroll`, the copies made before resolving) the plan as it is."""
+    if options.steps_per_launch == 1 or plan.step is None:
+        return plan
+    if not options.unroll:
+        return repeat_step(plan, options.steps_per_launch)
+    if any(isinstance(n, ConditionalNodeSpec) and n.construct == "every" for g in plan.graphs for n in g.nodes):
+        # each copy would count its own replays, once a launch, not the steps
+        raise StepsPerLaunchRefused(f"{path}: the step has an `every` block, which counts replays: "
+                                    "unrolled, each copy would count launches; use the device-side loop "
+                                    "(without unroll)")
+    return plan
 
 
 def unroll_step(tree: ast.Module, copies: int) -> ast.Module:

@@ -12,20 +12,19 @@ import argparse
 import itertools
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compiler.cli import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
-from ..compiler.config import ConfigError, load_settings
-from ..compiler.render.terminal import OutputError, finish_stdout, say, stdout_failures, use_color
-from ..compiler.toolchain import ToolchainUnavailable
-from .cli_reports import EXIT_FAILED, EXIT_OK, EXIT_USAGE, plot_run, profile_report, verify_report
+from ..cli.arguments import OneLineParser, ShowVersion, add_color_options, check_toolchain, define
+from ..cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, report
+from ..cli.terminal import finish_stdout, say, stdout_failures, use_color
+from ..compiler.config import load_settings
+from ..errors import Error
+from .cli_reports import plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
-from .process_launchers import DistributedError, launch_from_environment
-from .profile_collect import ProfilerUnavailable
+from .process_launchers import Launch, launch_from_environment
 
 # With collectives, piperun never has more than IN_FLIGHT nodes (of graph launches or eager
 # steps) enqueued and not known finished. A wait polls for a failed rank; a launch does not:
@@ -99,6 +98,7 @@ def scheduled_update(text: str) -> tuple[int, str, str]:
 @dataclass
 class RunLog:
     points: list[dict] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C ended the replays early
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,9 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             finish_stdout()
     except BrokenPipeError:  # the reader of stdout went away (`piperun ... --json | head -1`)
         return EXIT_FAILED
-    except OutputError as error:  # a full disk under stdout: the run's log is lost
-        say("piperun", "error", str(error), color=False)
-        return EXIT_FAILED
+    except Error as error:  # stdout failed (OutputError, a full disk): the run's log is lost
+        return report("piperun", error, color=False, running=True)
+    except KeyboardInterrupt:  # before the replays (compiling, loading) or in a report after them
+        say("piperun", "error", "interrupted", color=False)
+        return EXIT_INTERRUPTED
 
 
 def _preflight(args) -> None:
@@ -130,62 +132,22 @@ def _error(args, message: str, label: str = "error") -> None:
 
 def _main(args) -> int:
     args.prog = "piperun"
-    if args.steps < 0 or args.log_every < 1 or (args.verify is not None and args.verify < 1):
-        parser().error("--steps must be >= 0, --log-every and --verify >= 1")
-    per_launch = args.steps_per_launch
-    if per_launch < 1 or args.steps % per_launch or args.log_every % per_launch:
-        parser().error("--steps-per-launch must be >= 1 and divide --steps and --log-every")
-    if args.sync_each and not args.eager:
-        parser().error("--sync-each goes with --eager")
-    if args.updates and (args.verify is not None or args.profile or args.trace):
-        parser().error("--set goes with a run, not with --verify, --profile or --trace")
-    if any(step % per_launch for step, _, _ in args.updates):
-        parser().error("--set steps must be multiples of --steps-per-launch (updates land between launches)")
+    _check_arguments(args)
     try:
-        _preflight(args)
-    except (UsageError, ConfigError) as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    except ToolchainUnavailable as error:
-        _error(args, f"cannot compile kernels: {error}")
-        return EXIT_USAGE
-    except ProfilerUnavailable as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    try:
-        launch = launch_from_environment()
-    except DistributedError as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    if launch is not None:
-        args.prog = f"piperun[rank {launch.rank}]"  # which rank says it, in every line it writes
-        nccl_environment()  # before anything in this process can initialise NCCL
-        if launch.rank != 0:  # one progress bar and one plot per run: rank 0's
-            args.no_progress, args.plot = True, None
-    try:
-        from .collectives import CollectiveFailed
-        from .driver import CudaError, NoDevice
-        from .eager import NodeFailed
-        from .load import PipelineError, load
-        from .memory import BindError, OutOfMemory
-        from .state import StateError
+        from .load import LoadOptions, load
     except ImportError as error:  # pragma: no cover - an incomplete installation
         _error(args, str(error))
         return EXIT_USAGE
     try:
+        _preflight(args)
+        launch = launch_from_environment()
+        _join(args, launch)
         device = args.device if args.device is not None else launch.local_rank if launch else 0
-        pipeline = load(args.file, device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
-                        defines=dict(args.defines), steps_per_launch=per_launch, unroll=args.unroll,
-                        launch=launch, tune_gemms=args.tune_gemms)
-    except PipelineError as error:
-        sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
-        return EXIT_USAGE
-    except (NoDevice, OSError, DistributedError) as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    except (OutOfMemory, BindError, StateError, CudaError, NodeFailed, CollectiveFailed) as error:
-        _error(args, str(error))
-        return EXIT_FAILED
+        pipeline = load(args.file, LoadOptions(
+            device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs), defines=dict(args.defines),
+            steps_per_launch=args.steps_per_launch, unroll=args.unroll, launch=launch, tune_gemms=args.tune_gemms))
+    except (Error, OSError) as error:
+        return report(args.prog, error, color=use_color(args.color, sys.stderr))
     with pipeline:
         try:
             status = _run_reported(args, pipeline)
@@ -197,34 +159,42 @@ def _main(args) -> int:
         return status
 
 
+def _check_arguments(args) -> None:
+    """The options' combinations that make no run: a usage error, before anything is read."""
+    if args.steps < 0 or args.log_every < 1 or (args.verify is not None and args.verify < 1):
+        parser().error("--steps must be >= 0, --log-every and --verify >= 1")
+    per_launch = args.steps_per_launch
+    if per_launch < 1 or args.steps % per_launch or args.log_every % per_launch:
+        parser().error("--steps-per-launch must be >= 1 and divide --steps and --log-every")
+    if args.sync_each and not args.eager:
+        parser().error("--sync-each goes with --eager")
+    if args.updates and (args.verify is not None or args.profile or args.trace):
+        parser().error("--set goes with a run, not with --verify, --profile or --trace")
+    if any(step % per_launch for step, _, _ in args.updates):
+        parser().error("--set steps must be multiples of --steps-per-launch (updates land between launches)")
+
+
+def _join(args, launch: Launch | None) -> None:
+    """This process as one rank of a launch: its name in every line, NCCL's environment."""
+    if launch is None:
+        return
+    args.prog = f"piperun[rank {launch.rank}]"  # which rank says it, in every line it writes
+    nccl_environment()  # before anything in this process can initialise NCCL
+    if launch.rank != 0:  # one progress bar and one plot per run: rank 0's
+        args.no_progress, args.plot = True, None
+
+
 def _run_reported(args, pipeline) -> int:
-    """`_run`, its failures reported as one line and an exit status."""
-    from .collectives import CollectiveFailed
+    """`_run`, its failures reported as one line (or an update's diagnostics) and an exit status."""
     from .driver import CudaError
-    from .eager import NodeFailed
-    from .cublaslt import GemmError
-    from .library import LibraryRecordingError
-    from .load import PipelineError
-    from .memory import OutOfMemory
-    from .profile_analysis import ProfileError
-    from .state import StateError
-    from .update import UpdateRefused
+
     try:
         return _run(args, pipeline)
-    except ProfilerUnavailable as error:
-        _error(args, str(error))
-        return EXIT_USAGE
-    except PipelineError as error:  # an update's values that do not check
-        sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
-        return EXIT_FAILED
-    except (OutOfMemory, StateError, CudaError, NodeFailed, ProfileError, UpdateRefused,
-            CollectiveFailed, DistributedError, GemmError, LibraryRecordingError) as error:
-        # GemmError, LibraryRecordingError: a GEMM failing eagerly or in the profile's build
-        # DistributedError: --verify's exchange on the host channel, which another rank's failure ends
-        _error(args, str(error))
+    except Error as error:
+        status = report(args.prog, error, color=use_color(args.color, sys.stderr), running=True)
         if isinstance(error, CudaError) and not args.eager:
             _error(args, "rerun with --eager --sync-each to find the node that fails", "hint")
-        return EXIT_FAILED
+        return status
 
 
 def _run(args, pipeline) -> int:
@@ -249,7 +219,7 @@ def _run(args, pipeline) -> int:
     if args.plot:
         plot_run(log, args.plot, pipeline.plan.pipe)
         print(f"{args.prog}: wrote {args.plot}", file=info)
-    return EXIT_OK
+    return EXIT_INTERRUPTED if log.interrupted else EXIT_OK
 
 
 def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
@@ -265,7 +235,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     log = RunLog()
     bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
                file=sys.stderr, dynamic_ncols=True)
-    done, interrupted = 0, False
+    done = 0
     schedule = sorted(args.updates, key=lambda update: update[0])  # (step, name, value), in order given
     wall_start = time.perf_counter()
     call("cuEventRecord", events[0], pipeline.stream)
@@ -291,7 +261,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
             if args.json:
                 _emit({"event": "log", **_rank(pipeline), **point}, out)
     except KeyboardInterrupt:
-        interrupted = True
+        log.interrupted = True
         pipeline.synchronize()
     finally:
         bar.close()
@@ -302,7 +272,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     summary = {
         "event": "summary", **_rank(pipeline), "pipe": pipeline.plan.pipe,
         "mode": "eager" if args.eager else "graph",
-        "steps": done, "interrupted": interrupted, "wall_s": round(wall, 4),
+        "steps": done, "interrupted": log.interrupted, "wall_s": round(wall, 4),
         "steps_per_s": round(done / wall, 2) if wall > 0 else None,
         "gpu_us_per_step": round(gpu_ms * 1000 / done, 3) if done else None,
         "device": pipeline.device.name, "readback": pipeline.readback(),
@@ -310,7 +280,7 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     if args.json:
         _emit(summary, out)
     else:
-        state = "interrupted after" if interrupted else "ran"
+        state = "interrupted after" if log.interrupted else "ran"
         print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
               f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
         if summary["readback"]:

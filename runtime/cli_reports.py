@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..cli.exits import EXIT_FAILED, EXIT_OK
 from ..files import replacing
 from .distributed import replicated_differences
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 PROFILE_REPLAYS, TRACE_REPLAYS = 200, 3
 
 

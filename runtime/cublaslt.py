@@ -140,7 +140,8 @@ def lt_gemm(node: GemmNodeSpec, buffers: BufferSet) -> LtGemm:
         _layout(node.c, node.batch), epilogue_name(node),
         vector.dtype if vector is not None else None, vector.batch_stride if vector is not None else 0,
         aux.ld if aux is not None else None, aux.batch_stride if aux is not None else 0,
-        node.workspace_bytes, (*(alignment(p) for p in pointers), alignment(pointers[2])))
+        node.workspace_bytes, (alignment(pointers[0]), alignment(pointers[1]), alignment(pointers[2]),
+                               alignment(pointers[2])))
 
 
 # Attribute value types (cublasLt.h): the descriptor's, the layouts' and the preference's.

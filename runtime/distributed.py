@@ -15,6 +15,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from collections.abc import MutableMapping
 from typing import Protocol
 
 from ..plan.schema import Plan, collective_sequence, collective_sequence_hash
@@ -27,7 +28,7 @@ STORE_POLL_S = 0.1  # the longest slice a host channel read waits before it look
 NCCL_SETTINGS = (("NCCL_NVLS_ENABLE", "0"), ("NCCL_GRAPH_MIXING_SUPPORT", "0"), ("NCCL_RUNTIME_CONNECT", "0"))
 
 
-def nccl_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+def nccl_environment(env: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """NCCL's settings pipec needs, set whatever the environment held (each one is needed for
     pipec to be safe, not a preference): NVLink SHARP (NVLS, multicast objects) off, as the
     shared H200 machines require; graph mixing off, so that a recorded collective holds no

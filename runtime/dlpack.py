@@ -95,6 +95,7 @@ def export(owner: object, pointer: int, device_id: int, dtype: str, shape: tuple
     dims = (ctypes.c_int64 * max(len(shape), 1))(*shape)
     tensor = DLTensor(pointer, DLDevice(KDL_CUDA, device_id), len(shape), DLDataType(code, bits, 1),
                       dims, None, 0)  # NULL strides: compact row-major
+    managed: DLManagedTensorVersioned | DLManagedTensor
     if versioned:
         managed = DLManagedTensorVersioned(DLPackVersion(*VERSION), None, _delete, 0, tensor)
         name = b"dltensor_versioned"

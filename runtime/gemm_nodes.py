@@ -154,7 +154,7 @@ class Gemms:
         saved = _save_outputs(self.device, self.buffers, op.node, stream)
         events = [call("cuEventCreate", 0) for _ in range(2)]
         try:
-            times = []
+            times: list[tuple] = []
             for algorithm in candidates:
                 try:
                     for _ in range(TUNE_WARMUP):

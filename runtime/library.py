@@ -37,7 +37,7 @@ class Recording:
             self.graph = None
 
 
-def record_call(device: Device, what: str, call: Callable[[object], None],
+def record_call(device: Device, what: str, call: Callable[[object], object],
                 allowed: tuple[str, ...] = ALLOWED_NODE_TYPES) -> Recording:
     """Records `call(stream)` on a private stream into a new graph, and inspects it.
 

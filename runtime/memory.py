@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,7 @@ class DeviceBuffer:
         """The mapped buffer's memory as a NumPy array (no copy)."""
         assert self.host_ptr is not None, "only mapped buffers live in host memory"
         raw = (ctypes.c_uint8 * self.spec.nbytes).from_address(self.host_ptr)
-        return np.frombuffer(raw, dtype=self.numpy_dtype).reshape(self.spec.shape)
+        return np.frombuffer(memoryview(raw), dtype=self.numpy_dtype).reshape(self.spec.shape)
 
     def read(self) -> np.ndarray:
         """A host copy of the contents (the caller synchronises first)."""
@@ -109,7 +110,7 @@ class DeviceBuffer:
 class BufferSet:
     """Every buffer of a plan, by name."""
 
-    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None, stream=0) -> None:
+    def __init__(self, plan: Plan, driver: Driver, bind: Mapping[str, object] | None = None, stream=0) -> None:
         self.plan = plan
         self.driver = driver
         self.buffers: dict[str, DeviceBuffer] = {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -35,63 +36,74 @@ from .views import BufferViews, ClosedError, stream_handle
 
 
 class Pipeline:
-    """The plan made real on `device`, which it takes over (and releases on close).
-    `binaries` holds one compiled module per plan module, built for `device.arch`. Raises
-    `LaunchLimitsExceeded` when a kernel node asks for more than the device has. `recompile`
-    gives the plan for new constant values (`pipec.load` passes it): what `update` needs.
-    `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the algorithm cache, tuning);
-    raises `GemmError` when one cannot be."""
+    """The plan made real on `device`, which it takes over (and releases on close), with the
+    ranks' connection `distributed` if any. `binaries` holds one compiled module per plan module,
+    built for `device.arch`. Raises `LaunchLimitsExceeded` when a kernel node asks for more than
+    the device has. `recompile` gives the plan for new constant values (`pipec.load` passes it):
+    what `update` needs. `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the
+    algorithm cache, tuning); raises `GemmError` when one cannot be."""
 
     def __init__(self, plan: Plan, binaries: Sequence[bytes], device: Device, *,
-                 bind: dict[str, object] | None = None, drop_nodes: frozenset[str] = frozenset(),
+                 bind: Mapping[str, object] | None = None, drop_nodes: frozenset[str] = frozenset(),
                  recompile: Callable[[dict[str, object]], Plan] | None = None,
                  gemm: GemmSettings = GemmSettings(), distributed: Distributed | None = None) -> None:
         self.plan = plan
         self.device = device
         self.driver = device.driver
+        self.distributed = distributed
+        self.collectives: Collectives | None = None
         self.closed = False
         self._recompile = recompile
         self._defines: dict[str, object] = {}
-        call = self.driver.call
-        self._closers: list = [lambda: release_device(self.device)]
-        owns_distributed = False
-        try:
-            self.stream = call("cuStreamCreate", self.driver.cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-            self._closers.append(lambda: call("cuStreamDestroy", self.stream))
-            self.modules = Modules(binaries, self.device)
-            self._closers.append(self.modules.close)
-            if findings := check_launch_resources(plan, self.modules):
-                raise LaunchLimitsExceeded(findings)
-            self._buffers = BufferSet(plan, self.driver, bind, self.stream)
-            self._closers.append(self._buffers.close)
-            # The communicator (if any) belongs to the pipeline from here on: closed with it.
-            self.distributed = distributed
-            self.collectives = None
-            if distributed is not None:
-                self._closers.append(lambda: distributed.close(failed=self.collectives is not None
-                                                               and self.collectives.failed))
-                owns_distributed = True
-            if distributed is not None and distributed.communicator is not None:
-                self.collectives = Collectives(distributed, self._buffers, self.device)
-            self.gemms = Gemms(self.device, self._buffers, self.stream, gemm)
-            self._closers.append(self.gemms.close)
-            if plan.init is not None:
-                EagerProgram(plan, plan.init, self._buffers, self.modules, self.stream,
-                             self.gemms, self.collectives).run(self.stream)
-            self.eager = EagerProgram(plan, plan.step, self._buffers, self.modules, self.stream,
-                                      self.gemms, self.collectives)
-            self.graph = BuiltGraph(plan, plan.step, self._buffers, self.modules, self.device,
-                                    self.stream, drop_nodes, gemms=self.gemms,
-                                    collectives=self.collectives)
-            self._closers.append(self.graph.close)
-            self.synchronize()
-        except BaseException:
-            self.close()
-            if distributed is not None and not owns_distributed:  # failed before taking it over
-                distributed.close(failed=True)
-            raise
+        self._owned = ExitStack()  # what close() frees, in reverse order of making
+        self._owned.callback(release_device, device)
+        with ExitStack() as if_it_fails:
+            if distributed is not None:  # before the pipeline took it over; after, a no-op
+                if_it_fails.callback(distributed.close, failed=True)
+            if_it_fails.callback(self.close)
+            self._build(binaries, bind, drop_nodes, gemm)
+            if_it_fails.pop_all()
         self.buffers = BufferViews(self)
         self._writers = _writer_index(plan)
+
+    def _build(self, binaries: Sequence[bytes], bind: Mapping[str, object] | None,
+               drop_nodes: frozenset[str], gemm: GemmSettings) -> None:
+        """Everything the pipeline makes, in order, each owned as soon as it exists: the stream,
+        the modules (checked against the device's limits), the buffers, the communicator, the
+        GEMMs, the `init` block run eagerly, the step's eager program and its graph."""
+        plan, call = self.plan, self.driver.call
+        self.stream = call("cuStreamCreate", self.driver.cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        self._own(lambda: call("cuStreamDestroy", self.stream))
+        self.modules = Modules(binaries, self.device)
+        self._own(self.modules.close)
+        if findings := check_launch_resources(plan, self.modules):
+            raise LaunchLimitsExceeded(findings)
+        self._buffers = BufferSet(plan, self.driver, bind, self.stream)
+        self._own(self._buffers.close)
+        if self.distributed is not None:  # the communicator is closed with the pipeline from here on
+            self._own(self._close_distributed)
+            if self.distributed.communicator is not None:
+                self.collectives = Collectives(self.distributed, self._buffers, self.device)
+        self.gemms = Gemms(self.device, self._buffers, self.stream, gemm)
+        self._own(self.gemms.close)
+        if plan.init is not None:
+            self._eager_program(plan.init).run(self.stream)
+        self.eager = self._eager_program(plan.step)
+        self.graph = BuiltGraph(plan, plan.step, self._buffers, self.modules, self.device,
+                                self.stream, drop_nodes, gemms=self.gemms, collectives=self.collectives)
+        self._own(self.graph.close)
+        self.synchronize()
+
+    def _eager_program(self, graph: int) -> EagerProgram:
+        return EagerProgram(self.plan, graph, self._buffers, self.modules, self.stream, self.gemms,
+                            self.collectives)
+
+    def _own(self, close: Callable[[], None]) -> None:
+        self._owned.callback(_free, close)
+
+    def _close_distributed(self) -> None:
+        assert self.distributed is not None
+        self.distributed.close(failed=self.collectives is not None and self.collectives.failed)
 
     # --- running ----------------------------------------------------------------------------
 
@@ -255,28 +267,27 @@ class Pipeline:
             raise ClosedError(f"{self.plan.pipe}: the pipeline is closed")
 
     def close(self) -> None:
+        """Free everything the pipeline made, the last made first. A library's own error while
+        freeing is raised once the rest is freed too."""
         self.closed = True
         try:
             self._wait()
         except (CudaError, AttributeError, CollectiveFailed):
             pass  # a faulted context (or an aborted communicator) cannot synchronise; free what can be freed
-        first_error: Exception | None = None
-        while self._closers:
-            closer = self._closers.pop()
-            try:
-                closer()
-            except CudaError:
-                pass  # a faulted context: free the rest all the same
-            except Exception as error:  # a library's own error: the rest is still freed, then it is raised
-                first_error = first_error or error
-        if first_error is not None:
-            raise first_error
+        self._owned.close()
 
     def __enter__(self) -> Pipeline:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _free(close: Callable[[], None]) -> None:
+    try:
+        close()
+    except CudaError:
+        pass  # a faulted context: free the rest all the same
 
 
 def _writer_index(plan: Plan) -> dict[str, list[tuple[int, int, Writer]]]:

@@ -15,9 +15,8 @@ replay the path fits inside the span, so the floor never exceeds the median span
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
-
-import networkx as nx
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 from ..plan.schema import ChildGraphNodeSpec, GemmNodeSpec, Location, Plan
 from ..errors import Error
@@ -88,10 +87,65 @@ class ReplayProfile:
         return self.replay_us / self.critical_path_us if self.critical_path_us else float("nan")
 
 
-def leaf_dag(plan: Plan, graph: int) -> nx.DiGraph:
+@dataclass
+class LeafDag:
+    """A DAG over node names, in the order the nodes were added: the little of a graph library
+    the profile needs."""
+
+    _successors: dict[str, dict[str, None]] = field(default_factory=dict)
+    _predecessors: dict[str, dict[str, None]] = field(default_factory=dict)
+
+    def add_node(self, name: str) -> None:
+        self._successors.setdefault(name, {})
+        self._predecessors.setdefault(name, {})
+
+    def add_edges_from(self, edges: Iterable[tuple[str, str]]) -> None:
+        for a, b in edges:
+            self.add_node(a)
+            self.add_node(b)
+            self._successors[a][b] = self._predecessors[b][a] = None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._successors)
+
+    def predecessors(self, name: str) -> Iterator[str]:
+        return iter(self._predecessors[name])
+
+    def successors(self, name: str) -> Iterator[str]:
+        return iter(self._successors[name])
+
+    def in_degree(self, name: str) -> int:
+        return len(self._predecessors[name])
+
+    def out_degree(self, name: str) -> int:
+        return len(self._successors[name])
+
+    def has_edge(self, a: str, b: str) -> bool:
+        return b in self._successors.get(a, {})
+
+    def topological_order(self) -> list[str]:
+        """Generation by generation (the sources, then the nodes whose last predecessor was in
+        the one before), each in the order its nodes became ready: networkx's order, which
+        decides between critical paths of equal length."""
+        waiting = {n: len(p) for n, p in self._predecessors.items() if p}
+        order, generation = [], [n for n, p in self._predecessors.items() if not p]
+        while generation:
+            order += generation
+            ready = []
+            for node in generation:
+                for child in self._successors[node]:
+                    waiting[child] -= 1
+                    if not waiting[child]:
+                        ready.append(child)
+                        del waiting[child]
+            generation = ready
+        return order
+
+
+def leaf_dag(plan: Plan, graph: int) -> LeafDag:
     """The step's DAG over kernel, memset and memcpy nodes, child graphs expanded: an edge into
     a child graph reaches its first nodes, an edge out of it leaves from its last ones."""
-    dag = nx.DiGraph()
+    dag = LeafDag()
 
     def expand(index: int) -> tuple[list[str], list[str]]:
         spec = plan.graphs[index]
@@ -166,15 +220,15 @@ def _library_spans(records: list[NodeRecord], per_replay: int) -> list[NodeRecor
     return [NodeRecord(g[0].graph_node_id, g[0].start_ns, max(r.end_ns for r in g), "kernel") for g in groups]
 
 
-def _latencies(dag: nx.DiGraph, replay: dict[str, NodeRecord]) -> dict[str, int]:
+def _latencies(dag: LeafDag, replay: dict[str, NodeRecord]) -> dict[str, int]:
     return {node: replay[node].start_ns - max(replay[p].end_ns for p in dag.predecessors(node))
             for node in dag if dag.in_degree(node)}
 
 
-def _schedule(dag: nx.DiGraph, duration: dict[str, float], latency: dict[str, float]):
+def _schedule(dag: LeafDag, duration: dict[str, float], latency: dict[str, float]):
     """Earliest and latest starts under `duration` and `latency` (before a node with
     predecessors), and the longest path, first node first."""
-    order = list(nx.topological_sort(dag))
+    order = dag.topological_order()
     earliest: dict[str, float] = {}
     binding: dict[str, str | None] = {}
     for node in order:

@@ -41,7 +41,7 @@ def _node_difference(old: NodeSpec, new: NodeSpec) -> str | None:
     """Why `new` cannot replace `old` in place, or None when it can."""
     if type(old) is not type(new) or old.name != new.name:
         return f"replaces the node `{old.name}` with `{new.name}`"
-    if not isinstance(old, KernelNodeSpec):
+    if not (isinstance(old, KernelNodeSpec) and isinstance(new, KernelNodeSpec)):  # one type, as checked
         if old != new:
             changed = next(f.name for f in fields(old) if getattr(old, f.name) != getattr(new, f.name))
             what = "gemm node" if isinstance(old, GemmNodeSpec) else "node"

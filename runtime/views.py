@@ -11,15 +11,15 @@ waits (on the device) for everything the pipeline enqueued so far."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol, SupportsInt
 
 import numpy as np
 
 from ..errors import Error
+from ..plan.schema import Plan
 from . import dlpack
-
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
+from .driver import Device
+from .memory import DeviceBuffer
 
 LEGACY_DEFAULT_STREAM = 1  # DLPack's and the CUDA array interface's number for it
 
@@ -40,6 +40,21 @@ def stream_handle(stream) -> int:
     except (TypeError, ValueError):
         raise TypeError(f"a stream must have __cuda_stream__ or be a raw CUstream handle, not "
                         f"{type(stream).__name__}") from None
+
+
+class Pipeline(Protocol):
+    """What a view needs of its pipeline (runtime/pipeline.py's, which holds the views)."""
+
+    closed: bool
+    plan: Plan
+    device: Device
+    stream: SupportsInt  # a CUstream
+
+    def buffer(self, name: str) -> DeviceBuffer: ...
+
+    def read(self, name: str) -> np.ndarray: ...
+
+    def order_before(self, stream) -> None: ...
 
 
 class BufferView:

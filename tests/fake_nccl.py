@@ -14,7 +14,8 @@ import numpy as np
 
 from fake_cuda import CUresult, FakeCuda, KernelLaunch, fake_driver
 from pipec.plan.dtypes import DTYPES
-from pipec.runtime import load
+from pipec import load
+from pipec.runtime import Backends
 from pipec.runtime.distributed import LocalChannel, connect
 from pipec.runtime.process_launchers import Launch
 
@@ -165,4 +166,4 @@ def load_on_fake_ranks(tmp_path, text, world_size=2, rank=0, extra_node=None, **
 
     def ranks(plan, launch):
         return connect(plan, launch, LocalChannel(), FakeLibrary(communicator))
-    return load(path, driver=driver, launch=launch, connect_ranks=ranks, **kwargs), driver.cu, communicator
+    return load(path, launch=launch, backends=Backends(driver, connect_ranks=ranks), **kwargs), driver.cu, communicator

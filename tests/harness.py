@@ -37,11 +37,12 @@ LOAD_TIME_RULES = {"PC316"}
 
 def load_fixture(path: Path):
     from fake_cuda import SMALL_DEVICE, fake_driver
-    from pipec.runtime import PipelineError, load
+    from pipec import load
+    from pipec.runtime import Backends, PipelineError
 
     result = compile_fixture(path)[1]
     try:
-        load(path, driver=fake_driver(path, **SMALL_DEVICE)).close()
+        load(path, backends=Backends(fake_driver(path, **SMALL_DEVICE))).close()
     except PipelineError as error:
         result.diagnostics += [d for d in error.diagnostics if d.code in LOAD_TIME_RULES]
     actual = {(Path(d.span.source.path).name, d.span.line, d.code) for d in result.diagnostics}

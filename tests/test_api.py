@@ -12,7 +12,8 @@ import pytest
 
 import pipec
 from fake_cuda import fake_driver
-from pipec.runtime import PipelineError, load
+from pipec import load
+from pipec.runtime import Backends, PipelineError
 from pipec.runtime.update import UpdateRefused
 from pipec.runtime.views import BufferView, ClosedError
 
@@ -24,7 +25,7 @@ RL_STEP = ROOT / "pipelines" / "rl_step.pipe"
 
 @pytest.fixture
 def live():
-    pipeline = load(LIVE, driver=fake_driver(LIVE))
+    pipeline = load(LIVE, backends=Backends(fake_driver(LIVE)))
     with pipeline:
         yield pipeline, pipeline.driver.cu
     fake = pipeline.driver.cu
@@ -96,7 +97,7 @@ def test_an_update_that_no_longer_checks_is_a_pipeline_error(live):
     ("LR", 5e-4, "LR changes the `init` block, which already ran"),
 ])
 def test_rl_step_updates_and_refusals(name, value, refusal):
-    with load(RL_STEP, driver=fake_driver(RL_STEP)) as pipeline:
+    with load(RL_STEP, backends=Backends(fake_driver(RL_STEP))) as pipeline:
         assert pipeline.update(GAMMA=0.95) == ["step/act/mlp_act_push"]
         # one fused node (clip + AdamW)
         assert pipeline.update(TAU=0.02, MAX_GRAD_NORM=5.0) == ["step/optimize[0]/adamw_step"]

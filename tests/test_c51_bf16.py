@@ -14,7 +14,8 @@ from fake_cuda import fake_driver
 from pipec.compiler import Settings, compile_file
 from pipec.compiler.config import CompileOptions
 from pipec.compiler.model import CONTAINERS, GemmNode, LaunchNode, Mode
-from pipec.runtime import load
+from pipec import load
+from pipec.runtime import Backends
 
 C51 = Path(__file__).resolve().parent.parent / "pipelines" / "c51_step.pipe"
 
@@ -102,6 +103,6 @@ def test_the_bf16_plan_builds_and_replays_as_it_runs_eagerly_on_the_fake_driver(
     driver = fake_driver(C51)
     small = {"ENVS": 8, "HIDDEN": 128, "CAPACITY": 1024, "BATCH": 16, "UPDATES": 2, "LEARNING_STARTS": 64,
              "BF16": "true"}
-    with load(C51, driver=driver, gemm_library=FakeCublasLt(driver.cu), defines=small) as pipeline:
+    with load(C51, backends=Backends(driver, FakeCublasLt(driver.cu)), defines=small) as pipeline:
         assert pipeline.buffer("params_bf16").spec.dtype == "bf16"
         assert pipeline.verify(1).ok

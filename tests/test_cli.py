@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipec.compiler.cli import main
-from pipec.compiler.render.terminal import use_color
+from pipec.cli.terminal import use_color
 from pipec.runtime.cli import main as piperun
 
 ROOT = Path(__file__).parent.parent

@@ -17,7 +17,8 @@ from pipec.plan.schema import (
     CollectiveNodeSpec, collective_sequence, collective_sequence_hash, from_json, to_json,
 )
 from pipec.dsl import SourceFile, ast, parse
-from pipec.runtime import PipelineError, load
+from pipec import load
+from pipec.runtime import Backends, PipelineError
 from pipec.runtime.memory import BindError
 from pipec.runtime.collectives import CollectiveFailed
 from pipec.runtime.profile_analysis import ProfileError
@@ -339,8 +340,9 @@ def test_a_pipeline_that_fails_to_build_aborts_its_communicator(tmp_path):
     driver = fake_driver(path, fake=CapturingCuda)
     communicator = FakeCommunicator(driver.cu, 2, 0)
     with pytest.raises(BindError):  # a bind of no buffer: BufferSet fails, before any graph
-        load(path, driver=driver, launch=Launch("torchrun", 0, 2, 0), bind={"no_such_buffer": object()},
-             connect_ranks=lambda plan, launch: connect(plan, launch, LocalChannel(), FakeLibrary(communicator)))
+        load(path, launch=Launch("torchrun", 0, 2, 0), bind={"no_such_buffer": object()},
+             backends=Backends(driver, connect_ranks=lambda plan, launch: connect(plan, launch, LocalChannel(),
+                                                                               FakeLibrary(communicator))))
     assert communicator.aborted
 
 
@@ -370,7 +372,7 @@ def test_rl_step_builds_on_two_fake_ranks():
     driver = fake_driver(RL_STEP, fake=CapturingCuda)
     communicator = FakeCommunicator(driver.cu, 2, 1)
     ranks = lambda plan, launch: Distributed(launch, LocalChannel(), communicator)  # noqa: E731
-    with load(RL_STEP, driver=driver, launch=Launch("mpirun", 1, 2, 1), connect_ranks=ranks) as pipeline:
+    with load(RL_STEP, launch=Launch("mpirun", 1, 2, 1), backends=Backends(driver, connect_ranks=ranks)) as pipeline:
         assert [c[0] for c in communicator.calls] == ["broadcast", "allreduce", "allreduce", "allreduce",
                                                      "allreduce", "allreduce"]
         # learn_on with adam_t, grad with gnorm_part: two groups of two, then loss_ema alone

@@ -20,7 +20,8 @@ from pipec.compiler.config import override
 from pipec.plan.schema import CollectiveNodeSpec
 from pipec.runtime import collectives as collectives_module
 from pipec.runtime import distributed as distributed_module
-from pipec.runtime import load, process_launchers
+from pipec import load
+from pipec.runtime import Backends, process_launchers
 from pipec.runtime.collectives import WAIT_TIMEOUT_S, CollectiveFailed, Collectives, require_collectives
 from pipec.runtime.distributed import Distributed, LocalChannel, StoreChannel, connect
 from pipec.runtime.cli import IN_FLIGHT, _bounded, _emit
@@ -64,8 +65,8 @@ def test_without_a_launcher_a_collective_plan_opens_a_communicator_of_one_rank(t
     path.write_text(ALLREDUCE)
     driver = fake_driver(path, fake=CapturingCuda)
     library = FakeLibrary(FakeCommunicator(driver.cu, 1, 0))
-    with load(path, driver=driver,
-              connect_ranks=lambda plan, launch: connect(plan, launch, LocalChannel(), library)) as pipeline:
+    ranks = lambda plan, launch: connect(plan, launch, LocalChannel(), library)  # noqa: E731
+    with load(path, backends=Backends(driver, connect_ranks=ranks)) as pipeline:
         # (constants() also runs a line of runtime/process_launchers.py, so that scripts/mutate.py picks
         # this test for the import-time mutants of SINGLE)
         launch = pipeline.distributed.launch

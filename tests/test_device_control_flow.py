@@ -19,7 +19,8 @@ from pipec.compiler.emit import plan_dot, plan_json
 from pipec.compiler.steps_per_launch import CONTROL
 from pipec.plan.schema import ConditionalNodeSpec, KernelNodeSpec, from_json
 from pipec.dsl import SourceFile, ast, parse
-from pipec.runtime import load
+from pipec import load
+from pipec.runtime import Backends
 from pipec.runtime.driver import Driver, NoDevice, open_device
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +96,7 @@ def test_plan_json_round_trip_and_dot(plan):
 
 def _loaded(fake=FakeCuda):
     driver = fake_driver(FIXTURE, fake=fake)
-    return load(FIXTURE, driver=driver), driver.cu
+    return load(FIXTURE, backends=Backends(driver)), driver.cu
 
 
 @pytest.mark.parametrize("fake", [FakeCuda, FakeCuda13])
@@ -177,7 +178,7 @@ def test_an_old_driver_gets_one_line_naming_the_version_needed():
 def test_steps_per_launch_wraps_the_step_in_a_device_loop():
     driver = fake_driver(FIXTURE)
     cu = driver.cu
-    with load(FIXTURE, driver=driver, steps_per_launch=4) as pipeline:
+    with load(FIXTURE, backends=Backends(driver), steps_per_launch=4) as pipeline:
         plan = pipeline.plan
         root = plan.graphs[plan.step]
         decide, loop = root.nodes
@@ -199,7 +200,7 @@ def test_unrolled_steps_per_launch_copy_the_step_into_one_graph():
     rl_step = ROOT / "pipelines" / "rl_step.pipe"
     driver = fake_driver(rl_step)
     cu = driver.cu
-    with load(rl_step, driver=driver, steps_per_launch=3, unroll=True) as pipeline:
+    with load(rl_step, backends=Backends(driver), steps_per_launch=3, unroll=True) as pipeline:
         plan = pipeline.plan
         step = plan.graphs[plan.step]
         assert CONTROL not in {b.name for b in plan.buffers}  # no device-side loop
@@ -222,7 +223,7 @@ def test_unrolled_steps_refuse_an_every_block(capsys):
     from pipec.runtime.cli import main
 
     with pytest.raises(pipec.PipelineError, match="the step has an `every` block"):
-        load(FIXTURE, driver=fake_driver(FIXTURE), steps_per_launch=4, unroll=True)
+        load(FIXTURE, backends=Backends(fake_driver(FIXTURE)), steps_per_launch=4, unroll=True)
     assert main([str(FIXTURE), "--steps", "8", "--log-every", "4", "--steps-per-launch", "4", "--unroll"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "the step has an `every` block, which counts replays" in err[0]

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from fake_cuda import fake_driver
-from pipec.runtime import load
+from pipec import load
+from pipec.runtime import Backends
 from pipec.runtime import dlpack
 from pipec.runtime.memory import BindError
 
@@ -29,7 +30,7 @@ _pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)
 
 @pytest.fixture
 def live():
-    with load(LIVE, driver=fake_driver(LIVE)) as pipeline:
+    with load(LIVE, backends=Backends(fake_driver(LIVE))) as pipeline:
         yield pipeline, pipeline.driver.cu
 
 
@@ -124,7 +125,7 @@ def test_bind_takes_a_dlpack_producer():
     driver = fake_driver(LIVE)
     pointer = _memory(driver.cu, 4000)
     producer = DLPackOnly(pointer, "f32", (10, 100))
-    with load(LIVE, driver=driver, bind={"x": producer}) as pipeline:
+    with load(LIVE, backends=Backends(driver), bind={"x": producer}) as pipeline:
         assert pipeline.buffer("x").device_ptr == pointer
         assert producer.streams == [int(pipeline.stream)], "the producer orders its work before the pipeline's"
 
@@ -132,7 +133,7 @@ def test_bind_takes_a_dlpack_producer():
 def test_bind_takes_the_array_interface_and_waits_for_its_stream():
     driver = fake_driver(LIVE)
     pointer = _memory(driver.cu, 4000)
-    with load(LIVE, driver=driver, bind={"x": ArrayInterfaceOnly(pointer, "<f4", (1000,), stream=0x9000)}) as p:
+    with load(LIVE, backends=Backends(driver), bind={"x": ArrayInterfaceOnly(pointer, "<f4", (1000,), stream=0x9000)}) as p:
         assert p.buffer("x").device_ptr == pointer
         assert driver.cu.named("cuStreamWaitEvent")[0].args[0] == p.stream
         assert driver.cu.named("cuEventRecord")[0].args[1] == driver.cu.CUstream(0x9000)
@@ -148,14 +149,14 @@ def test_bind_takes_the_array_interface_and_waits_for_its_stream():
 def test_bind_refuses_what_does_not_fit(producer, message):
     driver = fake_driver(LIVE)
     with pytest.raises(BindError, match=message):
-        load(LIVE, driver=driver, bind={"x": producer(_memory(driver.cu, 4000))})
+        load(LIVE, backends=Backends(driver), bind={"x": producer(_memory(driver.cu, 4000))})
 
 
 # --- bf16 ----------------------------------------------------------------------------------
 
 def test_bf16_is_bfloat16_on_the_host_in_state_files_and_in_dlpack(tmp_path):
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    with load(BF16, driver=fake_driver(BF16)) as pipeline:
+    with load(BF16, backends=Backends(fake_driver(BF16))) as pipeline:
         pipeline.step(1)
         h = pipeline.read("h")
         assert h.dtype == ml_dtypes.bfloat16 and h.shape == (2, 8)
@@ -186,6 +187,6 @@ def test_state_files_with_bf16_as_bit_patterns_still_load(tmp_path):
     bits = np.full((2, 8), 2.0, ml_dtypes.bfloat16).view(np.uint16)
     save_file({"h": bits, "f": np.zeros(4, np.float32)}, str(tmp_path / "state.safetensors"),
               metadata={"dtypes": json.dumps({"h": "bf16", "f": "f32"})})
-    with load(BF16, driver=fake_driver(BF16)) as pipeline:
+    with load(BF16, backends=Backends(fake_driver(BF16))) as pipeline:
         pipeline.load_state(tmp_path)
         assert (pipeline.read("h").astype(np.float32) == 2.0).all()

@@ -11,7 +11,7 @@ import pytest
 import pipec
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("dsl", "compiler", "runtime")
+PACKAGES = ("cli", "dsl", "compiler", "plan", "runtime")
 
 
 def _exception_classes():

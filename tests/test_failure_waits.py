@@ -14,7 +14,8 @@ import pytest
 
 from fake_cuda import fake_driver
 from fake_nccl import CapturingCuda, load_on_fake_ranks
-from pipec.runtime import load
+from pipec import load
+from pipec.runtime import Backends
 from pipec.runtime.cli import IN_FLIGHT, _replay
 from pipec.runtime.collectives import CollectiveFailed
 from pipec.runtime.distributed import StoreChannel
@@ -113,7 +114,7 @@ def test_a_rank_that_failed_stops_the_replay_at_the_next_bounded_wait(tmp_path):
 def test_without_collectives_the_replay_waits_only_at_log_points(tmp_path):
     path = tmp_path / "plain.pipe"
     path.write_text("buffer x: f32[8]\nstep {\n    fill x = 1\n}\n")
-    with load(path, driver=fake_driver(path, fake=CapturingCuda)) as pipeline:
+    with load(path, backends=Backends(fake_driver(path, fake=CapturingCuda))) as pipeline:
         assert pipeline.collectives is None
         fake = pipeline.driver.cu
         fake.calls.clear()

@@ -15,7 +15,8 @@ from fake_cuda import FunctionAttributes, Memcpy, Memset, fake_driver
 from pipec.plan.schema import (
     ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec, MemsetNodeSpec,
 )
-from pipec.runtime import PipelineError, load
+from pipec import load
+from pipec.runtime import Backends, PipelineError
 from pipec.runtime.memory import OutOfMemory
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +28,7 @@ N = 1000
 
 def _load(path: Path, **device):
     driver = fake_driver(path, **device)
-    return load(path, driver=driver, gemm_library=FakeCublasLt(driver.cu)), driver.cu
+    return load(path, backends=Backends(driver, FakeCublasLt(driver.cu))), driver.cu
 
 
 @pytest.fixture
@@ -161,7 +162,7 @@ def test_verify_poisons_outputs_and_names_the_writers_of_a_difference():
         assert report.ok and report.steps == 2
         assert set(report.poisoned) == {"scaled_x", "copy_of_y", "halves", "bytes", "wide", "integers",
                                         "total", "diag"}
-    dropped = load(NODES, driver=fake_driver(NODES), drop_nodes=frozenset({"step/fill:bytes"}))
+    dropped = load(NODES, backends=Backends(fake_driver(NODES), drop_nodes=frozenset({"step/fill:bytes"})))
     with dropped:
         assert [n.kind for n in dropped.driver.cu.executables[dropped.graph.exec].nodes][7] == "empty"
         report = dropped.verify(1)
@@ -231,7 +232,7 @@ def test_launches_over_the_device_limits_are_pc316_diagnostics():
                  max_shared_per_block=65536)
     driver = fake_driver(NODES, **small)
     with pytest.raises(PipelineError) as caught:
-        load(NODES, driver=driver)
+        load(NODES, backends=Backends(driver))
     found = [(d.code, d.span.line, d.message.split(";")[0]) for d in caught.value.diagnostics]
     assert found == [
         ("PC316", 28, "`saxpy` uses 255 registers per thread: 128 threads need 32640, Fake H200 (sm_90) has "
@@ -247,14 +248,14 @@ def test_launches_over_the_device_limits_are_pc316_diagnostics():
 def test_out_of_memory_names_the_buffer_and_frees_the_rest():
     driver = fake_driver(NODES, memory_bytes=6000)
     with pytest.raises(OutOfMemory, match="allocating `y` .* declared at .*nodes.pipe:9"):
-        load(NODES, driver=driver)
+        load(NODES, backends=Backends(driver))
     assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0)
 
 
 def test_kernels_that_do_not_compile_for_the_device_stop_the_load_with_one_error():
     driver = fake_driver(NODES, name="Fake future GPU", capability=(1, 0))  # NVRTC knows no sm_10
     with pytest.raises(PipelineError, match="the kernels do not compile for Fake future GPU \\(sm_10"):
-        load(NODES, driver=driver)
+        load(NODES, backends=Backends(driver))
     assert driver.cu.named("cuDevicePrimaryCtxRelease")
 
 

@@ -293,7 +293,8 @@ def test_load_turns_a_gemm_that_cannot_run_into_one_pipeline_error(monkeypatch):
     from pathlib import Path
 
     from fake_cuda import fake_driver
-    from pipec.runtime import PipelineError, load
+    from pipec import load
+    from pipec.runtime import Backends, PipelineError
 
     nodes = Path(__file__).parent / "fixtures" / "runtime" / "nodes.pipe"
     seen = {}
@@ -304,7 +305,7 @@ def test_load_turns_a_gemm_that_cannot_run_into_one_pipeline_error(monkeypatch):
 
     monkeypatch.setattr(sys.modules["pipec.runtime.load"], "Pipeline", refusing)
     with pytest.raises(PipelineError) as error:
-        load(nodes, driver=fake_driver(nodes), tune_gemms=True)
+        load(nodes, backends=Backends(fake_driver(nodes)), tune_gemms=True)
     assert error.value.render() == f"{nodes}: gemm `gemm:y` (nodes.pipe:3:5): cuBLASLt cannot serve this GEMM\n"
     assert seen["gemm"].tune and seen["gemm"].library is None
 
@@ -316,13 +317,13 @@ def test_piperun_tune_gemms_reaches_the_load(monkeypatch, capsys):
 
     seen = {}
 
-    def stop(path, **options):
-        seen.update(options)
+    def stop(path, options):
+        seen["options"] = options
         raise PipelineError([], "stopped")
 
     monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", stop)
     assert cli.main(["any.pipe", "--tune-gemms"]) == cli.EXIT_USAGE
-    assert seen["tune_gemms"] is True and capsys.readouterr().err == "stopped\n"
+    assert seen["options"].tune_gemms is True and capsys.readouterr().err == "stopped\n"
 
 
 def test_piperun_reports_a_gemm_that_fails_eagerly_in_one_line(monkeypatch, capsys):
@@ -332,7 +333,7 @@ def test_piperun_reports_a_gemm_that_fails_eagerly_in_one_line(monkeypatch, caps
 
     built, _, library = pipeline(dense())
     library.failing = True
-    monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", lambda path, **options: built)
+    monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", lambda path, options: built)
     assert cli.main(["gemm.pipe", "--eager", "--steps", "1", "--no-progress"]) == cli.EXIT_FAILED
     assert capsys.readouterr().err.splitlines()[-1] == (
         "piperun: error: gemm `gemm:y` (gemm.pipe:1:5): matmul failed: CUBLAS_STATUS_EXECUTION_FAILED")

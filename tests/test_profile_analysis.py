@@ -14,7 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.config import override
-from pipec.runtime.profile_analysis import Collection, NodeRecord, ProfileError, analyze, leaf_dag, name_graph_nodes
+from pipec.runtime.profile_analysis import (
+    Collection, LeafDag, NodeRecord, ProfileError, analyze, leaf_dag, name_graph_nodes,
+)
 from pipec.runtime.trace import chrome_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,3 +124,24 @@ def test_the_chrome_trace_has_one_event_per_node_per_traced_replay():
     assert replays[0]["dur"] == pytest.approx(max(e["ts"] + e["dur"] for e in first))
     names = {e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M"}
     assert "pipelines/rl_step.pipe: step replays" in names and "lane 0" in names
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 12), data=st.data())
+def test_the_leaf_dag_orders_its_nodes_as_networkx_does(n, data):
+    """The critical path between ties is the one ending first in this order, as it was with
+    networkx (now a test dependency only)."""
+    import networkx as nx
+
+    pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    edges = data.draw(st.lists(st.sampled_from(pairs), unique=True) if pairs else st.just([]))
+    names = data.draw(st.permutations([f"n{i}" for i in range(n)]))  # insertion order
+    dag, graph = LeafDag(), nx.DiGraph()
+    for name in names:
+        dag.add_node(name)
+        graph.add_node(name)
+    dag.add_edges_from((f"n{a}", f"n{b}") for a, b in edges)
+    graph.add_edges_from((f"n{a}", f"n{b}") for a, b in edges)
+    assert dag.topological_order() == list(nx.topological_sort(graph))
+    assert all(dag.has_edge(f"n{a}", f"n{b}") and not dag.has_edge(f"n{b}", f"n{a}") for a, b in edges)
+    assert [dag.in_degree(v) for v in dag] == [graph.in_degree(v) for v in graph]

@@ -13,7 +13,8 @@ from typing import ClassVar
 
 import pytest
 from fake_cuda import fake_driver
-from pipec.runtime import cli, cli_reports, load, profile_collect
+from pipec import load
+from pipec.runtime import Backends, cli, cli_reports, profile_collect
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe"
@@ -126,7 +127,7 @@ class FakeCupti:
 @pytest.fixture
 def traced():
     driver = fake_driver(NODES)
-    with load(NODES, driver=driver) as pipeline:
+    with load(NODES, backends=Backends(driver)) as pipeline:
         yield pipeline, driver.cu, FakeCupti(driver.cu)
 
 
@@ -172,8 +173,9 @@ def test_profile_of_the_fake_timeline(traced):
 
 def test_piperun_profile_prints_the_table_and_writes_the_trace(monkeypatch, tmp_path, capsys):
     driver = fake_driver(NODES)
-    fake_load = lambda path, **_: load(path, driver=driver)
-    monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", fake_load)
+    front_door = sys.modules["pipec.runtime.load"]
+    real_load = front_door.load
+    monkeypatch.setattr(front_door, "load", lambda path, options: real_load(path, options, Backends(driver)))
     monkeypatch.setattr(profile_collect, "load_cupti", lambda: FakeCupti(driver.cu))
     trace = tmp_path / "step.json"
     assert cli.main([str(NODES), "--profile", "--trace", str(trace)]) == cli.EXIT_OK

@@ -18,7 +18,7 @@ from pipec.compiler.cli import main
 from pipec.compiler.diagnostics import Diagnostic, Label
 from pipec.compiler.render import RENDERERS
 from pipec.compiler.render.safe import ELLIPSIS, LINE_WIDTH, excerpt, visible
-from pipec.compiler.render.terminal import say
+from pipec.cli.terminal import say
 from pipec.dsl.source import SourceFile, Span
 
 ESCAPE = "\x1b[2J\x1b]0;pwned\x07"  # clear the screen, retitle the terminal

@@ -3,6 +3,7 @@ model and its dependency DAGs. A check reports through the sink and never raises
 
 from __future__ import annotations
 
+from .access_conflict import access_conflict
 from .argument_count import argument_count
 from .argument_kind import argument_kind
 from .baked_per_step_value import baked_per_step_value
@@ -17,7 +18,6 @@ from .invalid_grid import invalid_grid
 from .null_pointer_argument import null_pointer_argument
 from .pointer_type_mismatch import pointer_type_mismatch
 from .read_before_write import read_before_write
-from .access_conflict import access_conflict
 from .scalar_out_of_range import scalar_out_of_range
 from .shared_cufunction import shared_cufunction
 from .shared_memory_over_limit import shared_memory_over_limit

@@ -29,7 +29,7 @@ def shared_cufunction(ctx: CheckContext) -> None:
     if ctx.program.step is not None:
         _owners(ctx.program.step, "step", found)
     for kernel, uses in found.items():
-        owners = []
+        owners: list[tuple[str, LaunchNode]] = []
         for owner, node in uses:
             if owner not in [o for o, _ in owners]:
                 owners.append((owner, node))

@@ -276,7 +276,9 @@ class _BodyReader:
 
 def split_operands(text: str) -> list[str]:
     """Operands split at commas outside `{}`, `[]` and `()`."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "{[(":
             depth += 1

@@ -85,8 +85,9 @@ def test_verify_leaves_the_state_unchanged(nodes):
 
 def test_a_node_dropped_from_the_graph_is_reported():
     import pipec
+    from pipec.runtime import Backends
 
-    with pipec.load(FIXTURES / "nodes.pipe", drop_nodes=frozenset({"step/scaled"})) as pipeline:
+    with pipec.load(FIXTURES / "nodes.pipe", backends=Backends(drop_nodes=frozenset({"step/scaled"}))) as pipeline:
         report = pipeline.verify(1)
     assert not report.ok
     first = report.mismatches[0]

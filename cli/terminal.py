@@ -8,10 +8,10 @@ import os
 import sys
 from collections.abc import Iterator
 
-from ...errors import Error
+from ..errors import Error
 
-from .safe import visible
-from .text import Paint
+from ..compiler.render.safe import visible
+from ..compiler.render.text import Paint
 
 COLOR_CHOICES = ("auto", "always", "never")
 
