@@ -38,6 +38,8 @@ IN_FLIGHT = 256
 
 
 def parser() -> argparse.ArgumentParser:
+    # One add_argument per option, in --help's order: longer than a function should be, and
+    # read as the table of options it is.
     p = OneLineParser(
         prog="piperun",
         description="Build a .pipe pipeline's CUDA graph explicitly and replay it.",
@@ -97,6 +99,9 @@ def scheduled_update(text: str) -> tuple[int, str, str]:
 
 @dataclass
 class RunLog:
+    """The log points of a run, each with its wall time since `started` (perf_counter seconds)."""
+
+    started: float = field(default_factory=time.perf_counter)
     points: list[dict] = field(default_factory=list)
     interrupted: bool = False  # Ctrl-C ended the replays early
 
@@ -223,22 +228,38 @@ def _run(args, pipeline) -> int:
 
 
 def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
+    """Run `args.steps` steps (graph replays, or eagerly), logging every `args.log_every`, and
+    report the run; returns the log and the steps done (fewer when interrupted)."""
     from tqdm import tqdm
 
     call = pipeline.driver.call
-
     run = (lambda n: pipeline.run_eager(n, synchronize_each=args.sync_each)) if args.eager else pipeline.step
     events = [call("cuEventCreate", 0) for _ in range(2)]
     if pipeline.collectives is not None:  # and two for the bounded launches' chunks
         events += [call("cuEventCreate", pipeline.driver.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING) for _ in range(2)]
         run = _bounded(run, pipeline, events[2:])
-    log = RunLog()
     bar = tqdm(total=args.steps, unit="step", disable=True if args.no_progress or args.json else None,
                file=sys.stderr, dynamic_ncols=True)
-    done = 0
-    schedule = sorted(args.updates, key=lambda update: update[0])  # (step, name, value), in order given
-    wall_start = time.perf_counter()
+    log = RunLog()
     call("cuEventRecord", events[0], pipeline.stream)
+    try:
+        done, log.interrupted = _run_steps(args, pipeline, run, events[1], start_step, log, bar, out, info)
+    finally:
+        bar.close()
+    wall = time.perf_counter() - log.started
+    gpu_ms = call("cuEventElapsedTime", events[0], events[1]) if done else 0.0
+    for event in events:
+        call("cuEventDestroy", event)
+    _summarize(args, pipeline, done, log.interrupted, wall, gpu_ms, out, info)
+    return log, done
+
+
+def _run_steps(args, pipeline, run, mark, start_step: int, log: RunLog, bar, out, info) -> tuple[int, bool]:
+    """The replay loop: the updates due, then steps up to the next log point or update; at a log
+    point, `mark` recorded and waited for (between replays, never inside one) and the readback
+    logged. Returns the steps done and whether an interrupt ended the loop."""
+    call, done = pipeline.driver.call, 0
+    schedule = sorted(args.updates, key=lambda update: update[0])  # (step, name, value), in order given
     try:
         while done < args.steps:
             schedule = _apply_updates(pipeline, schedule, start_step + done, args.json, out, info)
@@ -250,42 +271,39 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
             bar.update(chunk)
             if done % args.log_every and done < args.steps:
                 continue  # an update is due before the next log point
-            call("cuEventRecord", events[1], pipeline.stream)
+            call("cuEventRecord", mark, pipeline.stream)
             if pipeline.collectives is not None:
                 pipeline.synchronize()  # a wait that stops when another rank fails
-            call("cuEventSynchronize", events[1])  # between replays, never inside one
-            point = {"step": start_step + done, "wall_s": round(time.perf_counter() - wall_start, 4),
+            call("cuEventSynchronize", mark)
+            point = {"step": start_step + done, "wall_s": round(time.perf_counter() - log.started, 4),
                      "readback": pipeline.readback()}
             log.points.append(point)
             bar.set_postfix_str(_short(point["readback"]), refresh=False)
             if args.json:
                 _emit({"event": "log", **_rank(pipeline), **point}, out)
     except KeyboardInterrupt:
-        log.interrupted = True
         pipeline.synchronize()
-    finally:
-        bar.close()
-    wall = time.perf_counter() - wall_start
-    gpu_ms = call("cuEventElapsedTime", events[0], events[1]) if done else 0.0
-    for event in events:
-        call("cuEventDestroy", event)
+        return done, True
+    return done, False
+
+
+def _summarize(args, pipeline, done: int, interrupted: bool, wall: float, gpu_ms: float, out, info) -> None:
     summary = {
         "event": "summary", **_rank(pipeline), "pipe": pipeline.plan.pipe,
         "mode": "eager" if args.eager else "graph",
-        "steps": done, "interrupted": log.interrupted, "wall_s": round(wall, 4),
+        "steps": done, "interrupted": interrupted, "wall_s": round(wall, 4),
         "steps_per_s": round(done / wall, 2) if wall > 0 else None,
         "gpu_us_per_step": round(gpu_ms * 1000 / done, 3) if done else None,
         "device": pipeline.device.name, "readback": pipeline.readback(),
     }
     if args.json:
         _emit(summary, out)
-    else:
-        state = "interrupted after" if log.interrupted else "ran"
-        print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
-              f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
-        if summary["readback"]:
-            print(f"{args.prog}: " + _short(summary["readback"]), file=info)
-    return log, done
+        return
+    state = "interrupted after" if interrupted else "ran"
+    print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
+          f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
+    if summary["readback"]:
+        print(f"{args.prog}: " + _short(summary["readback"]), file=info)
 
 
 def _bounded(run, pipeline, marks: list):

@@ -44,6 +44,8 @@ def record_call(device: Device, what: str, call: Callable[[object], object],
     `what` names the call in errors ("gemm `fc1` (c51_step.pipe:80:5)"). The caller owns the
     recording: `cuGraphAddChildGraphNode` clones it into each graph that embeds it. `allowed`
     widens the node types a library may record, each with its reason at the caller."""
+    # One body for the capture's whole life, longer than most: every path through it must end
+    # the capture and free the stream and a refused graph, which is easiest seen in one place.
     driver, cu = device.driver, device.driver.cu
     stream = driver.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
     graph = None

@@ -201,6 +201,7 @@ def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> D
     `__cuda_array_interface__` (CuPy, Numba, PyTorch) or `__dlpack__` (PyTorch, JAX, CuPy). It
     must match the buffer's type (a bf16 buffer also takes uint16 bit patterns) and size, be
     C-contiguous, and live on the device; `stream` waits for the producer's pending work."""
+    # Each requirement is one check and one message, in the order a user would fix them.
     if spec.memory == "mapped":
         raise BindError(f"`{spec.name}` is mapped host memory; only device buffers can be bound")
     try:

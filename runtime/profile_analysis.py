@@ -108,6 +108,14 @@ class LeafDag:
     def __iter__(self) -> Iterator[str]:
         return iter(self._successors)
 
+    @property
+    def nodes(self) -> list[str]:
+        return list(self._successors)
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        return [(a, b) for a, successors in self._successors.items() for b in successors]
+
     def predecessors(self, name: str) -> Iterator[str]:
         return iter(self._predecessors[name])
 

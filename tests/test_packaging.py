@@ -89,7 +89,7 @@ def dists(tmp_path_factory) -> tuple[Path, Path]:
 def _expected_wheel_files() -> set[str]:
     """Every file of the code folders (modules and the data they read), the shipped kernels and
     pipelines, and the package face."""
-    code = [p for folder in ("dsl", "compiler", "runtime") for p in (ROOT / folder).rglob("*")
+    code = [p for folder in ("cli", "dsl", "compiler", "plan", "runtime") for p in (ROOT / folder).rglob("*")
             if p.is_file() and "__pycache__" not in p.parts]
     shipped = [p for pattern in ("kernels/*.cu", "kernels/*.cuh", "pipelines/**/*.pipe") for p in ROOT.glob(pattern)]
     files = {p.relative_to(ROOT).as_posix() for p in code + shipped}
