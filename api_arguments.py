@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from .compiler import codes
 from .dsl.errors import MAX_INT_BITS
 from .errors import Error
 
@@ -100,7 +102,59 @@ def constant_text(name: str, value: object) -> str:
                         f"not {type(value).__name__}")
 
 
-def choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ArgumentError(f"{name} = {value!r}: expected one of {', '.join(allowed)}")
-    return value  # type: ignore[return-value]
+def flag(name: str, value: object) -> bool:
+    """A yes-or-no argument: a bool, not anything truthy (`unroll="no"`)."""
+    if not isinstance(value, bool):
+        raise ArgumentError(f"{name} = {value!r}: expected True or False")
+    return value
+
+
+def instance(name: str, value: object, kind: type, what: str) -> object:
+    """`value`, which must be None or a `kind` (`what` says what one is, for the message)."""
+    if value is not None and not isinstance(value, kind):
+        raise ArgumentError(f"{name} = {value!r}: expected {what}, not {type(value).__name__}")
+    return value
+
+
+def names(name: str, value: object) -> frozenset[str]:
+    """A set of names (`drop_nodes`), not one string (which would be a set of letters)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (set, frozenset, list, tuple)) \
+            or not all(isinstance(item, str) for item in value):
+        raise ArgumentError(f"{name} = {value!r}: expected a set of names")
+    return frozenset(value)
+
+
+def codes_of(name: str, value: object) -> tuple[str, ...] | None:
+    """A rule selection (`select`, `ignore`): a list of codes, prefixes or names, each matching
+    a rule; `select` must name one (an empty selection would check nothing and pass)."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ArgumentError(f"{name} = {value!r}: expected a list of rule codes or names, such as [\"PC3\"]")
+    if bad := codes.unmatched(list(value)):
+        raise ArgumentError(f"{name}: `{bad[0]}` matches no rule code or name (see docs/rules.md)")
+    if name == "select" and not value:
+        raise ArgumentError("select = []: names no rule, so nothing would be checked; leave it out to check every rule")
+    return tuple(value)
+
+
+def check_arguments(path: object, text: object, *, defines: object, select: object, ignore: object,
+                    arch: object, include_dirs: object, lanes: object) -> tuple[Path, dict]:
+    """`pipec.check`'s arguments: the file's path, and the settings they change (for
+    `compiler.config.override`; None where not given)."""
+    if text is None:
+        if path is None:
+            raise ArgumentError("check: give the path of a .pipe file, or its source as text=")
+        file = source_file("path", path)
+    elif not isinstance(text, (str, bytes)):
+        raise ArgumentError(f"text = {type(text).__name__}: expected the source as str or bytes")
+    else:
+        file = Path("stdin.pipe") if path is None else file_path("path", path)
+    if arch is not None and (not isinstance(arch, str) or not re.fullmatch(r"sm_\d+[af]?", arch)):
+        raise ArgumentError(f"arch = {arch!r}: expected an architecture such as \"sm_90\"")
+    return file, {
+        "defines": tuple(constants("defines", defines).items()) or None,
+        "select": codes_of("select", select), "ignore": codes_of("ignore", ignore), "arch": arch,
+        "include_dirs": None if include_dirs is None else folders("include_dirs", include_dirs),
+        "lanes": optional_whole_number("lanes", lanes, 1),
+    }

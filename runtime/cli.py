@@ -9,6 +9,7 @@ stderr (a file that does not check: the compiler's report), never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import itertools
 import json
 import math
@@ -17,10 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli.arguments import OneLineParser, ShowVersion, add_color_options, check_toolchain, define
+from ..cli.arguments import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
 from ..cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, report
 from ..cli.terminal import finish_stdout, say, stdout_failures, use_color
+from ..compiler import compile_file
 from ..compiler.config import load_settings
+from ..dsl import ast
 from ..errors import Error
 from .cli_reports import plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
@@ -124,11 +127,30 @@ def main(argv: list[str] | None = None) -> int:
 def _preflight(args) -> None:
     """What stops a run before any GPU work: the configuration, the kernel compiler, and for a
     profile, CUPTI."""
-    check_toolchain(load_settings(args.file).compile)
+    settings = load_settings(args.file)
+    check_toolchain(settings.compile)
+    if args.updates:
+        _check_updated_names(args, settings)
     if args.profile or args.trace:
         from .profile_collect import load_cupti
 
         load_cupti()
+
+
+def _check_updated_names(args, settings) -> None:
+    """`--set NAME=...` must name a constant of the file, refused before a GPU is looked for
+    rather than at its step, after the run's first part. A file that does not parse is left to
+    the load, which reports its diagnostics."""
+    tree = compile_file(args.file, settings, until="parse").tree
+    if tree is None:
+        return
+    declared = sorted(decl.name.text for decl in tree.decls if isinstance(decl, ast.ConstDecl))
+    for _, name, _ in args.updates:
+        if name not in declared:
+            close = difflib.get_close_matches(name, declared, n=1)
+            raise UsageError(f"--set {name}: {args.file} declares no constant `{name}`"
+                             + (f"; did you mean `{close[0]}`?" if close else
+                                f" (its constants: {', '.join(declared) or 'none'})"))
 
 
 def _error(args, message: str, label: str = "error") -> None:
