@@ -10,6 +10,7 @@ Checking a pipeline (`pipec.check`) needs no GPU; loading one does.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,13 +35,19 @@ ERRORS = {
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
     "UsageError": "cli.arguments", "GemmError": "runtime.cublaslt", "LibraryRecordingError": "runtime.library",
     "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
+    "ArgumentError": "api_arguments", "OutputError": "cli.terminal",
 }
 
-__all__ = ["BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
+__all__ = ["ArgumentError", "BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
            "DistributedError", "Error", "GemmError", "LaunchLimitsExceeded", "LibraryRecordingError",
-           "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError", "ProfilerUnavailable",
+           "NoDevice", "NodeFailed", "OutOfMemory", "OutputError", "PipelineError", "ProfileError", "ProfilerUnavailable",
            "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError", "__version__", "check",
            "load"]
+
+
+def __dir__() -> list[str]:
+    """What `pipec` offers (`__all__`), without the names its own code imports."""
+    return sorted(__all__)
 
 
 def __getattr__(name: str):
@@ -51,14 +58,31 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def check(path: str | Path):
-    """Compile a `.pipe` file without a GPU; returns the `Compilation` (diagnostics, plan)."""
+def check(path: str | os.PathLike | None = None, *, text: str | None = None, defines=None, select=None,
+          ignore=None, arch: str | None = None, include_dirs=None, lanes: int | None = None):
+    """Check a `.pipe` file without a GPU, as `pipec --check` does; returns the `Compilation`
+    (`diagnostics`, each with `to_json()` giving the object `pipec --format json` prints, and
+    `plan` when it checks clean). `text` is the source itself, which `path` (default
+    `stdin.pipe` in the working folder) names for reports, imports and the configuration.
+    `defines` ({"ENVS": 64}), `select` and `ignore` (lists of codes, prefixes or names), `arch`,
+    `include_dirs` and `lanes` are the command line's `-D`, `--select`, `--ignore`, `--arch`,
+    `--include-dir` and `--lanes`, on top of `[tool.pipec]`. Raises ArgumentError for a value
+    that cannot mean anything, ConfigError for a bad `[tool.pipec]`, ToolchainUnavailable
+    without a kernel compiler."""
+    from .api_arguments import ArgumentError, check_arguments
     from .compiler import compile_file, load_settings
+    from .compiler.config import override
 
-    return compile_file(Path(path), load_settings(Path(path)))
+    file, changes = check_arguments(path, text, defines=defines, select=select, ignore=ignore, arch=arch,
+                                    include_dirs=include_dirs, lanes=lanes)
+    settings = override(load_settings(file), **changes)
+    try:
+        return compile_file(file, settings, until="plan", text=text)
+    except OSError as error:  # it exists (checked first), but cannot be read
+        raise ArgumentError(f"path = {str(file)!r}: cannot read it: {error.strerror or error}") from None
 
 
-def load(path: str | Path, *, device: int = 0, bind: Mapping[str, object] | None = None,
+def load(path: str | os.PathLike, *, device: int = 0, bind: Mapping[str, object] | None = None,
          defines: Mapping[str, object] | None = None, lanes: int | None = None,
          include_dirs: tuple[Path, ...] | list[Path] = (), steps_per_launch: int = 1, unroll: bool = False,
          tune_gemms: bool = False, launch: Launch | None = None, backends: Backends | None = None) -> Pipeline:
@@ -71,6 +95,7 @@ def load(path: str | Path, *, device: int = 0, bind: Mapping[str, object] | None
     tests' fakes). docs/python-api.md describes each."""
     from .runtime.load import Backends, LoadOptions, load as load_pipeline
 
-    options = LoadOptions(device=device, bind=bind, defines=defines, lanes=lanes, include_dirs=tuple(include_dirs),
+    options = LoadOptions(device=device, bind=bind, defines=defines, lanes=lanes,
+                          include_dirs=include_dirs,  # type: ignore[arg-type]  # checked in load
                           steps_per_launch=steps_per_launch, unroll=unroll, tune_gemms=tune_gemms, launch=launch)
     return load_pipeline(path, options, backends or Backends())

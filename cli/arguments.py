@@ -23,6 +23,12 @@ class UsageError(Error):
 class OneLineParser(argparse.ArgumentParser):
     """argparse, with a usage error as one line (the usage itself is one `--help` away)."""
 
+    def _print_message(self, message: str, file=None) -> None:
+        if message and file in (None, sys.stdout):  # `--help` on a full disk is an OutputError
+            write_stdout(message)
+        elif message:
+            super()._print_message(message, file)
+
     def error(self, message: str) -> NoReturn:
         say(self.prog, "error", f"{message} (see `{self.prog} --help`)", color=use_color("auto", sys.stderr))
         self.exit(EXIT_USAGE)

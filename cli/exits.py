@@ -11,6 +11,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 from .terminal import say
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, what a shell reports for a command it interrupted
 
 
 class ExitStatus(NamedTuple):
@@ -31,6 +32,8 @@ EXIT_CODES: dict[str, ExitStatus] = {
     "ProfilerUnavailable": ExitStatus(EXIT_USAGE, EXIT_USAGE),
     "NoDevice": ExitStatus(EXIT_USAGE, EXIT_USAGE),
     "OSError": ExitStatus(EXIT_USAGE, EXIT_FAILED),  # a file named on the command line
+    "OutputError": ExitStatus(EXIT_USAGE, EXIT_FAILED),  # stdout on a full disk: the report is lost
+    "ArgumentError": ExitStatus(EXIT_USAGE, EXIT_USAGE),  # a value the Python API refuses
     # the program and its launch
     "PipeSyntaxError": ExitStatus(EXIT_USAGE, EXIT_FAILED),
     "PipelineError": ExitStatus(EXIT_USAGE, EXIT_FAILED),

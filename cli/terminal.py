@@ -3,8 +3,12 @@ stderr, and stdout that a reader closing the pipe (`pipec ... | head -1`) ends q
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
+
+from ..errors import Error
 
 from ..compiler.render.safe import visible
 from ..compiler.render.text import Paint
@@ -32,21 +36,39 @@ def say(prog: str, label: str, message: str, *, color: bool) -> None:
     sys.stderr.write(f"{prog}: {Paint(color)(style, label + ':')} {visible(message)}\n")
 
 
+class OutputError(Error):
+    """Standard output cannot be written: a full disk, an I/O error (a reader that closed the
+    pipe is none: the output is then dropped quietly)."""
+
+
 def write_stdout(text: str) -> None:
-    """Write and flush now, so a closed pipe surfaces here rather than at the interpreter's exit."""
-    try:
+    """Write and flush now, so a closed pipe or a full disk surfaces here rather than at the
+    interpreter's exit (raises OutputError)."""
+    with stdout_failures():
         sys.stdout.write(text)
         sys.stdout.flush()
-    except BrokenPipeError:
-        _drop_stdout()
 
 
 def finish_stdout() -> None:
-    """Flush what print() left buffered; call once before exiting."""
-    try:
+    """Flush what print() left buffered; call once before exiting (raises OutputError)."""
+    with stdout_failures():
         sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def stdout_failures(quiet_broken_pipe: bool = True) -> Iterator[None]:
+    """Writes to stdout inside the block: a closed pipe drops the output (or, unless
+    `quiet_broken_pipe`, raises BrokenPipeError for the caller to stop at), any other failure
+    raises OutputError."""
+    try:
+        yield
     except BrokenPipeError:
+        if not quiet_broken_pipe:
+            raise
         _drop_stdout()
+    except OSError as error:
+        _drop_stdout()  # what is still buffered must not fail again at the interpreter's exit
+        raise OutputError(f"cannot write to standard output: {error.strerror or error}") from None
 
 
 def _drop_stdout() -> None:

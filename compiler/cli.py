@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 
 from ..cli.arguments import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
-from ..cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, report
+from ..cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, report
 from ..cli.terminal import finish_stdout, say, use_color, write_stdout
 from ..errors import Error
+from ..dsl.source import MAX_READ_BYTES, real_path
+from ..files import write_atomically
 from . import codes
 from .config import Settings, load_settings, override
 from .diagnostics import Diagnostic
@@ -29,9 +31,17 @@ STDIN = Path("-")
 
 def _codes(value: str) -> tuple[str, ...]:
     items = tuple(v.strip() for v in value.split(",") if v.strip())
-    for item in items:
-        if item.upper() != "ALL" and not codes.select([item]):
-            raise argparse.ArgumentTypeError(f"`{item}` matches no rule code or name")
+    if bad := codes.unmatched(list(items)):
+        raise argparse.ArgumentTypeError(f"`{bad[0]}` matches no rule code or name")
+    return items
+
+
+def _selection(value: str) -> tuple[str, ...]:
+    """`--select`: codes as for `--ignore`, and at least one: an empty one (`--select ''`, an
+    unset `$CODES`) would turn every rule off and pass."""
+    items = _codes(value)
+    if not items:
+        raise argparse.ArgumentTypeError(f"`{value}` names no rule; leave --select out to check every rule")
     return items
 
 
@@ -55,7 +65,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stdin-filename", type=Path, metavar="PATH",
                    help="the path that text read from stdin (FILE -) stands for: its name in reports, "
                         "its folder for imports and configuration")
-    p.add_argument("--select", type=_codes, help="only these codes (comma-separated codes, prefixes, names)")
+    p.add_argument("--select", type=_selection, help="only these codes (comma-separated codes, prefixes, names)")
     p.add_argument("--ignore", type=_codes, help="never report these codes")
     p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=None,
                    help="also look for imported files here (repeatable)")
@@ -74,9 +84,12 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return _main(parser().parse_args(argv))
-    finally:
-        finish_stdout()
+        try:
+            return _main(parser().parse_args(argv))
+        finally:
+            finish_stdout()
+    except Error as error:  # stdout failed (OutputError): the report is lost, the check did not pass
+        return report("pipec", error, color=False)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -92,7 +105,7 @@ def _main(args: argparse.Namespace) -> int:
         return report("pipec", error, color=color_errors)
     except KeyboardInterrupt:
         say("pipec", "error", "interrupted", color=color_errors)
-    return EXIT_USAGE
+        return EXIT_INTERRUPTED
 
 
 def _explain(code: str, color: bool) -> int:
@@ -125,13 +138,14 @@ def _check_usage(args: argparse.Namespace) -> None:
         raise UsageError("--statistics goes with --output-format text, concise or json, and not with --emit")
 
 
-def _inputs(paths: list[Path], stdin_filename: Path | None) -> list[tuple[Path, str | None]]:
-    """(path, text) pairs: text is None for a file to read, stdin's text for `-`. A folder stands
+def _inputs(paths: list[Path], stdin_filename: Path | None) -> list[tuple[Path, bytes | None]]:
+    """(path, data) pairs: data is None for a file to read, stdin's bytes for `-`. A folder stands
     for the `.pipe` files below it and must hold one, so a mistyped CI path cannot pass."""
-    out: list[tuple[Path, str | None]] = []
+    out: list[tuple[Path, bytes | None]] = []
     for path in paths:
         if path == STDIN:
-            out.append((stdin_filename or Path("stdin.pipe"), sys.stdin.read()))
+            # no more than a file would be read of it: `pipec - < /dev/zero` ends
+            out.append((stdin_filename or Path("stdin.pipe"), sys.stdin.buffer.read(MAX_READ_BYTES + 1)))
         elif path.is_dir():
             found = sorted(path.rglob("*.pipe"))
             if not found:
@@ -145,7 +159,9 @@ def _inputs(paths: list[Path], stdin_filename: Path | None) -> list[tuple[Path, 
 def _run(args: argparse.Namespace) -> int:
     diagnostics, usage_error, checked = [], False, 0
     artifact = None
-    for path, text in _inputs(args.files, args.stdin_filename):
+    inputs = _inputs(args.files, args.stdin_filename)
+    _refuse_overwriting(args.output, [path for path, text in inputs if text is None])
+    for path, text in inputs:
         settings = override(
             load_settings(path), include_dirs=args.include_dirs, compiler=args.compiler,
             arch=args.arch, lanes=args.lanes, select=args.select, ignore=args.ignore,
@@ -184,10 +200,11 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS
 
 
-def _compile_one(args: argparse.Namespace, path: Path, text: str | None,
+def _compile_one(args: argparse.Namespace, path: Path, text: bytes | None,
                  settings: Settings) -> tuple[list[Diagnostic], str | None]:
     """One file's diagnostics and, under --emit, its plan or DOT text when it has a plan."""
     result = compile_file(path, settings, until="plan" if args.emit else "check", text=text)
+    _refuse_overwriting(args.output, [source.path for source in result.sources])
     if not args.emit or result.plan is None:
         return result.diagnostics, None
     return result.diagnostics, plan_json(result.plan) if args.emit == "plan" else plan_dot(result.plan)
@@ -202,12 +219,22 @@ def _report(args: argparse.Namespace, diagnostics: list, checked: int) -> str:
     return RENDERERS[args.output_format](diagnostics, color=color, checked=checked)
 
 
+def _refuse_overwriting(output: Path | None, sources: list[Path]) -> None:
+    """`-o` naming a file the check reads (a FILE, an import, a kernel source) would replace
+    the source with the report or the plan."""
+    if output is None:
+        return
+    target = real_path(output)
+    if any(real_path(source) == target for source in sources):
+        raise UsageError(f"-o {output} names an input of the check; the output would replace it")
+
+
 def _write(path: Path | None, text: str) -> None:
     if path is None:
         write_stdout(text)
         return
     try:
-        path.write_text(text)
+        write_atomically(path, text)
     except OSError as error:
         raise UsageError(f"cannot write {path}: {error.strerror or error}") from error
 

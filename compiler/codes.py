@@ -190,6 +190,12 @@ def select(patterns: list[str]) -> set[str]:
     return chosen
 
 
+def unmatched(patterns: list[str]) -> list[str]:
+    """The patterns of a selection (`select`, `ignore`) that match no rule: a typo, or an empty
+    item, which would otherwise select nothing (or, as a prefix, everything)."""
+    return [p for p in patterns if not p.strip() or (p.strip().upper() != "ALL" and not select([p]))]
+
+
 def _suppressible(rule: Rule) -> str:
     return "waive" if rule.waivable else "yes" if rule.suppressible else "no"
 

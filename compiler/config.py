@@ -7,6 +7,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import Error
+from . import codes
+from ..dsl.source import real_path
 
 KEYS = {"select", "ignore", "include-dirs", "allow-paths", "compiler", "arch", "lanes"}
 
@@ -52,7 +54,7 @@ class Settings:
 
 def find_pyproject(start: Path) -> Path | None:
     folder = start if start.is_dir() else start.parent
-    for candidate in (folder.resolve(), *folder.resolve().parents):
+    for candidate in (real_path(folder), *real_path(folder).parents):
         path = candidate / "pyproject.toml"
         if path.is_file():
             return path
@@ -67,24 +69,55 @@ def load_settings(start: Path) -> Settings:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"{path}: {error}") from error
-    table = data.get("tool", {}).get("pipec", {})
+    table = _table(data, path)
     unknown = set(table) - KEYS
     if unknown:
         raise ConfigError(f"{path}: unknown key{'s' * (len(unknown) > 1)} in [tool.pipec]: "
                           f"{', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
     base = path.parent
     options = CompileOptions(
-        include_dirs=_with_shipped(tuple((base / d).resolve() for d in _list(table, "include-dirs", path))),
-        project_root=base.resolve(),
-        allow_paths=tuple((base / d).resolve() for d in _list(table, "allow-paths", path)),
+        include_dirs=_with_shipped(tuple(real_path(base / d) for d in _paths(table, "include-dirs", path))),
+        project_root=real_path(base),
+        allow_paths=tuple(real_path(base / d) for d in _paths(table, "allow-paths", path)),
         compiler=_string(table, "compiler", "nvrtc", path),
         arch=_string(table, "arch", "sm_90", path),
         lanes=table.get("lanes"),
     )
-    if options.lanes is not None and (not isinstance(options.lanes, int) or options.lanes < 1):
+    if options.lanes is not None and (type(options.lanes) is not int or options.lanes < 1):
         raise ConfigError(f"{path}: [tool.pipec] lanes must be a positive integer")
-    return Settings(options, tuple(_list(table, "select", path)) or ("ALL",),
-                    tuple(_list(table, "ignore", path)))
+    return Settings(options, _codes(table, "select", path) if "select" in table else ("ALL",),
+                    _codes(table, "ignore", path))
+
+
+def _table(data: dict, path: Path) -> dict:
+    """`[tool.pipec]`, empty when the file has none; `tool` and `tool.pipec` must be tables."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table ([tool.pipec] holds pipec's settings)")
+    table = tool.get("pipec", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: `tool.pipec` must be a table: write the settings under [tool.pipec]")
+    return table
+
+
+def _codes(table: dict, key: str, path: Path) -> tuple[str, ...]:
+    """A selection of rules (`select`, `ignore`): each item must match a rule, and `select`
+    must name one, as on the command line: a mistyped or empty one would turn rules off."""
+    patterns = _list(table, key, path)
+    if bad := codes.unmatched(patterns):
+        raise ConfigError(f"{path}: [tool.pipec] {key}: `{bad[0]}` matches no rule code or name "
+                          "(see docs/rules.md)")
+    if key == "select" and not patterns:
+        raise ConfigError(f"{path}: [tool.pipec] select is empty, which would check nothing: "
+                          'leave it out to check every rule, or name some (`select = ["PC3"]`)')
+    return tuple(patterns)
+
+
+def _paths(table: dict, key: str, path: Path) -> list[str]:
+    folders = _list(table, key, path)
+    if any("\0" in folder for folder in folders):
+        raise ConfigError(f"{path}: [tool.pipec] {key}: a path holds a NUL character")
+    return folders
 
 
 def _list(table: dict, key: str, path: Path) -> list[str]:
@@ -96,8 +129,8 @@ def _list(table: dict, key: str, path: Path) -> list[str]:
 
 def _string(table: dict, key: str, default: str, path: Path) -> str:
     value = table.get(key, default)
-    if not isinstance(value, str):
-        raise ConfigError(f"{path}: [tool.pipec] {key} must be a string")
+    if not isinstance(value, str) or "\0" in value:
+        raise ConfigError(f"{path}: [tool.pipec] {key} must be a string (without NUL characters)")
     return value
 
 

@@ -42,6 +42,22 @@ class Diagnostic:
     def sort_key(self) -> tuple:
         return (str(self.span.source.path), self.span.start, self.code, self.message)
 
+    def to_json(self) -> dict:
+        """The object `pipec --format json` prints for this diagnostic (and `pipec.check`'s
+        callers can serialise as it does)."""
+        return {
+            "code": self.code, "name": self.rule.name, "severity": self.severity.value, "message": self.message,
+            **_region(self.span), "hint": self.hint, "label": self.label,
+            "labels": [{"message": label.message, **_region(label.span)} for label in self.labels],
+            "notes": list(self.notes),
+        }
+
+
+def _region(span: Span) -> dict:
+    end_line, end_column = span.end_line_col()
+    return {"file": span.source.display_path(), "line": span.line, "column": span.column,
+            "end_line": end_line, "end_column": end_column}
+
 
 @dataclass
 class DiagnosticSink:

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import jinja2
 
+from ..dsl.source import MAX_READ_BYTES, real_path
+from ..errors import Error
 from . import cache, kernel_records, ptx
 from .kernel_records import (CallSite, EarlyAccessRecord, FindingRecord, KernelRecord, LaunchControlRecord, ParamRecord,
                              SourceAnalysis, SourceLocation)
-from .source_scan import Declaration, scan_declarations
+from .source_scan import Declaration, TextRange, scan_declarations
 from .toolchain import CompileRequest
 
 ANALYSIS_VERSION = "8"  # bump when the analysis output format or meaning changes
@@ -45,7 +47,23 @@ _CODE_TO_TYPE = {code: (ctype, name) for ctype, code, name in SCALAR_CODES}
 _CODE_TO_TYPE[HALF_CODE] = ("__half", "f16")
 _CODE_TO_TYPE[BFLOAT16_CODE] = ("__nv_bfloat16", "bf16")
 
+# The most parameters of a kernel pipec hands the kernel compiler: NVRTC's time and memory
+# grow with the square of their count (5,000 `char` parameters: 5 s; 10,000: 30 s and 0.9 GB;
+# 30,000: beyond 5 minutes and 15 GB). 1,024 `int`s fill the 4 KiB of parameters CUDA allowed
+# before 12.1; kernels of real pipelines have a few dozen.
+MAX_KERNEL_PARAMS = 1024
+
 _INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+
+
+class KernelInputLimit(Error):
+    """A kernel source beyond what pipec hands the compiler (PC112): larger than a file pipec
+    reads, or a kernel of more than MAX_KERNEL_PARAMS parameters; `where` is the kernel's
+    declaration, when the source text shows it."""
+
+    def __init__(self, message: str, hint: str, where: TextRange | None = None) -> None:
+        super().__init__(message)
+        self.message, self.hint, self.where = message, hint, where
 
 
 @dataclass(frozen=True)
@@ -93,7 +111,7 @@ def include_closure(path: Path, text: str, include_dirs: tuple[Path, ...]) -> li
         current, body = stack.pop()
         for _, name in _INCLUDE.findall(body):
             for folder in (current.parent, *include_dirs):
-                candidate = (folder / name).resolve()
+                candidate = real_path(folder / name)
                 if candidate.is_file():
                     if candidate not in found:
                         found.append(candidate)
@@ -112,16 +130,26 @@ def source_key(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str,
 
 
 def analyze(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) -> SourceAnalysis:
-    """Signatures and PTX findings of every kernel in `path` (raises CompileFailed)."""
-    path = path.resolve()
+    """Signatures and PTX findings of every kernel in `path` (raises CompileFailed, and
+    KernelInputLimit before compiling what would cost the compiler minutes)."""
+    path = real_path(path)
+    if path.stat().st_size > MAX_READ_BYTES:
+        raise KernelInputLimit(f"`{path.name}` is larger than {MAX_READ_BYTES >> 20} MiB, the most pipec "
+                               "reads of a source", "split it into sources of their own")
     key = source_key(path, include_dirs, toolchain, arch, "analysis")
     if (cached := cache.load("analysis", key)) is not None:
         if (analysis := kernel_records.from_json(path, key, cached)) is not None:
             return analysis
     text = path.read_text(errors="replace")
+    declarations = scan_declarations(text)
+    for name, declaration in declarations.items():
+        _limit_params(name, len(declaration.params), declaration.where)
     dirs = (path.parent, *include_dirs)
     module = ptx.parse(toolchain.compile(CompileRequest(text, str(path), dirs, arch, "ptx")).decode())
     entries = [e for e in module.entries if not e.name.startswith("_Z")]
+    for entry in entries:  # a macro or a template may make what the text does not show
+        _limit_params(entry.name, entry.params, declarations[entry.name].where
+                      if entry.name in declarations else None)
     probe_source = text + "\n" + _probe_template().render(
         scalar_codes=[(c, code) for c, code, _ in SCALAR_CODES], half_code=HALF_CODE,
         bfloat16_code=BFLOAT16_CODE, depth_shift=DEPTH_SHIFT, max_depth=MAX_DEPTH,
@@ -129,7 +157,6 @@ def analyze(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) ->
         kernels=[{"name": e.name, "max_params": e.params} for e in entries],
     )
     probe = ptx.parse(toolchain.compile(CompileRequest(probe_source, str(path), dirs, arch, "ptx")).decode())
-    declarations = scan_declarations(text)
     kernels = {
         e.name: _kernel_record(e, probe.globals.get(f"pipec_sig_{e.name}", [0]),
                                declarations.get(e.name), module, toolchain.system_headers)
@@ -140,9 +167,16 @@ def analyze(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) ->
     return SourceAnalysis(path, key, kernels, mangled)
 
 
+def _limit_params(kernel: str, count: int, where: TextRange | None) -> None:
+    if count > MAX_KERNEL_PARAMS:
+        raise KernelInputLimit(f"kernel `{kernel}` has {count} parameters; pipec compiles kernels of up "
+                               f"to {MAX_KERNEL_PARAMS}",
+                               "pass the values in a buffer: one pointer parameter instead of many scalars", where)
+
+
 def compile_cubin(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) -> bytes:
     """The cubin of a kernel source for one `sm_XY` target, from the cache when possible."""
-    path = path.resolve()
+    path = real_path(path)
     key = source_key(path, include_dirs, toolchain, arch, "cubin")
     if (cached := cache.load("cubin", key)) is not None:
         return cached
@@ -214,7 +248,7 @@ def _located(location: ptx.Location | None, system: tuple[Path, ...]) -> tuple[S
 
 
 def _under(file: str, folders: tuple[Path, ...]) -> bool:
-    path = Path(file).resolve()
+    path = real_path(Path(file))
     return any(path.is_relative_to(folder) for folder in folders)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..dsl import PipeSyntaxError, SourceFile, ast, parse
+from ..dsl.source import real_path
 from . import codes
 from .checks import CheckContext, run_checks
 from .config import Settings
@@ -103,13 +104,19 @@ def _all_bodies(program: Program):
 
 
 def compile_file(path: Path, settings: Settings, *, until: Until = "plan",
-                 text: str | None = None) -> Compilation:
+                 text: str | bytes | None = None) -> Compilation:
     """Run the stages on one file, up to and including `until`; `text`, when given, stands for
-    the file's content (`pipec -` reads it from stdin). Raises OSError when the file cannot be
-    read, ToolchainUnavailable when kernels cannot be compiled at all, and StepsPerLaunchRefused
-    when the program cannot run the steps per launch its options ask for."""
+    the file's content (`pipec -` reads it from stdin: bytes, decoded as a file's are). Raises
+    OSError when the file cannot be read, ToolchainUnavailable when kernels cannot be compiled
+    at all, and StepsPerLaunchRefused when the program cannot run the steps per launch its
+    options ask for."""
     c = Compilation(path, settings)
-    source = SourceFile.read(path.resolve()) if text is None else SourceFile(path.resolve(), text)
+    if text is None:
+        source = SourceFile.read(real_path(path))
+    elif isinstance(text, bytes):
+        source = SourceFile.from_bytes(real_path(path), text)
+    else:
+        source = SourceFile(real_path(path), text)
     # Every stage, not only the DAG, builds millions of objects for a large program and frees
     # few: the cycle collector would rescan them (40% of a 100,000-node check) to find little.
     with without_cycle_collection():

@@ -18,6 +18,13 @@ from pathlib import Path
 MAX_READ_BYTES = 4 << 20
 
 
+def real_path(path: Path) -> Path:
+    """The absolute path with every symbolic link followed, like `Path.resolve()`, except that
+    a loop of links is kept as the path it reached instead of raising RuntimeError (Python 3.11
+    and 3.12): opening it then fails with ELOOP, an OSError, which every reader reports."""
+    return Path(os.path.realpath(path))
+
+
 @dataclass(frozen=True)
 class ReadProblem:
     """Why a file's text is not all of the file (it is too large, or not UTF-8), for the
@@ -54,7 +61,12 @@ class SourceFile:
         UTF-8 are replaced. Either problem is recorded in `problem`. Raises OSError when the
         file cannot be opened."""
         with path.open("rb") as file:
-            data = file.read(MAX_READ_BYTES + 1)
+            return cls.from_bytes(path, file.read(MAX_READ_BYTES + 1))
+
+    @classmethod
+    def from_bytes(cls, path: Path, data: bytes) -> SourceFile:
+        """The text of `data`, read from `path` (a file, or stdin standing for it), as `read`
+        makes it; more than MAX_READ_BYTES is a recorded problem."""
         if len(data) > MAX_READ_BYTES:
             return cls(path, "", ReadProblem(
                 f"the file is larger than {MAX_READ_BYTES >> 20} MiB, the most pipec reads",
@@ -93,7 +105,7 @@ class SourceFile:
         cwd = os.getcwd()
         if self._display[0] != cwd:
             try:
-                shown = str(self.path.resolve().relative_to(Path(cwd).resolve()))
+                shown = str(real_path(self.path).relative_to(real_path(Path(cwd))))
             except ValueError:
                 shown = str(self.path)
             self._display = (cwd, shown)

@@ -9,6 +9,7 @@ stderr (a file that does not check: the compiler's report), never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import itertools
 import json
 import math
@@ -17,10 +18,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli.arguments import OneLineParser, ShowVersion, add_color_options, check_toolchain, define
-from ..cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, report
-from ..cli.terminal import finish_stdout, say, use_color
+from ..cli.arguments import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
+from ..cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, report
+from ..cli.terminal import finish_stdout, say, stdout_failures, use_color
+from ..compiler import compile_file
 from ..compiler.config import load_settings
+from ..dsl import ast
 from ..errors import Error
 from .cli_reports import plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
@@ -103,26 +106,51 @@ class RunLog:
 
     started: float = field(default_factory=time.perf_counter)
     points: list[dict] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C ended the replays early
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
-        return _main(args)
+        try:
+            return _main(parser().parse_args(argv))
+        finally:
+            finish_stdout()
     except BrokenPipeError:  # the reader of stdout went away (`piperun ... --json | head -1`)
         return EXIT_FAILED
-    finally:
-        finish_stdout()
+    except Error as error:  # stdout failed (OutputError, a full disk): the run's log is lost
+        return report("piperun", error, color=False, running=True)
+    except KeyboardInterrupt:  # before the replays (compiling, loading) or in a report after them
+        say("piperun", "error", "interrupted", color=False)
+        return EXIT_INTERRUPTED
 
 
 def _preflight(args) -> None:
     """What stops a run before any GPU work: the configuration, the kernel compiler, and for a
     profile, CUPTI."""
-    check_toolchain(load_settings(args.file).compile)
+    settings = load_settings(args.file)
+    check_toolchain(settings.compile)
+    if args.updates:
+        _check_updated_names(args, settings)
     if args.profile or args.trace:
         from .profile_collect import load_cupti
 
         load_cupti()
+
+
+def _check_updated_names(args, settings) -> None:
+    """`--set NAME=...` must name a constant of the file, refused before a GPU is looked for
+    rather than at its step, after the run's first part. A file that does not parse is left to
+    the load, which reports its diagnostics."""
+    tree = compile_file(args.file, settings, until="parse").tree
+    if tree is None:
+        return
+    declared = sorted(decl.name.text for decl in tree.decls if isinstance(decl, ast.ConstDecl))
+    for _, name, _ in args.updates:
+        if name not in declared:
+            close = difflib.get_close_matches(name, declared, n=1)
+            raise UsageError(f"--set {name}: {args.file} declares no constant `{name}`"
+                             + (f"; did you mean `{close[0]}`?" if close else
+                                f" (its constants: {', '.join(declared) or 'none'})"))
 
 
 def _error(args, message: str, label: str = "error") -> None:
@@ -218,7 +246,7 @@ def _run(args, pipeline) -> int:
     if args.plot:
         plot_run(log, args.plot, pipeline.plan.pipe)
         print(f"{args.prog}: wrote {args.plot}", file=info)
-    return EXIT_OK
+    return EXIT_INTERRUPTED if log.interrupted else EXIT_OK
 
 
 def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
@@ -237,14 +265,14 @@ def _replay(args, pipeline, start_step: int, out, info) -> tuple[RunLog, int]:
     log = RunLog()
     call("cuEventRecord", events[0], pipeline.stream)
     try:
-        done, interrupted = _run_steps(args, pipeline, run, events[1], start_step, log, bar, out, info)
+        done, log.interrupted = _run_steps(args, pipeline, run, events[1], start_step, log, bar, out, info)
     finally:
         bar.close()
     wall = time.perf_counter() - log.started
     gpu_ms = call("cuEventElapsedTime", events[0], events[1]) if done else 0.0
     for event in events:
         call("cuEventDestroy", event)
-    _summarize(args, pipeline, done, interrupted, wall, gpu_ms, out, info)
+    _summarize(args, pipeline, done, log.interrupted, wall, gpu_ms, out, info)
     return log, done
 
 
@@ -321,8 +349,9 @@ def _bounded(run, pipeline, marks: list):
 def _emit(record: dict, out) -> None:
     """One JSON line in one write: the ranks of a launcher share its stdout, and `print` writes
     the text and the newline apart (two writes when unbuffered), so lines could interleave."""
-    out.write(json.dumps(record) + "\n")
-    out.flush()
+    with stdout_failures(quiet_broken_pipe=False):  # `piperun --json | head -1` stops the run
+        out.write(json.dumps(record) + "\n")
+        out.flush()
 
 
 def _rank(pipeline) -> dict:

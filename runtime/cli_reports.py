@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..cli.exits import EXIT_FAILED, EXIT_OK
+from ..files import replacing
 from .distributed import replicated_differences
 
 PROFILE_REPLAYS, TRACE_REPLAYS = 200, 3
@@ -61,7 +62,10 @@ def profile_report(args, pipeline, info) -> int:
                                  for us in (report.kernel_us, report.latency_us, report.idle_us))
         print(f"  where time goes  node time {kernel}, dependency latency {latency}, idle {idle}", file=info)
     if args.trace:
-        write_chrome_trace(report, pipeline.plan.pipe, args.trace, TRACE_REPLAYS)
+        try:
+            write_chrome_trace(report, pipeline.plan.pipe, args.trace, TRACE_REPLAYS)
+        except OSError as error:
+            raise SystemExit(f"piperun: error: cannot write {args.trace}: {error.strerror or error}") from None
         print(f"{args.prog}: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
               file=info)
     return EXIT_OK
@@ -88,4 +92,8 @@ def plot_run(log, path: Path, title: str) -> None:
     axes[-1, 0].set_xlabel("step")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    try:
+        with replacing(path) as temporary:  # the format follows the suffix, which `replacing` keeps
+            fig.savefig(temporary, dpi=120)
+    except OSError as error:
+        raise SystemExit(f"piperun: error: cannot write {path}: {error.strerror or error}") from None

@@ -11,7 +11,6 @@ communicator (ncclCommAbort ends the spinning kernels) and raises with a message
 
 from __future__ import annotations
 
-import os
 import time
 
 from ..plan.schema import CollectiveNodeSpec, CollectiveOperandSpec
@@ -21,8 +20,9 @@ from .driver import Device
 from .library import ALLOWED_NODE_TYPES, Recording, record_call
 from .memory import BufferSet
 from .nccl import IN_PROGRESS
+from .process_launchers import TIMEOUTS, timeout_from_environment
 
-WAIT_TIMEOUT_S = float(os.environ.get("PIPEC_NCCL_TIMEOUT", "120"))
+WAIT_TIMEOUT_S = TIMEOUTS["PIPEC_NCCL_TIMEOUT"]  # the default
 # A recorded collective may also hold NCCL's host node: when a collective's plan has proxy
 # operations (a network transport, between machines), NCCL's graph capture adds a host callback
 # that hands the proxy thread its operations at every replay (NCCL's own supported path for
@@ -48,12 +48,13 @@ class Collectives:
     """The collective nodes of one pipeline, bound to its buffers and its communicator."""
 
     def __init__(self, distributed: Distributed, buffers: BufferSet, device: Device,
-                 timeout_s: float = WAIT_TIMEOUT_S) -> None:
+                 timeout_s: float | None = None) -> None:
         self.distributed = distributed
         self.communicator = distributed.communicator
         self.buffers = buffers
         self.device = device
-        self.timeout_s = timeout_s
+        self.timeout_s = (timeout_from_environment("PIPEC_NCCL_TIMEOUT")
+                          if timeout_s is None else timeout_s)
         self.failed = False
 
     def issue(self, node: CollectiveNodeSpec, stream) -> None:

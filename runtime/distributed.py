@@ -20,11 +20,10 @@ from typing import Protocol
 
 from ..plan.schema import Plan, collective_sequence, collective_sequence_hash
 from ..errors import Error
-from .process_launchers import DistributedError, Launch
+from .process_launchers import DistributedError, Launch, timeout_from_environment
 from .nccl import Communicator
 
 _CHANNELS = itertools.count()  # store channels opened by this process
-STORE_TIMEOUT_S = float(os.environ.get("PIPEC_RENDEZVOUS_TIMEOUT", "300"))
 STORE_POLL_S = 0.1  # the longest slice a host channel read waits before it looks for failure reports
 NCCL_SETTINGS = (("NCCL_NVLS_ENABLE", "0"), ("NCCL_GRAPH_MIXING_SUPPORT", "0"), ("NCCL_RUNTIME_CONNECT", "0"))
 
@@ -65,14 +64,14 @@ class StoreChannel:
 
     def __init__(self, launch: Launch, store=None) -> None:
         self.launch = launch
-        self.store = store if store is not None else self._open_store(launch)
+        self.timeout_s = timeout_from_environment("PIPEC_RENDEZVOUS_TIMEOUT")
+        self.store = store if store is not None else self._open_store(launch, self.timeout_s)
         # every rank opens its channels in the same order, so the count names the same keys
         self.prefix = f"{launch.namespace}/{next(_CHANNELS)}"
         self.rounds = 0
-        self.timeout_s = STORE_TIMEOUT_S
 
     @staticmethod
-    def _open_store(launch: Launch):
+    def _open_store(launch: Launch, timeout_s: float):
         from datetime import timedelta
 
         from torch.distributed import TCPStore
@@ -82,7 +81,7 @@ class StoreChannel:
         return TCPStore(launch.master_addr, launch.master_port,
                         world_size=launch.world_size if counted else None,
                         is_master=counted and launch.rank == 0,
-                        timeout=timedelta(seconds=STORE_TIMEOUT_S), wait_for_workers=counted)
+                        timeout=timedelta(seconds=timeout_s), wait_for_workers=counted)
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}/{name}"

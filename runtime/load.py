@@ -12,11 +12,16 @@ cuBLASLt, the ranks' connection) is one `Backends`, which the CPU tests replace 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
+from ..api_arguments import (
+    ArgumentError, constants, flag, folders, instance, names, optional_whole_number, source_file, whole_number,
+)
 from ..compiler import cache, compile_file, load_settings
 from ..compiler.artifacts import module_binaries
 from ..compiler.config import Settings, override
@@ -91,6 +96,8 @@ class PipeFile:
             compilation = compile_file(self.path, settings)
         except StepsPerLaunchRefused as refused:
             raise PipelineError([], str(refused)) from None
+        except OSError as error:  # it exists (checked first), but cannot be read
+            raise ArgumentError(f"path = {str(self.path)!r}: cannot read it: {error.strerror or error}") from None
         if compilation.plan is None:
             raise PipelineError(compilation.diagnostics)
         if compilation.plan.step is None:
@@ -101,14 +108,15 @@ class PipeFile:
         return self.compile(values)[0]
 
 
-def load(path: str | Path, options: LoadOptions = LoadOptions(), backends: Backends = Backends()) -> Pipeline:
+def load(path: str | os.PathLike, options: LoadOptions = LoadOptions(), backends: Backends = Backends()) -> Pipeline:
     """Compile and load a pipeline. With `steps_per_launch` K > 1, `step(n)` and `run_eager(n)`
     run n * K steps. GEMM nodes run the heuristic's first algorithm, or with `tune_gemms` the
     fastest of its best candidates; either choice is kept in the artifact cache for later loads.
     Under a launcher (`launch`) its RANK, WORLD_SIZE and LOCAL_RANK become constants of the file,
     and its ranks connect before the pipeline is built; a plan with collectives and no launcher
     runs on a communicator of one rank."""
-    path, launch = Path(path), options.launch
+    path, options, backends = _checked(path, options, backends)
+    launch = options.launch
     if options.tune_gemms and launch is not None and launch.world_size > 1:
         # Each rank would time its own candidates and could keep another algorithm: replicated
         # results computed by GEMMs would then differ between ranks.
@@ -136,6 +144,28 @@ def load(path: str | Path, options: LoadOptions = LoadOptions(), backends: Backe
     except LaunchLimitsExceeded as error:
         by_path = {s.display_path(): s for s in sources}
         raise PipelineError([_diagnostic(f, by_path) for f in error.findings]) from None
+
+
+def _checked(path: object, given_options: object, given_backends: object) -> tuple[Path, LoadOptions, Backends]:
+    """The arguments of a load, each refused with one ArgumentError when it cannot mean
+    anything (api_arguments.py), before anything is compiled or a device is looked for."""
+    options = cast(LoadOptions, instance("options", given_options, LoadOptions, "a LoadOptions"))
+    backends = cast(Backends, instance("backends", given_backends, Backends, "a pipec.runtime.Backends"))
+    if options is None or backends is None:
+        raise ArgumentError("load: options and backends cannot be None")
+    if options.bind is not None and (not isinstance(options.bind, Mapping)
+                                     or not all(isinstance(name, str) for name in options.bind)):
+        raise ArgumentError(f"bind = {options.bind!r}: expected a mapping of buffer names to CUDA arrays")
+    checked = replace(
+        options, device=whole_number("device", options.device), defines=constants("defines", options.defines),
+        lanes=optional_whole_number("lanes", options.lanes, 1),
+        include_dirs=folders("include_dirs", options.include_dirs),
+        steps_per_launch=whole_number("steps_per_launch", options.steps_per_launch, 1),
+        unroll=flag("unroll", options.unroll), tune_gemms=flag("tune_gemms", options.tune_gemms),
+        launch=cast(Launch, instance("launch", options.launch, Launch, "a pipec.runtime.process_launchers.Launch")))
+    instance("driver", backends.driver, Driver, "a pipec.runtime.driver.Driver")
+    backends = replace(backends, drop_nodes=names("drop_nodes", backends.drop_nodes))
+    return source_file("path", path), checked, backends
 
 
 def _binaries(path: Path, plan: Plan, device: Device) -> tuple[bytes, ...]:

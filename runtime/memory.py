@@ -4,6 +4,7 @@ address space. Allocated once, initialised as declared, freed on close."""
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..plan.dtypes import DTYPES, fill_pattern, host_array
 from ..plan.schema import BufferSpec, Plan
+from ..api_arguments import ArgumentError
 from ..errors import Error
 from .dlpack import DL_TYPES, KDL_CUDA, read_capsule
 from .driver import CudaError, Driver, wait_for
@@ -67,13 +69,30 @@ class DeviceBuffer:
     def write(self, array: np.ndarray) -> None:
         """Values of the buffer's type; a bf16 buffer also takes uint16 arrays as bit patterns
         (what the compiler's initial values and older state files hold)."""
-        if self.spec.dtype == "bf16" and np.asarray(array).dtype == np.uint16:
-            array = np.asarray(array).view(self.numpy_dtype)
-        array = np.ascontiguousarray(array, dtype=self.numpy_dtype).reshape(self.spec.shape)
+        array = self.fitting(array)
         if self.host_ptr is not None:
             self.host_view()[...] = array
         else:
             self.driver.call("cuMemcpyHtoD", self.device_ptr, array, self.spec.nbytes)
+
+    def fitting(self, values) -> np.ndarray:
+        """`values` as a C-contiguous array of the buffer's type and shape; ArgumentError when
+        its shape (the buffer's, or flat with as many elements) or its type does not fit: a
+        float array written to an integer buffer would be truncated, silently."""
+        spec, target = self.spec, self.numpy_dtype
+        try:
+            array = np.asarray(values)
+        except (TypeError, ValueError) as error:
+            raise ArgumentError(f"`{spec.name}`: cannot write {type(values).__name__} ({error})") from None
+        if spec.dtype == "bf16" and array.dtype == np.uint16:
+            array = array.view(target)
+        if array.shape != tuple(spec.shape) and array.shape != (math.prod(spec.shape),):
+            raise ArgumentError(f"`{spec.name}` is {spec.dtype}{list(spec.shape)}: cannot write an array of "
+                                f"shape {list(array.shape)}")
+        source = array.dtype
+        if not (np.can_cast(source, target, "same_kind") or (source.kind in "iu" and target.kind in "iu")):
+            raise ArgumentError(f"`{spec.name}` is {spec.dtype}{list(spec.shape)}: cannot write {source} values")
+        return np.ascontiguousarray(array, dtype=target).reshape(spec.shape)
 
     def memset(self, element_size: int, value: int, stream=None) -> None:
         count = self.spec.nbytes // element_size

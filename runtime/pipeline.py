@@ -8,12 +8,14 @@ graph. After that a step is one `cuGraphLaunch`: no Python work per node. `pipec
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
 
+from ..api_arguments import ArgumentError, constants, file_path, whole_number
 from ..plan.schema import Plan, collective_sequence
 from .collectives import CollectiveFailed, Collectives
 from .distributed import Distributed
@@ -110,6 +112,7 @@ class Pipeline:
         `stream` (an object with `__cuda_stream__`, such as PyTorch's or CuPy's streams, or a
         raw handle), the replays come after the work enqueued on that stream so far, and work
         enqueued on it later comes after them: ordered on the device, the host never waits."""
+        n = whole_number("step(n)", n)
         self._check_open()
         if stream is not None:
             handle = stream_handle(stream)
@@ -126,6 +129,7 @@ class Pipeline:
     def run_eager(self, n: int = 1, *, synchronize_each: bool = False, stream=None) -> None:
         """Run the same nodes `n` times, launched one by one in program order; `stream` as for
         `step`."""
+        n = whole_number("run_eager(n)", n)
         self._check_open()
         if stream is not None:
             handle = stream_handle(stream)
@@ -146,6 +150,7 @@ class Pipeline:
         Returns the kernel nodes changed. Raises `UpdateRefused` (naming the first difference)
         when the values change anything else, and `PipelineError` when the file no longer
         checks with them."""
+        values = constants("update", values)
         self._check_open()
         if self._recompile is None:
             raise UpdateRefused("this pipeline was not loaded from a .pipe file; nothing to compile again")
@@ -176,13 +181,14 @@ class Pipeline:
     def verify(self, steps: int) -> VerifyReport:
         """`steps` eager steps against `steps` graph replays from the same state, bit for bit;
         leaves the state as it was."""
-        return verify(self, steps)
+        return verify(self, whole_number("verify(steps)", steps, 1))
 
     def profile(self, replays: int = 200) -> ReplayProfile:
         """Per-node times inside `replays` graph replays (CUPTI), the critical path and its
         floor, each node's slack, the replay time per step; leaves the state as it was.
         Not for a plan with collective nodes: the profile flattens library recordings into its
         graph, and NCCL's recorded work lives only as long as its own recording."""
+        replays = whole_number("profile(replays)", replays, 1)
         if collective_sequence(self.plan):
             raise ProfileError(f"{self.plan.pipe}: the profile does not cover collective nodes yet; "
                                "profile the pipeline with WORLD_SIZE = 1")
@@ -194,24 +200,32 @@ class Pipeline:
 
     def buffer(self, name: str) -> DeviceBuffer:
         self._check_open()
-        return self._buffers[name]
+        return self._named(name)
 
     def read(self, name: str) -> np.ndarray:
         """A host copy of a buffer, after everything enqueued so far has finished."""
         self.synchronize()
-        return self._buffers[name].read()
+        return self._named(name).read()
 
     def write(self, name: str, array) -> None:
+        """Values of the buffer's shape (or flat, as many) and a type they convert to without
+        loss of kind: no floats into an integer buffer."""
         self.synchronize()
-        self._buffers[name].write(np.asarray(array))
+        self._named(name).write(array)
 
     def snapshot(self) -> dict[str, np.ndarray]:
         self.synchronize()
         return {b.name: self._buffers[b.name].read() for b in self.plan.buffers}
 
     def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        """Buffers' contents from arrays by name (a `snapshot()`, or some of it); all of them
+        are checked before any is written."""
         self.synchronize()
-        for name, array in arrays.items():
+        if not isinstance(arrays, Mapping):
+            raise ArgumentError(f"restore(arrays = {type(arrays).__name__}): expected a mapping of "
+                                "buffer names to arrays, such as a snapshot()")
+        fitting = {name: self._named(name).fitting(array) for name, array in arrays.items()}
+        for name, array in fitting.items():
             self._buffers[name].write(array)
 
     def readback(self) -> dict[str, float]:
@@ -227,13 +241,24 @@ class Pipeline:
 
     def writers_of(self, buffer: str, element: int) -> list[Writer]:
         """The step's nodes that write `buffer[element]`."""
+        spec = self._named(buffer).spec
+        element = whole_number("writers_of(element)", element)
+        if element >= math.prod(spec.shape):
+            raise ArgumentError(f"writers_of: `{buffer}` has {math.prod(spec.shape)} elements, "
+                                f"not an element {element}")
         return [w for start, stop, w in self._writers.get(buffer, ()) if start <= element < stop]
 
     def save_state(self, folder: str | Path, steps: int = 0) -> Path:
-        return save_state(self, Path(folder), steps)
+        return save_state(self, file_path("save_state(folder)", folder), steps)
 
     def load_state(self, folder: str | Path) -> dict[str, str]:
-        return load_state(self, Path(folder))
+        return load_state(self, file_path("load_state(folder)", folder))
+
+    def _named(self, name: str) -> DeviceBuffer:
+        if not isinstance(name, str) or name not in self._buffers.buffers:
+            raise ArgumentError(f"{self.plan.pipe} has no buffer named {name!r} (it has "
+                                f"{', '.join(b.name for b in self.plan.buffers) or 'none'})")
+        return self._buffers[name]
 
     # --- lifetime ---------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ MPI) or Slurm's srun, read from the variables each sets in its processes. Withou
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 from collections.abc import Mapping
@@ -39,11 +40,33 @@ class Launch:
 SINGLE = Launch("none", 0, 1, 0)  # no launcher: one process (a communicator of one rank)
 
 
+# The timeouts a user may set, in seconds, and their defaults: how long a rank waits for a
+# collective (runtime/collectives.py) and for the others at the rendezvous (runtime/distributed.py)
+TIMEOUTS = {"PIPEC_NCCL_TIMEOUT": 120.0, "PIPEC_RENDEZVOUS_TIMEOUT": 300.0}
+
+
+def timeout_from_environment(name: str, env: Mapping[str, str] | None = None) -> float:
+    """The timeout `name` of TIMEOUTS, from the environment or its default; read when it is
+    needed, not at import, so that a bad value is one error, not a crash of every `piperun`."""
+    text = (os.environ if env is None else env).get(name)
+    if text is None or not text.strip():
+        return TIMEOUTS[name]
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise DistributedError(f"{name}={text!r} is not a timeout: give a positive number of seconds")
+    return value
+
+
 def launch_from_environment(env: Mapping[str, str] | None = None) -> Launch | None:
     """The launcher that started this process, from its variables; None without one. The MPI
     launchers come before Slurm's variables: under Slurm, mpirun starts its daemons (Open MPI)
     or proxies (Hydra) through srun, and the ranks inherit the srun task variables of those."""
     env = os.environ if env is None else env
+    for name in TIMEOUTS:  # refused before any GPU work, like the launcher's own variables
+        timeout_from_environment(name, env)
     try:
         if "TORCHELASTIC_RUN_ID" in env or ("RANK" in env and "WORLD_SIZE" in env and "MASTER_ADDR" in env):
             return Launch(

@@ -13,9 +13,10 @@ import struct
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import save_file
+from safetensors.numpy import save
 
 from ..errors import Error
+from ..files import write_atomically
 from .memory import host_dtype
 
 STATE_FILE = "state.safetensors"
@@ -26,7 +27,14 @@ class StateError(Error):
 
 
 def save_state(pipeline, folder: Path, steps: int) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
+    """Every buffer into `folder`/state.safetensors, written whole or not at all (files.py):
+    a full disk leaves the state saved before, never a truncated one."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise StateError(f"steps = {steps!r}: the steps run so far, an integer >= 0")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise StateError(f"cannot save the state in {folder}: {error.strerror or error}") from None
     arrays = {name: np.ascontiguousarray(a) for name, a in pipeline.snapshot().items()}
     plan = pipeline.plan
     metadata = {
@@ -34,9 +42,10 @@ def save_state(pipeline, folder: Path, steps: int) -> Path:
         "steps": str(steps), "dtypes": json.dumps({b.name: b.dtype for b in plan.buffers}),
     }
     path = folder / STATE_FILE
-    tmp = folder / (STATE_FILE + ".tmp")
-    save_file(arrays, str(tmp), metadata=metadata)
-    tmp.replace(path)
+    try:  # serialised in memory: safetensors' own file writer does not report a full disk
+        write_atomically(path, save(arrays, metadata=metadata))
+    except OSError as error:
+        raise StateError(f"cannot write {path}: {error.strerror or error}") from None
     return path
 
 
@@ -54,7 +63,13 @@ def load_state(pipeline, folder: Path) -> dict[str, str]:
                          + "; ".join(p for p in (
                              f"missing {', '.join(sorted(missing))}" if missing else "",
                              f"unknown {', '.join(sorted(extra))}" if extra else "") if p))
-    dtypes = json.loads(metadata.get("dtypes", "{}"))
+    try:
+        dtypes = json.loads(metadata.get("dtypes", "{}"))
+        int(metadata.get("steps", "0"))  # piperun resumes from it
+    except (TypeError, ValueError):
+        raise StateError(f"{path}: its metadata is not pipec's (dtypes, steps)") from None
+    if not isinstance(dtypes, dict):
+        raise StateError(f"{path}: its metadata is not pipec's (dtypes, steps)")
     arrays = {}
     for name, spec in expected.items():
         array = tensors[name]
@@ -72,7 +87,10 @@ SAFETENSORS_TYPES = {"F64": "f64", "F32": "f32", "F16": "f16", "BF16": "bf16", "
 
 def _read(path: Path) -> tuple[dict[str, str], dict[str, np.ndarray]]:
     """The metadata and tensors of a safetensors file."""
-    data = path.read_bytes()
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise StateError(f"cannot read {path}: {error.strerror or error}") from None
     try:
         (length,) = struct.unpack("<Q", data[:8])
         header = json.loads(data[8:8 + length])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..files import write_atomically
 from .profile_analysis import ReplayProfile
 
 PID = 1
@@ -58,4 +59,4 @@ def chrome_trace(profile: ReplayProfile, pipe: str, replays: int = 3) -> dict:
 
 
 def write_chrome_trace(profile: ReplayProfile, pipe: str, path: Path, replays: int = 3) -> None:
-    path.write_text(json.dumps(chrome_trace(profile, pipe, replays)) + "\n", encoding="utf-8")
+    write_atomically(path, json.dumps(chrome_trace(profile, pipe, replays)) + "\n")

@@ -2,8 +2,12 @@
 of examples: `python scripts/fuzz.py --minutes 10 [--out DIR]`. Prints how many inputs were
 checked, how many gave each exit status and the findings (a traceback, a hang, a wrong exit
 status, a diagnostic without a code or with a span outside its file, a report that does not
-parse); each finding's input is kept in DIR (default: a temporary folder) to reproduce it with
-`pipec --check DIR/finding-N.pipe`. Exits 1 when there are findings.
+parse, exit status 0 while an error of a selected rule stands); each finding's input is kept in
+DIR (default: a temporary folder) as DIR/finding-N.pipe, with what surrounded it (the imported
+library, pyproject.toml, -D and the environment) in DIR/finding-N.json. Inputs come from the
+grammar-aware generator, with device control flow, collectives, imports, -D, configuration and
+environment; round k draws from seed k, so a run repeats the inputs of the last. Exits 1 when
+there are findings.
 
 Run it from the repository root with the package importable (`PYTHONPATH=<site> python ...`).
 """
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import shutil
 import signal
 import sys
@@ -45,17 +50,19 @@ def fuzz(minutes: float, out: Path) -> tuple[int, collections.Counter, collectio
     codes_seen: collections.Counter = collections.Counter()
     checked: list[int] = []  # input sizes
     findings: list[str] = []
-    path = out / "input.pipe"
+    path = out / test_fuzz.PROGRAM
     signal.signal(signal.SIGALRM, _on_alarm)
 
-    def check(data: bytes) -> None:
+    def check(case) -> None:
+        data, around = case
         if time.monotonic() > deadline:
             return
         checked.append(len(data))
         path.write_bytes(data)
+        around.write(out)
         signal.alarm(HANG_SECONDS)
         try:
-            status, reported, found = test_fuzz.problems(path)
+            status, reported, found = test_fuzz.problems(path, around)
             statuses[status] += 1
             codes_seen.update(set(reported))
         except Hang:
@@ -67,6 +74,7 @@ def fuzz(minutes: float, out: Path) -> tuple[int, collections.Counter, collectio
         if found:
             kept = out / f"finding-{len(findings) + 1}.pipe"
             kept.write_bytes(data)
+            kept.with_suffix(".json").write_text(json.dumps(around.describe(), indent=1) + "\n")
             findings.append(f"{kept}: " + "; ".join(found))
 
     round_number = 0
@@ -77,7 +85,7 @@ def fuzz(minutes: float, out: Path) -> tuple[int, collections.Counter, collectio
         run = seed(round_number)(settings(
             max_examples=EXAMPLES_PER_ROUND, deadline=None, database=None,
             phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-        )(given(test_fuzz.inputs())(check)))
+        )(given(test_fuzz.cases())(check)))
         run()
     return len(checked), statuses, codes_seen, findings
 

@@ -200,14 +200,14 @@ def test_statistics_count_findings_per_code(capsys, tmp_path):
 
 
 def test_stdin_with_a_stdin_filename(capsys, monkeypatch):
-    monkeypatch.setattr("sys.stdin", io.StringIO(DIRTY.read_text()))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(DIRTY.read_bytes())))
     code, out, _ = run(capsys, "-", "--stdin-filename", RULES / "from_stdin.pipe", "--format", "concise")
     # kernels.cu is found next to the stdin-filename, and reports carry its name
     assert code == 1 and out.count("from_stdin.pipe:") == 2 and "PC302" in out
-    monkeypatch.setattr("sys.stdin", io.StringIO(CLEAN.read_text()))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(CLEAN.read_bytes())))
     code, out, _ = run(capsys, "--stdin-filename", RULES / "from_stdin.pipe")  # no FILE: stdin
     assert (code, out) == (0, "checked 1 file, 0 findings\n")
-    monkeypatch.setattr("sys.stdin", io.StringIO(CLEAN.read_text()))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(CLEAN.read_bytes())))
     code, out, _ = run(capsys, "-", "--format", "concise")  # no stdin-filename: imports from the cwd
     assert code == 1 and out.startswith("stdin.pipe:2:6: error[PC102]: cannot find `kernels.cu`")
     code, _, err = run(capsys, "-", "-")

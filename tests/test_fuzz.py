@@ -11,9 +11,12 @@ for longer and counts inputs and findings."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import importlib.util
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -21,12 +24,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fuzz_surroundings import Surroundings, surroundings
+from pipec.cli.arguments import define
 from pipec.compiler import codes, compile_file, load_settings
 from pipec.compiler.cli import main
+from pipec.compiler.config import ConfigError, Settings, override
 from pipec.compiler.render import RENDERERS
 from pipec.dsl import SourceFile
 
 KERNELS = Path(__file__).parent / "fixtures" / "fuzz" / "kernels.cu"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # FORCE_COLOR colours the usage errors too
+PROGRAM = "fuzzed.pipe"  # the fuzzed program's name, which the library's import cycle names
+CAMPAIGN_MINUTES = 0.5
 # name: parameter kinds, as the generator should bind them (it sometimes binds them wrongly)
 KERNEL_PARAMS = {
     "fill_f32": ("out f32", "int"),
@@ -131,11 +140,50 @@ def gemms(draw, buffers: list[str], scope: list[str]) -> str:
 
 
 @st.composite
+def collectives(draw, buffers: list[str], scope: list[str]) -> str:
+    """`allreduce`, `broadcast`, `allgather`, `reducescatter`, over whole buffers, views and
+    groups, with roots that depend on the rank now and then (PC601 to PC604)."""
+    def operand() -> str:
+        name = draw(st.sampled_from(buffers or ["nothing"]))
+        return draw(st.sampled_from([name, name, f"{name}[0 : {draw(small(scope))}]"]))
+
+    op = draw(st.sampled_from(["sum", "avg", "max", "min", "prod", "xor"]))
+    group = ", ".join(operand() for _ in range(draw(st.integers(1, 2))))
+    root = draw(st.sampled_from(["0", "WORLD_SIZE - 1", "RANK", "1", "-1"]))
+    return draw(st.sampled_from([
+        f"allreduce {op} {group}", f"broadcast {group} from {root}", f"allgather {operand()} -> {operand()}",
+        f"reducescatter {op} {operand()} -> {operand()}"]))
+
+
+@st.composite
+def device_control_flow(draw, buffers: list[str], graphs, scope: list[str], depth: int) -> str:
+    """Decisions the GPU takes, on a buffer's element: `if`/`else`, `switch`, `while`,
+    `repeat`, `every`; with a condition written in the body, unbounded, or on a float now and
+    then (PC320 to PC322)."""
+    flag = f"{draw(st.sampled_from(buffers or ['nothing']))}[{draw(small(scope))}]"
+    body = lambda: draw(blocks(buffers, graphs, scope, depth - 1))  # noqa: E731
+    kind = draw(st.sampled_from(["if", "switch", "while", "repeat", "every"]))
+    if kind == "if":
+        return f"if {flag} {body()}" + (f" else {body()}" if draw(st.booleans()) else "")
+    if kind == "switch":
+        cases = draw(st.lists(st.integers(-1, 3), min_size=1, max_size=3))
+        return f"switch {flag} {{\n" + "".join(f"    case {c} {body()}\n" for c in cases) + "}"
+    if kind == "while":
+        return f"while {flag} {body()}"
+    return f"{kind} {draw(st.sampled_from(['0', '1', '3', 'C0', '-2', '1 << 40']))} {body()}"
+
+
+@st.composite
 def statements(draw, buffers: list[str], graphs: list[tuple[str, int]], scope: list[str],
                depth: int) -> str:
-    kinds = ["launch", "launch", "fill", "copy", "gemm"] + (["for", "if", "parallel"] if depth else [])
+    kinds = ["launch", "launch", "fill", "copy", "gemm", "collective"]
+    kinds += ["for", "if", "parallel", "device"] if depth else []
     kinds += ["call"] if graphs else []
     kind = draw(st.sampled_from(kinds))
+    if kind == "collective":
+        return draw(collectives(buffers, scope))
+    if kind == "device":
+        return draw(device_control_flow(buffers, graphs, scope, depth))
     if kind == "launch":
         kernel = draw(st.sampled_from([*KERNEL_PARAMS, "missing_kernel"]))
         grid = draw(st.one_of(small(scope), small(scope).map(lambda g: f"({g}, 1)")))
@@ -188,7 +236,7 @@ def programs(draw) -> str:
     for name in buffers:
         dims = st.one_of(small([]), st.sampled_from(consts)) if consts else small([])
         shape = ", ".join(draw(st.lists(dims, min_size=1, max_size=2)))
-        modifiers = draw(st.sampled_from(["", "", " mapped", " mapped labels(a, b)"]))
+        modifiers = draw(st.sampled_from(["", "", " mapped", " mapped labels(a, b)", " replicated"]))
         init = draw(st.sampled_from(["", "", " = uninit", " = fill(1.5)", " = uniform(-1.0, 1.0, seed=3)",
                                      " = fill(C0)", ' = load("missing.npy")']))
         lines.append(f"buffer {name}: {draw(st.sampled_from(DTYPES))}[{shape}]{modifiers}{init}")
@@ -234,14 +282,28 @@ def inputs() -> st.SearchStrategy[bytes]:
     return st.one_of(programs().map(str.encode), mutated(programs()))
 
 
-def _run(path: Path, fmt: str) -> tuple[int, str]:
+def cases() -> st.SearchStrategy[tuple[bytes, Surroundings]]:
+    """A program (or a mutated one) with its imports on top, in its surroundings."""
+    return st.tuples(inputs(), surroundings()).map(
+        lambda case: ("".join(f"{line}\n" for line in case[1].imports).encode() + case[0], case[1]))
+
+
+def _run(path: Path, fmt: str | None, around: Surroundings = Surroundings()) -> tuple[int, str, str]:
+    """pipec's exit status, stdout and stderr on `path` in its surroundings (`fmt` None: the
+    format that $PIPEC_OUTPUT_FORMAT names)."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["--check", "--format", fmt, str(path)])
-    return code, out.getvalue() + err.getvalue()
+    argv = ["--check", *(["--format", fmt] if fmt else []), *around.argv(), str(path)]
+    with around.environment(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit:  # argparse's own usage errors (a malformed -D)
+            code = exit.code if isinstance(exit.code, int) else 2
+    return code, out.getvalue(), err.getvalue()
 
 
 def _span_problem(file: str, line: int, column: int, end_line: int, end_column: int) -> str | None:
+    if file.startswith("<-D "):  # a -D value's own text, which no file holds
+        return None if line == 1 <= column else f"span {file}:{line}:{column} outside the value"
     source = SourceFile.read(Path(file))
     if not 1 <= line <= source.line_count or not 1 <= column <= len(source.line_text(line)) + 1:
         return f"span {file}:{line}:{column} lies outside the file"
@@ -250,18 +312,37 @@ def _span_problem(file: str, line: int, column: int, end_line: int, end_column: 
     return None
 
 
-def problems(path: Path) -> tuple[int, list[str], list[str]]:
-    """pipec's exit status on the file at `path`, the codes it reported, and what is wrong
-    with its answer (nothing, normally). An exception inside pipec propagates: a traceback is
-    the first thing looked for. The command line answers in JSON; the other formats render
-    the same diagnostics."""
-    found = []
-    code, text = _run(path, "json")
+def _settings(path: Path, around: Surroundings) -> Settings | None:
+    """The settings the check ran with, every rule selected; None when its configuration or
+    its command line is a usage error (which the check must answer with exit status 2)."""
+    try:
+        defines = tuple(define(text) for text in around.defines)
+        return override(load_settings(path), defines=defines or None, select=("ALL",), ignore=())
+    except (ConfigError, argparse.ArgumentTypeError):
+        return None
+
+
+def problems(path: Path, around: Surroundings = Surroundings()) -> tuple[int, list[str], list[str]]:
+    """pipec's exit status on the file at `path` in its surroundings, the codes it reported,
+    and what is wrong with its answer (nothing, normally). An exception inside pipec
+    propagates: a traceback is the first thing looked for. The command line answers in JSON;
+    the other formats render the same diagnostics."""
+    found: list[str] = []
+    code, out, err = _run(path, "json", around)
     if code not in (0, 1, 2):
         found.append(f"exit status {code}")
-    diagnostics = json.loads(text[: text.rindex("]") + 1]) if "]" in text else None
-    if diagnostics is None:
-        return code, [], found + [f"no JSON report: {text[:200]!r}"]
+    every_rule = _settings(path, around)
+    errors = [line for line in _ANSI.sub("", err).splitlines() if line.startswith("pipec: error:")]
+    if errors:  # a usage error: one line, status 2, nothing on stdout
+        if code != 2 or len(err.strip().splitlines()) != 1 or out:
+            found.append(f"a usage error not alone or not status 2 ({code}): {err[:300]!r}")
+        return code, [], found
+    if every_rule is None:
+        return code, [], found + [f"a broken configuration or -D passed with status {code}"]
+    try:
+        diagnostics = json.loads(out)
+    except ValueError:
+        return code, [], found + [f"no JSON report: {out[:200]!r}"]
     if code == 2 and not diagnostics:
         found.append("exit status 2 with an empty report")
     for d in diagnostics:
@@ -270,13 +351,28 @@ def problems(path: Path) -> tuple[int, list[str], list[str]]:
         span = _span_problem(d["file"], d["line"], d["column"], d["end_line"], d["end_column"])
         if span:
             found.append(f"{d['code']}: {span}")
-    again = compile_file(path, load_settings(path), until="check").diagnostics
+    with around.environment():
+        again = compile_file(path, every_rule, until="check").diagnostics
+    found += _silent_pass(path, code, again)
     reports = {name: render(again) for name, render in RENDERERS.items()}
-    if len(json.loads(reports["sarif"])["runs"][0]["results"]) != len(diagnostics):
+    if len(json.loads(reports["sarif"])["runs"][0]["results"]) != len(again):
         found.append("the SARIF report disagrees with the JSON report")
-    if diagnostics and not all(reports[name].strip() for name in reports):
+    if again and not all(reports[name].strip() for name in reports):
         found.append("an empty report in some format")
+    if "PIPEC_OUTPUT_FORMAT" in around.env:  # the format named there: the same status, or a usage error
+        chosen = around.env["PIPEC_OUTPUT_FORMAT"]
+        if _run(path, None, around)[0] != (code if chosen in ("", *RENDERERS) else 2):
+            found.append(f"PIPEC_OUTPUT_FORMAT={chosen!r} gave another exit status than {code}")
     return code, [d["code"] for d in diagnostics], found
+
+
+def _silent_pass(path: Path, code: int, every_rule: list) -> list[str]:
+    """Exit status 0 while an error of a selected rule stands: the configuration's selection,
+    not a typo or an empty one, must be what hides the others."""
+    settings = load_settings(path)
+    selected = codes.select(list(settings.select)) - codes.select(list(settings.ignore))
+    standing = sorted({d.code for d in every_rule if d.severity is codes.Severity.ERROR and d.code in selected})
+    return [f"exit status 0 with errors {', '.join(standing)}"] if code == 0 and standing else []
 
 
 @pytest.fixture(scope="module")
@@ -286,10 +382,11 @@ def workspace(tmp_path_factory) -> Path:
     return folder
 
 
-def _check(workspace: Path, data: bytes) -> None:
-    path = workspace / "fuzzed.pipe"
+def _check(workspace: Path, data: bytes, around: Surroundings = Surroundings()) -> None:
+    path = workspace / PROGRAM
     path.write_bytes(data)
-    assert problems(path)[2] == []
+    around.write(workspace)
+    assert problems(path, around)[2] == []
 
 
 # CI bounds the fuzzer by example counts, not by time: some 30 s for the three tests.
@@ -308,6 +405,25 @@ def test_generated_programs(workspace, data):
 @given(mutated(programs()))
 def test_mutated_programs(workspace, data):
     _check(workspace, data)
+
+
+@settings(_BOUNDED, max_examples=40)
+@given(cases())
+def test_programs_in_their_surroundings(workspace, case):
+    """Imports, -D, pyproject.toml and the environment, right and wrong, around a program."""
+    _check(workspace, *case)
+
+
+def test_a_fixed_seed_campaign_in_a_time_bound_finds_nothing(tmp_path):
+    """scripts/fuzz.py as CI runs it: seeded rounds (the same inputs on every run, as far as
+    the time bound reaches), each input under a hang alarm; any traceback, hang, wrong status
+    or silent pass is a finding."""
+    spec = importlib.util.spec_from_file_location("fuzz_script", Path(__file__).parents[1] / "scripts" / "fuzz.py")
+    assert spec is not None and spec.loader is not None
+    fuzz_script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz_script)
+    count, statuses, _, findings = fuzz_script.fuzz(CAMPAIGN_MINUTES, tmp_path)
+    assert findings == [] and count >= 20 and {0, 1, 2} <= set(statuses), (count, statuses)
 
 
 def test_the_generator_reaches_clean_and_failing_programs(workspace):

@@ -18,7 +18,7 @@ IN_PLACE = ("allreduce", "broadcast")  # one view per call, its own source and d
 
 
 def collective_operands(ctx: CheckContext) -> None:
-    world, rank = ctx.program.consts["WORLD_SIZE"], ctx.program.consts["RANK"]
+    world, rank = int(ctx.program.consts["WORLD_SIZE"]), int(ctx.program.consts["RANK"])  # launcher constants: ints
     for node in ctx.nodes:
         if not isinstance(node, CollectiveNode) or _root_outside(ctx, node, world):
             continue

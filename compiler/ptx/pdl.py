@@ -23,6 +23,8 @@ the wait is what a diagnostic shows.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from dataclasses import dataclass
 from enum import Enum
 
@@ -95,7 +97,7 @@ def _accesses(instruction: Instruction) -> list[tuple[str, str]]:
     return found
 
 
-def _origin(provenance: _Provenance, address: str) -> tuple[int, ...] | None | bool:
+def _origin(provenance: _Provenance, address: str) -> tuple[int, ...] | None | Literal[False]:
     """The parameters an address derives from, None for unknown origin, False for no buffer."""
     if address == "?":
         return None

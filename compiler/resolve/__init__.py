@@ -11,6 +11,7 @@ argument of the wrong kind, a `null` pointer, a baked value), is left to compile
 from __future__ import annotations
 
 from ...dsl import SourceFile, ast
+from ...dsl.source import real_path
 from ..config import CompileOptions
 from ..diagnostics import DiagnosticSink
 from ..model import Program
@@ -28,7 +29,7 @@ from .waivers import program_waivers
 def resolve(source: SourceFile, tree: ast.Module, options: CompileOptions, sink: DiagnosticSink,
             toolchain) -> Program:
     ctx = Context(options, sink, toolchain)
-    main = LoadedModule(source.path.resolve(), source, tree)
+    main = LoadedModule(real_path(source.path), source, tree)
     declarer = Declarer(ctx, main.path)
     declarer.populate(main)
     report_unused_defines(declarer, main)

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from ...dsl import ast
+from ...dsl.source import real_path
 from ..codes import PC107
 from ..consteval import Value, literal, representable
 from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind
@@ -154,7 +155,7 @@ def _load_init(ctx: Context, files: ProjectFiles, module: LoadedModule, expr: as
         ctx.sink.add(PC107, "`load` takes a path string", expr.args[0].span,
                      "write `load(\"file.npy\")`, relative to the .pipe file")
         raise Abort
-    path = (module.path.parent / value).resolve()
+    path = real_path(module.path.parent / value)
     if not files.allowed(path):
         files.refuse(value, expr.args[0].span)
         raise Abort

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...dsl import Span
+from ...dsl.source import real_path
 from ..codes import PC110
 from ..config import CompileOptions
 from ..diagnostics import DiagnosticSink
@@ -31,7 +32,7 @@ class ProjectFiles:
         some folder's reading of it lies outside them (refused whether it exists or not)."""
         refused = False
         for folder in (base, *self.include_dirs):
-            candidate = (folder / relative).resolve()
+            candidate = real_path(folder / relative)
             if not self.allowed(candidate):
                 refused = True
             elif candidate.is_file():

@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse_expression
+from ...dsl.source import real_path
 from .. import kernel_analysis
-from ..codes import PC106, PC109
+from ..codes import PC106, PC109, PC112
 from ..diagnostics import Label
 from ..kernel_records import CallSite, KernelRecord, LaunchControlRecord, SourceLocation, outermost
 from ..model import DTYPES, EarlyAccess, Extent, Kernel, KernelFinding, KernelSource, LaunchControl, Param
@@ -37,6 +38,14 @@ class KernelImporter:
                                                options.virtual_arch)
         except CompileFailed as failure:
             self._report_compile_failure(path, failure, decl.path.span)
+            return [(ident, None) for ident in decl.names or ()]
+        except kernel_analysis.KernelInputLimit as limit:  # too large to hand the compiler
+            where = limit.where
+            if where is None:
+                self.ctx.sink.add(PC112, limit.message, decl.path.span, limit.hint)
+            else:
+                self.ctx.sink.add(PC112, limit.message, Span(self.source(path), where.start, where.end),
+                                  limit.hint, labels=(Label(decl.path.span, "imported here"),))
             return [(ident, None) for ident in decl.names or ()]
         source = self.source(path)
         names = decl.names or tuple(ast.Ident(n, decl.path.span) for n in analysis.kernels)
@@ -143,7 +152,7 @@ class KernelImporter:
             return fallback
         path = Path(location.file)
         try:
-            source = self.source(path.resolve())
+            source = self.source(real_path(path))
         except OSError:
             return fallback
         line = min(max(location.line, 1), source.line_count)
