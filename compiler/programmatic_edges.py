@@ -88,6 +88,8 @@ def early_hazards(items: list[Node]) -> dict[int, list[EarlyHazard]]:
             found[index] = []
             for early in node.kernel.launch_control.early:
                 for access in bound_accesses(node, early):
+                    if access.start >= access.stop:  # an empty range touches nothing
+                        continue
                     key, span = id(access.buffer), (access.start, access.stop)
                     written = key in writes and writes[key].overlaps(*span)
                     read = key in reads and reads[key].overlaps(*span)
