@@ -36,7 +36,7 @@ if [[ $what == all || $what == tests ]]; then
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
 fi
 if [[ $what == all || $what == bench ]]; then
-    runs=("launch_overhead.py" "rl_step.py --scaling" "control_flow.py" "learning.py" "gemm_sharing.py" "trainer_step.py"
+    runs=("launch_overhead.py" "rl_step.py --scaling" "control_flow.py" "learning.py" "gemm_sharing.py"
           "live_update.py" "c51_step.py" "c51_step.py --precision bf16"
           "learning.py --pipe pipelines/c51_step.pipe" "trainer_step.py")
     # the one-GPU against two-GPU sweep needs two GPUs
