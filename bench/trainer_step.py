@@ -5,7 +5,7 @@ PyTorch (bench/torch_trainer.py: eager, CUDAGraph, torch.compile "reduce-overhea
 "max-autotune-no-cudagraphs" in one CUDAGraph) and JAX (bench/jax_trainer.py: jax.jit of a K-step
 lax.scan), in one process.
 
-    python bench/trainer_step.py [--layers 24] [--steps 2000] [--out DIR]
+    python bench/trainer_step.py [--layers 24] [--steps 2000] [--torch-modes MODE...] [--out DIR]
 
 Timing is bench/rl_step.py's (median of several runs after warm-up; CUDA events for pipec and
 PyTorch, wall time for JAX). The table gives steps/s, GPU microseconds per step, pipec's GPU
@@ -31,14 +31,14 @@ LABELS = {"pipec_graph": "pipec graph replay", "pipec_graph_ordinary": "pipec gr
           "torch_compile-graph": "torch.compile max-autotune in one CUDAGraph", "jax": "JAX jit + lax.scan"}
 
 
-def compare(layers: int, steps: int, jax_per_dispatch: int) -> dict:
+def compare(layers: int, steps: int, jax_per_dispatch: int, torch_modes=TORCH_MODES) -> dict:
     defines = {"LAYERS": layers}
     config = TrainerConfig.from_constants(pipe_constants(defines, PIPE))
     row: dict = {"layers": layers, "pipec_graph": time_pipec(defines, steps, eager=False, pipe=PIPE),
                  "pipec_graph_ordinary": time_pipec({**defines, "PDL": '"off"'}, steps, eager=False, pipe=PIPE)}
     for mode in TORCH_MODES:
-        row[f"torch_{mode}"] = time_torch(config, steps if mode != "eager" else max(20, steps // 10), mode,
-                                          "torch_trainer")
+        row[f"torch_{mode}"] = (time_torch(config, steps if mode != "eager" else max(20, steps // 10), mode,
+                                           "torch_trainer") if mode in torch_modes else None)
     row["jax"] = time_jax(config, steps, jax_per_dispatch, "jax_trainer")
     return row
 
@@ -70,16 +70,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", default="24", help="comma-separated LAYERS values (default 24)")
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--torch-modes", nargs="*", choices=TORCH_MODES, default=list(TORCH_MODES))
     parser.add_argument("--jax-steps-per-dispatch", type=int, default=100)
     parser.add_argument("--allow-missing", action="store_true", help="exit 0 when a baseline is missing")
     parser.add_argument("--out", type=Path, default=Path("out"))
     args = parser.parse_args(argv)
-    rows = [compare(int(n), args.steps, args.jax_steps_per_dispatch) for n in args.layers.split(",")]
+    rows = [compare(int(n), args.steps, args.jax_steps_per_dispatch, args.torch_modes)
+            for n in args.layers.split(",")]
     print_table(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     save_json(args.out / "trainer_step.json", {"environment": environment(), "rows": rows})
     missing = [f"{key} at LAYERS {r['layers']}: {next(iter(r[key].values()))}" for r in rows for key in LABELS
-               if not (isinstance(r.get(key), dict) and "steps_per_s" in r[key])]
+               if isinstance(r.get(key), dict) and "steps_per_s" not in r[key]]
     for line in missing:
         print(f"missing: {line}", file=sys.stderr)
     return 1 if missing and not args.allow_missing else 0
