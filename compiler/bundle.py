@@ -61,11 +61,16 @@ def virtual_arch(archs: tuple[str, ...]) -> str:
     return f"compute_{min(numbers)}"
 
 
+def initial_bytes_expected(spec: BufferSpec) -> bool:
+    """Whether the bundle holds the buffer's initial bytes (buffers/NAME.bin)."""
+    return spec.init.kind not in HOST_SET_INITS
+
+
 def initial_bytes(spec: BufferSpec) -> bytes | None:
     """The bytes the Python runtime uploads into the buffer at load, or None where it sets the
     buffer with a memset (zeros, uninit, fill): random values from their seed, loaded files
     converted to the buffer's type."""
-    if spec.init.kind in HOST_SET_INITS:
+    if not initial_bytes_expected(spec):
         return None
     import numpy as np
 

@@ -135,7 +135,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv[:1] == ["build"]:  # `pipec build FILE -o DIR` (a file named build: `./build`)
+            from .build_cli import main as build
+
+            return build(argv[1:])
         return _main(parser().parse_args(argv))
     finally:
         finish_stdout()

@@ -90,7 +90,10 @@ class DeviceBuffer:
 class BufferSet:
     """Every buffer of a plan, by name."""
 
-    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None, stream=0) -> None:
+    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None, stream=0,
+                 initial: dict[str, bytes] | None = None) -> None:
+        """`initial`: buffers' initial bytes (a bundle's buffers/NAME.bin) to upload instead of
+        computing their random or loaded values."""
         self.plan = plan
         self.driver = driver
         self.buffers: dict[str, DeviceBuffer] = {}
@@ -104,7 +107,7 @@ class BufferSet:
                     self.buffers[spec.name] = _bind_external(spec, driver, bind[spec.name], stream)
                 else:
                     self.buffers[spec.name] = _allocate(spec, driver)
-                    _initialise(self.buffers[spec.name])
+                    _initialise(self.buffers[spec.name], (initial or {}).get(spec.name))
         except BaseException:
             self.close()
             raise
@@ -145,8 +148,11 @@ def _allocate(spec: BufferSpec, driver: Driver) -> DeviceBuffer:
         raise
 
 
-def _initialise(buffer: DeviceBuffer) -> None:
+def _initialise(buffer: DeviceBuffer, contents: bytes | None = None) -> None:
     spec, init = buffer.spec, buffer.spec.init
+    if contents is not None:
+        buffer.write(np.frombuffer(contents, dtype=buffer.numpy_dtype))
+        return
     dtype = DTYPES[spec.dtype]
     if init.kind == "zeros":
         buffer.memset(4 if spec.nbytes % 4 == 0 else 1, 0)
