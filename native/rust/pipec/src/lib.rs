@@ -1,0 +1,529 @@
+//! Run pipec bundles from Rust: the graph `pipec build FILE -o DIR` describes, built explicitly
+//! and replayed by pipec's C runtime (`native/`, one header: `native/include/pipec.h`).
+//!
+//! [`sys`] holds the raw declarations; this module wraps them: a [`Pipeline`] owns what the C
+//! library opened and closes it on `Drop`; every call returns a [`Result`] whose [`Error`] carries
+//! the library's one-line message (`pipec_last_error`). Handles of the host's own CUDA objects
+//! (context, stream, device allocations, a graph) cross the boundary as raw pointers, so the
+//! calls that take them are `unsafe`: the host keeps them valid while the pipeline uses them.
+//!
+//! Thread safety follows the C library's: a `Pipeline` may move to another thread (`Send`) but
+//! is not shared between threads (`!Sync`; every call that changes it takes `&mut self`).
+//! Different pipelines may be used from different threads at once.
+
+pub mod plan;
+pub mod report;
+pub mod sys;
+
+use std::ffi::{CStr, CString};
+use std::fmt;
+use std::os::raw::{c_char, c_void};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::ptr::{self, NonNull};
+
+/// Why a call failed: the C status's meaning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidArgument,
+    Io,
+    Bundle,
+    Unsupported,
+    Bind,
+    Cuda,
+    Library,
+    OutOfMemory,
+    UpdateRefused,
+    State,
+    LaunchLimits,
+    /// A status this crate does not know (a newer library).
+    Other(i32),
+}
+
+impl ErrorKind {
+    pub fn from_status(status: sys::pipec_status) -> ErrorKind {
+        match status {
+            sys::PIPEC_ERROR_INVALID_ARGUMENT => ErrorKind::InvalidArgument,
+            sys::PIPEC_ERROR_IO => ErrorKind::Io,
+            sys::PIPEC_ERROR_BUNDLE => ErrorKind::Bundle,
+            sys::PIPEC_ERROR_UNSUPPORTED => ErrorKind::Unsupported,
+            sys::PIPEC_ERROR_BIND => ErrorKind::Bind,
+            sys::PIPEC_ERROR_CUDA => ErrorKind::Cuda,
+            sys::PIPEC_ERROR_LIBRARY => ErrorKind::Library,
+            sys::PIPEC_ERROR_OUT_OF_MEMORY => ErrorKind::OutOfMemory,
+            sys::PIPEC_ERROR_UPDATE_REFUSED => ErrorKind::UpdateRefused,
+            sys::PIPEC_ERROR_STATE => ErrorKind::State,
+            sys::PIPEC_ERROR_LAUNCH_LIMITS => ErrorKind::LaunchLimits,
+            other => ErrorKind::Other(other),
+        }
+    }
+}
+
+/// A failed call: its kind and one line saying what went wrong and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Error {
+    /// The error of a call that returned `status`, with this thread's last message.
+    fn from_status(status: sys::pipec_status) -> Error {
+        let message = unsafe { text(sys::pipec_last_error()) };
+        let message = if message.is_empty() { format!("a pipec call failed with status {status}") } else { message };
+        Error { kind: ErrorKind::from_status(status), message }
+    }
+
+    /// A mistake this crate finds before calling the library.
+    fn invalid(message: String) -> Error {
+        Error { kind: ErrorKind::InvalidArgument, message }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn check(status: sys::pipec_status) -> Result<()> {
+    if status == sys::PIPEC_OK {
+        Ok(())
+    } else {
+        Err(Error::from_status(status))
+    }
+}
+
+/// A C string the library returned, copied; "" for NULL.
+unsafe fn text(pointer: *const c_char) -> String {
+    if pointer.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(pointer).to_string_lossy().into_owned()
+    }
+}
+
+fn c_string(what: &str, value: &[u8]) -> Result<CString> {
+    CString::new(value)
+        .map_err(|_| Error::invalid(format!("{what} `{}` holds a NUL byte", String::from_utf8_lossy(value))))
+}
+
+fn c_path(path: &Path) -> Result<CString> {
+    c_string("the path", path.as_os_str().as_bytes())
+}
+
+/// The C library's version (`pipec_version`).
+pub fn version() -> String {
+    unsafe { text(sys::pipec_version()) }
+}
+
+/// Refuses a library of another ABI than the one `sys` declares.
+fn check_abi() -> Result<()> {
+    let abi = unsafe { sys::pipec_abi_version() };
+    if abi == sys::PIPEC_ABI_VERSION {
+        return Ok(());
+    }
+    Err(Error {
+        kind: ErrorKind::Unsupported,
+        message: format!(
+            "the pipec C library {} has ABI version {abi}; this crate declares version {}",
+            version(),
+            sys::PIPEC_ABI_VERSION
+        ),
+    })
+}
+
+/// A buffer's element type, as the plan names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+    F64,
+    I32,
+    U32,
+    I64,
+    U64,
+    U8,
+    /// Only as a binding's type: a bf16 buffer takes u16 bit patterns too.
+    U16,
+}
+
+const DTYPES: [(DType, sys::pipec_dtype); 10] = [
+    (DType::F32, sys::PIPEC_F32),
+    (DType::F16, sys::PIPEC_F16),
+    (DType::BF16, sys::PIPEC_BF16),
+    (DType::F64, sys::PIPEC_F64),
+    (DType::I32, sys::PIPEC_I32),
+    (DType::U32, sys::PIPEC_U32),
+    (DType::I64, sys::PIPEC_I64),
+    (DType::U64, sys::PIPEC_U64),
+    (DType::U8, sys::PIPEC_U8),
+    (DType::U16, sys::PIPEC_U16),
+];
+
+impl DType {
+    pub fn raw(self) -> sys::pipec_dtype {
+        DTYPES.iter().find(|(d, _)| *d == self).map(|(_, raw)| *raw).expect("every DType has its code")
+    }
+
+    pub fn from_raw(raw: sys::pipec_dtype) -> Option<DType> {
+        DTYPES.iter().find(|(_, r)| *r == raw).map(|(d, _)| *d)
+    }
+
+    /// Whether piperun prints its values as integers (`str(v)`) rather than `{v:.4g}`.
+    pub fn is_integer(self) -> bool {
+        !matches!(self, DType::F32 | DType::F16 | DType::BF16 | DType::F64)
+    }
+}
+
+/// One of the host's device allocations used as a named buffer's memory.
+#[derive(Clone, Debug)]
+pub struct Binding {
+    pub buffer: String,
+    pub pointer: sys::CUdeviceptr,
+    pub bytes: usize,
+    pub dtype: DType,
+}
+
+/// How a pipeline opens; `Options::default()` is the C library's defaults: device 0's primary
+/// context, a stream of the pipeline's own, every buffer allocated by pipec.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub device: i32,
+    context: sys::CUcontext,
+    stream: sys::CUstream,
+    bindings: Vec<Binding>,
+    nccl_comm: *mut c_void,
+    /// The CUDA driver library to load (default: $PIPEC_DRIVER_LIBRARY, else libcuda.so.1).
+    pub driver_library: Option<PathBuf>,
+    /// The cuBLASLt library, for plans with GEMM nodes.
+    pub cublaslt_library: Option<PathBuf>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            device: 0,
+            context: ptr::null_mut(),
+            stream: ptr::null_mut(),
+            bindings: Vec::new(),
+            nccl_comm: ptr::null_mut(),
+            driver_library: None,
+            cublaslt_library: None,
+        }
+    }
+}
+
+impl Options {
+    /// Use the host's context instead of the device's primary one.
+    ///
+    /// # Safety
+    /// `context` is a valid CUDA context that outlives the pipeline.
+    pub unsafe fn context(mut self, context: sys::CUcontext) -> Options {
+        self.context = context;
+        self
+    }
+
+    /// Enqueue on the host's stream instead of one of the pipeline's own.
+    ///
+    /// # Safety
+    /// `stream` is a valid stream of the pipeline's context that outlives the pipeline.
+    pub unsafe fn stream(mut self, stream: sys::CUstream) -> Options {
+        self.stream = stream;
+        self
+    }
+
+    /// Use the host's allocation as buffer `binding.buffer` (its size and type are checked
+    /// against the plan when the pipeline opens).
+    ///
+    /// # Safety
+    /// `binding.pointer` addresses `binding.bytes` bytes of device memory that stay allocated
+    /// until the pipeline is closed; pipec never frees them.
+    pub unsafe fn bind(mut self, binding: Binding) -> Options {
+        self.bindings.push(binding);
+        self
+    }
+
+    /// The communicator of a plan with collective nodes.
+    ///
+    /// # Safety
+    /// `comm` is an `ncclComm_t` the host created, valid while the pipeline is open.
+    pub unsafe fn nccl_comm(mut self, comm: *mut c_void) -> Options {
+        self.nccl_comm = comm;
+        self
+    }
+}
+
+/// `Options` as the C structure, with the strings and the binding table it points into.
+struct RawOptions {
+    _names: Vec<CString>,
+    _libraries: (Option<CString>, Option<CString>),
+    _bindings: Vec<sys::pipec_binding>,
+    raw: sys::pipec_options,
+}
+
+impl RawOptions {
+    fn new(options: &Options) -> Result<RawOptions> {
+        let names = options
+            .bindings
+            .iter()
+            .map(|b| c_string("the buffer name", b.buffer.as_bytes()))
+            .collect::<Result<Vec<_>>>()?;
+        let bindings: Vec<sys::pipec_binding> = options
+            .bindings
+            .iter()
+            .zip(&names)
+            .map(|(b, name)| sys::pipec_binding {
+                buffer: name.as_ptr(),
+                pointer: b.pointer,
+                bytes: b.bytes,
+                dtype: b.dtype.raw(),
+            })
+            .collect();
+        let library = |path: &Option<PathBuf>| path.as_deref().map(c_path).transpose();
+        let libraries = (library(&options.driver_library)?, library(&options.cublaslt_library)?);
+        let mut raw = unsafe {
+            let mut raw = std::mem::MaybeUninit::<sys::pipec_options>::zeroed();
+            sys::pipec_options_init(raw.as_mut_ptr());
+            raw.assume_init()
+        };
+        raw.device = options.device;
+        raw.context = options.context;
+        raw.stream = options.stream;
+        raw.bindings = if bindings.is_empty() { ptr::null() } else { bindings.as_ptr() };
+        raw.binding_count = bindings.len();
+        raw.nccl_comm = options.nccl_comm;
+        raw.driver_library = libraries.0.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        raw.cublaslt_library = libraries.1.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        Ok(RawOptions { _names: names, _libraries: libraries, _bindings: bindings, raw })
+    }
+}
+
+/// Where a buffer lives: its device address, size and type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferInfo {
+    pub pointer: sys::CUdeviceptr,
+    pub bytes: usize,
+    pub dtype: DType,
+}
+
+/// The outcome of [`Pipeline::verify`]: eager steps against graph replays, bit for bit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub ok: bool,
+    pub buffers: usize,
+    pub mismatches: usize,
+    /// The first mismatch, as `piperun --verify` describes it ("" when ok).
+    pub first: String,
+}
+
+/// One file of an in-memory bundle (`manifest.json`, `plan.json`, `modules/0.sm_90.cubin`, ...).
+#[derive(Clone, Copy, Debug)]
+pub struct BundleFile<'a> {
+    pub path: &'a str,
+    pub data: &'a [u8],
+}
+
+/// An open pipeline: its buffers allocated and initialised, the step's graph built and
+/// instantiated. Closed (everything it owns freed) on `Drop`, or by [`Pipeline::close`], which
+/// also reports a failure.
+pub struct Pipeline {
+    raw: NonNull<sys::pipec_pipeline>,
+}
+
+// The C library lets any thread call into a pipeline, one call at a time: `&mut self` and the
+// absence of `Sync` give exactly that.
+unsafe impl Send for Pipeline {}
+
+impl Pipeline {
+    /// Opens the bundle in folder `dir` (what `pipec build FILE -o DIR` wrote).
+    pub fn open_dir(dir: impl AsRef<Path>, options: &Options) -> Result<Pipeline> {
+        check_abi()?;
+        let dir = c_path(dir.as_ref())?;
+        let raw = RawOptions::new(options)?;
+        let mut out = ptr::null_mut();
+        Pipeline::opened(unsafe { sys::pipec_open_dir(dir.as_ptr(), &raw.raw, &mut out) }, out)
+    }
+
+    /// Opens a bundle held in memory, one entry per file; the library copies what it keeps.
+    pub fn open_memory(files: &[BundleFile<'_>], options: &Options) -> Result<Pipeline> {
+        check_abi()?;
+        let paths = files.iter().map(|f| c_string("the bundle path", f.path.as_bytes())).collect::<Result<Vec<_>>>()?;
+        let table: Vec<sys::pipec_file> = files
+            .iter()
+            .zip(&paths)
+            .map(|(f, path)| sys::pipec_file { path: path.as_ptr(), data: f.data.as_ptr().cast(), size: f.data.len() })
+            .collect();
+        let raw = RawOptions::new(options)?;
+        let mut out = ptr::null_mut();
+        let status = unsafe { sys::pipec_open_memory(table.as_ptr(), table.len(), &raw.raw, &mut out) };
+        Pipeline::opened(status, out)
+    }
+
+    fn opened(status: sys::pipec_status, out: *mut sys::pipec_pipeline) -> Result<Pipeline> {
+        check(status)?;
+        NonNull::new(out).map(|raw| Pipeline { raw }).ok_or_else(|| Error {
+            kind: ErrorKind::Other(status),
+            message: "the pipec C library reported success and gave no pipeline".to_string(),
+        })
+    }
+
+    fn ptr(&self) -> *mut sys::pipec_pipeline {
+        self.raw.as_ptr()
+    }
+
+    /// Enqueues `n` replays of the step on the pipeline's stream (asynchronous).
+    pub fn step(&mut self, n: u64) -> Result<()> {
+        check(unsafe { sys::pipec_step(self.ptr(), n) })
+    }
+
+    /// Enqueues `n` replays ordered after the work enqueued on `stream` so far.
+    ///
+    /// # Safety
+    /// `stream` is a valid stream of the pipeline's context.
+    pub unsafe fn launch(&mut self, stream: sys::CUstream, n: u64) -> Result<()> {
+        check(sys::pipec_launch(self.ptr(), stream, n))
+    }
+
+    /// Waits for everything the pipeline enqueued.
+    pub fn synchronize(&mut self) -> Result<()> {
+        check(unsafe { sys::pipec_synchronize(self.ptr()) })
+    }
+
+    /// The stream the pipeline enqueues on.
+    pub fn stream(&self) -> sys::CUstream {
+        unsafe { sys::pipec_stream(self.ptr()) }
+    }
+
+    /// A labelled diagnostic, read from mapped memory without a synchronise.
+    pub fn read_diag(&self, label: &str) -> Result<f64> {
+        let label = c_string("the label", label.as_bytes())?;
+        let mut value = 0.0;
+        check(unsafe { sys::pipec_read_diag(self.ptr(), label.as_ptr(), &mut value) })?;
+        Ok(value)
+    }
+
+    /// Every labelled diagnostic, in piperun's order, with its value now.
+    pub fn diagnostics(&self) -> Result<Vec<(String, f64)>> {
+        let count = unsafe { sys::pipec_diag_count(self.ptr()) };
+        (0..count)
+            .map(|index| {
+                let (mut label, mut value) = (ptr::null(), 0.0);
+                check(unsafe { sys::pipec_diag_at(self.ptr(), index, &mut label, &mut value) })?;
+                Ok((unsafe { text(label) }, value))
+            })
+            .collect()
+    }
+
+    /// A buffer's address, size and type.
+    pub fn buffer(&self, name: &str) -> Result<BufferInfo> {
+        let name = c_string("the buffer name", name.as_bytes())?;
+        let (mut pointer, mut bytes, mut dtype) = (0, 0, 0);
+        check(unsafe { sys::pipec_buffer(self.ptr(), name.as_ptr(), &mut pointer, &mut bytes, &mut dtype) })?;
+        let dtype = DType::from_raw(dtype).ok_or_else(|| Error {
+            kind: ErrorKind::Unsupported,
+            message: format!(
+                "buffer `{}` has element type code {dtype}, which this crate does not know",
+                name.to_string_lossy()
+            ),
+        })?;
+        Ok(BufferInfo { pointer, bytes, dtype })
+    }
+
+    /// Every buffer's name, in the plan's order.
+    pub fn buffer_names(&self) -> Vec<String> {
+        let count = unsafe { sys::pipec_buffer_count(self.ptr()) };
+        (0..count).map(|i| unsafe { text(sys::pipec_buffer_name(self.ptr(), i)) }).collect()
+    }
+
+    /// A host copy of a buffer, after everything enqueued so far (`out` is its size).
+    pub fn read_buffer(&mut self, name: &str, out: &mut [u8]) -> Result<()> {
+        let name = c_string("the buffer name", name.as_bytes())?;
+        check(unsafe { sys::pipec_read_buffer(self.ptr(), name.as_ptr(), out.as_mut_ptr().cast(), out.len()) })
+    }
+
+    /// Overwrites a buffer with `data` (its size), after everything enqueued so far.
+    pub fn write_buffer(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        let name = c_string("the buffer name", name.as_bytes())?;
+        check(unsafe { sys::pipec_write_buffer(self.ptr(), name.as_ptr(), data.as_ptr().cast(), data.len()) })
+    }
+
+    /// A live update from the plan of the same file with new constants (`pipec --emit plan -D`);
+    /// the count of kernel nodes changed.
+    pub fn update_plan(&mut self, plan_json: &str) -> Result<usize> {
+        let mut changed = 0;
+        check(unsafe { sys::pipec_update_plan(self.ptr(), plan_json.as_ptr().cast(), plan_json.len(), &mut changed) })?;
+        Ok(changed)
+    }
+
+    /// The step's nodes launched one by one, `n` times.
+    pub fn run_eager(&mut self, n: u64) -> Result<()> {
+        check(unsafe { sys::pipec_run_eager(self.ptr(), n) })
+    }
+
+    /// `piperun --verify steps`: eager steps against graph replays from one state.
+    pub fn verify(&mut self, steps: u64) -> Result<VerifyReport> {
+        let mut report = sys::pipec_verify_report {
+            version: sys::PIPEC_OPTIONS_VERSION,
+            ok: 0,
+            buffers: 0,
+            mismatches: 0,
+            first: [0; 1024],
+        };
+        check(unsafe { sys::pipec_verify(self.ptr(), steps, &mut report) })?;
+        let first = unsafe { text(report.first.as_ptr()) };
+        Ok(VerifyReport { ok: report.ok != 0, buffers: report.buffers, mismatches: report.mismatches, first })
+    }
+
+    /// Saves every buffer in the Python runtime's format (`dir/state.safetensors`).
+    pub fn save_state(&mut self, dir: impl AsRef<Path>, steps: u64) -> Result<()> {
+        let dir = c_path(dir.as_ref())?;
+        check(unsafe { sys::pipec_save_state(self.ptr(), dir.as_ptr(), steps) })
+    }
+
+    /// Loads a state the Python runtime or `save_state` wrote.
+    pub fn load_state(&mut self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = c_path(dir.as_ref())?;
+        check(unsafe { sys::pipec_load_state(self.ptr(), dir.as_ptr()) })
+    }
+
+    /// Adds the step's nodes into the host's graph after `deps`; with `last`, an empty node
+    /// after every last node of the step, for the host's next node to depend on.
+    ///
+    /// # Safety
+    /// `graph` is a valid graph of the pipeline's context and `deps` are nodes of it; the
+    /// graph's executables run only while the pipeline is open.
+    pub unsafe fn add_to_graph(
+        &mut self,
+        graph: sys::CUgraph,
+        deps: &[sys::CUgraphNode],
+        last: bool,
+    ) -> Result<Option<sys::CUgraphNode>> {
+        let mut out = ptr::null_mut();
+        let out_last = if last { &mut out as *mut sys::CUgraphNode } else { ptr::null_mut() };
+        check(sys::pipec_add_to_graph(self.ptr(), graph, deps.as_ptr(), deps.len(), out_last))?;
+        Ok(if last { Some(out) } else { None })
+    }
+
+    /// Waits for the pipeline's work and frees it, reporting a failure (`Drop` cannot).
+    pub fn close(self) -> Result<()> {
+        let raw = self.ptr();
+        std::mem::forget(self);
+        check(unsafe { sys::pipec_close(raw) })
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        // A failure to close cannot be returned from here; `close` reports it.
+        unsafe { sys::pipec_close(self.ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests;
