@@ -1,32 +1,40 @@
-//! Links pipec's C runtime: from `$PIPEC_LIB_DIR` when set (a prebuilt `libpipec.a` or
-//! `libpipec.so`), else built here from the repository's `native/` folder with CMake (which this
-//! crate's folder sits in: `native/rust/pipec`). Only std: a build script may not depend on a
-//! crate either, as nothing can be downloaded.
+//! Links pipec's C runtime, `libpipec_runtime`: from `$PIPEC_LIB_DIR` when set (a prebuilt
+//! `libpipec_runtime.a`, else `.so`), else built here from the repository's `native/` folder
+//! with CMake (this crate sits in `native/rust/pipec`), together with the fake CUDA driver the
+//! tests open pipelines on (`PIPEC_FAKE_DRIVER` for them; `$PIPEC_FAKE_DRIVER` overrides it).
+//! Only std: a build script may not depend on a crate either, as nothing can be downloaded.
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+const STATIC: &str = "libpipec_runtime.a";
+const SHARED: &str = "libpipec_runtime.so";
+const FAKE_DRIVER: &str = "libfake_cuda.so";
+
 fn main() {
     println!("cargo:rerun-if-env-changed=PIPEC_LIB_DIR");
+    println!("cargo:rerun-if-env-changed=PIPEC_FAKE_DRIVER");
     let folder = match env::var_os("PIPEC_LIB_DIR") {
         Some(dir) => PathBuf::from(dir),
         None => build_with_cmake(),
     };
-    let static_library = folder.join("libpipec.a");
-    let shared_library = folder.join("libpipec.so");
     println!("cargo:rustc-link-search=native={}", folder.display());
-    if static_library.is_file() {
-        println!("cargo:rustc-link-lib=static=pipec");
-        // what the C library itself links: dlopen for the driver, threads, libm
-        for system in ["dl", "pthread", "m"] {
+    if folder.join(STATIC).is_file() {
+        println!("cargo:rustc-link-lib=static=pipec_runtime");
+        // what the C library itself links: dlopen for the driver, and libm
+        for system in ["dl", "m"] {
             println!("cargo:rustc-link-lib={system}");
         }
-    } else if shared_library.is_file() {
-        println!("cargo:rustc-link-lib=dylib=pipec");
+    } else if folder.join(SHARED).is_file() {
+        println!("cargo:rustc-link-lib=dylib=pipec_runtime");
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", folder.display());
     } else {
-        fail(&format!("{} holds neither libpipec.a nor libpipec.so", folder.display()));
+        fail(&format!("{} holds neither {STATIC} nor {SHARED}", folder.display()));
+    }
+    let fake = env::var_os("PIPEC_FAKE_DRIVER").map(PathBuf::from).or_else(|| find(&folder, FAKE_DRIVER));
+    if let Some(fake) = fake {
+        println!("cargo:rustc-env=PIPEC_FAKE_DRIVER={}", fake.display());
     }
     println!("cargo:root={}", folder.display()); // DEP_PIPEC_ROOT for crates that link it too
 }
@@ -46,27 +54,30 @@ fn build_with_cmake() -> PathBuf {
         println!("cargo:rerun-if-changed={}", source.join(watched).display());
     }
     let build = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR")).join("cmake");
-    run(Command::new("cmake").arg("-S").arg(&source).arg("-B").arg(&build).arg("-DCMAKE_BUILD_TYPE=Release"));
-    run(Command::new("cmake").arg("--build").arg(&build).arg("--target").arg("pipec").arg("--parallel"));
-    find_library(&build)
-        .unwrap_or_else(|| fail(&format!("CMake built no libpipec.a or libpipec.so under {}", build.display())))
+    run(Command::new("cmake").arg("-S").arg(&source).arg("-B").arg(&build).args([
+        "-DCMAKE_BUILD_TYPE=Release",
+        "-DPIPEC_TESTS=ON",
+        "-DPIPEC_EXAMPLES=OFF",
+    ]));
+    run(Command::new("cmake").arg("--build").arg(&build).arg("--parallel").args([
+        "--target",
+        "pipec_runtime_static",
+        "--target",
+        "fake_cuda",
+    ]));
+    find(&build, STATIC)
+        .and_then(|library| library.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| fail(&format!("CMake built no {STATIC} under {}", build.display())))
 }
 
-fn find_library(folder: &Path) -> Option<PathBuf> {
-    let entries = std::fs::read_dir(folder).ok()?;
-    let mut subfolders = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name();
-        if name == "libpipec.a" || name == "libpipec.so" {
-            return Some(folder.to_path_buf());
-        }
-        if path.is_dir() {
-            subfolders.push(path);
-        }
+/// The file `name` in `folder` or below it.
+fn find(folder: &Path, name: &str) -> Option<PathBuf> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(folder).ok()?.flatten().map(|e| e.path()).collect();
+    entries.sort();
+    if let Some(found) = entries.iter().find(|p| p.file_name().is_some_and(|n| n == name)) {
+        return Some(found.clone());
     }
-    subfolders.sort();
-    subfolders.iter().find_map(|sub| find_library(sub))
+    entries.iter().filter(|p| p.is_dir()).find_map(|sub| find(sub, name))
 }
 
 fn run(command: &mut Command) {

@@ -9,7 +9,8 @@
 //!
 //! The GPU time comes from CUDA events on the pipeline's stream, as piperun measures it: the
 //! example loads the driver itself (dlopen, as the C library does; nothing to link), retains
-//! device 0's primary context and hands it to the pipeline (`Options::context`).
+//! device 0's primary context, hands it to the pipeline (`Options::context`) and makes it
+//! current on its own thread for the events.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CString};
 use std::process::ExitCode;
@@ -37,7 +38,8 @@ struct Driver {
     device_get: unsafe extern "C" fn(*mut c_int, c_int) -> c_int,
     primary_retain: unsafe extern "C" fn(*mut CUcontext, c_int) -> c_int,
     primary_release: unsafe extern "C" fn(c_int) -> c_int,
-    set_current: unsafe extern "C" fn(CUcontext) -> c_int,
+    push_current: unsafe extern "C" fn(CUcontext) -> c_int,
+    pop_current: unsafe extern "C" fn(*mut CUcontext) -> c_int,
     event_create: unsafe extern "C" fn(*mut CuEvent, c_uint) -> c_int,
     event_record: unsafe extern "C" fn(CuEvent, CUstream) -> c_int,
     event_synchronize: unsafe extern "C" fn(CuEvent) -> c_int,
@@ -59,9 +61,10 @@ impl Driver {
                 init: function(library, &path, "cuInit")?,
                 device_get: function(library, &path, "cuDeviceGet")?,
                 primary_retain: function(library, &path, "cuDevicePrimaryCtxRetain")?,
-                // cuda.h names these by #define: cuDevicePrimaryCtxRelease is the _v2 entry point
+                // cuda.h names the _v2 entry points by #define (cuDevicePrimaryCtxRelease, ...)
                 primary_release: function(library, &path, "cuDevicePrimaryCtxRelease_v2")?,
-                set_current: function(library, &path, "cuCtxSetCurrent")?,
+                push_current: function(library, &path, "cuCtxPushCurrent_v2")?,
+                pop_current: function(library, &path, "cuCtxPopCurrent_v2")?,
                 event_create: function(library, &path, "cuEventCreate")?,
                 event_record: function(library, &path, "cuEventRecord")?,
                 event_synchronize: function(library, &path, "cuEventSynchronize")?,
@@ -139,8 +142,13 @@ fn run(args: &Arguments) -> Result<(), String> {
         cuda((driver.device_get)(&mut device, 0), "cuDeviceGet")?;
         cuda((driver.primary_retain)(&mut context, device), "cuDevicePrimaryCtxRetain")?;
     }
-    let result =
-        unsafe { cuda((driver.set_current)(context), "cuCtxSetCurrent") }.and_then(|()| replay(&driver, context, args));
+    // The events below are made in the pipeline's context: current on this thread meanwhile.
+    let result = unsafe { cuda((driver.push_current)(context), "cuCtxPushCurrent") }.and_then(|()| {
+        let replayed = replay(&driver, context, args);
+        let mut popped: CUcontext = std::ptr::null_mut();
+        unsafe { (driver.pop_current)(&mut popped) };
+        replayed
+    });
     unsafe { (driver.primary_release)(device) };
     result
 }

@@ -194,15 +194,13 @@ pub struct Binding {
 /// context, a stream of the pipeline's own, every buffer allocated by pipec.
 #[derive(Clone, Debug)]
 pub struct Options {
-    pub device: i32,
+    device: i32,
     context: sys::CUcontext,
     stream: sys::CUstream,
     bindings: Vec<Binding>,
     nccl_comm: *mut c_void,
-    /// The CUDA driver library to load (default: $PIPEC_DRIVER_LIBRARY, else libcuda.so.1).
-    pub driver_library: Option<PathBuf>,
-    /// The cuBLASLt library, for plans with GEMM nodes.
-    pub cublaslt_library: Option<PathBuf>,
+    driver_library: Option<PathBuf>,
+    cublaslt_library: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -220,6 +218,25 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The device whose primary context the pipeline uses (without `context`).
+    pub fn device(mut self, ordinal: i32) -> Options {
+        self.device = ordinal;
+        self
+    }
+
+    /// The CUDA driver library to load (default: $PIPEC_DRIVER_LIBRARY, else libcuda.so.1).
+    pub fn driver_library(mut self, path: impl Into<PathBuf>) -> Options {
+        self.driver_library = Some(path.into());
+        self
+    }
+
+    /// The cuBLASLt library, for plans with GEMM nodes (default: $PIPEC_CUBLASLT_LIBRARY, else
+    /// libcublasLt.so.13, then .12).
+    pub fn cublaslt_library(mut self, path: impl Into<PathBuf>) -> Options {
+        self.cublaslt_library = Some(path.into());
+        self
+    }
+
     /// Use the host's context instead of the device's primary one.
     ///
     /// # Safety

@@ -150,10 +150,7 @@ fn dtypes_round_trip_and_know_integers() {
 #[test]
 fn the_raw_options_point_into_what_they_own() {
     let binding = Binding { buffer: "weights".into(), pointer: 0x1000, bytes: 64, dtype: DType::BF16 };
-    let options = unsafe {
-        Options { device: 3, driver_library: Some("/opt/fake/libcuda.so".into()), ..Options::default() }
-            .bind(binding.clone())
-    };
+    let options = unsafe { Options::default().device(3).driver_library("/opt/fake/libcuda.so").bind(binding.clone()) };
     let raw = RawOptions::new(&options).unwrap();
     assert_eq!((raw.raw.version, raw.raw.device, raw.raw.binding_count), (sys::PIPEC_OPTIONS_VERSION, 3, 1));
     assert!(raw.raw.context.is_null() && raw.raw.stream.is_null() && raw.raw.cublaslt_library.is_null());
