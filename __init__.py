@@ -28,7 +28,7 @@ ERRORS = {
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
     "UsageError": "compiler.cli", "GemmError": "runtime.gemm", "LibraryRecordingError": "runtime.library",
     "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
-    "BundleError": "compiler.bundle",
+    "BundleError": "compiler.bundle_format",
 }
 
 __all__ = ["BindError", "BundleError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",

@@ -17,16 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._version import __version__
-from ..compiler.bundle import (
-    FORMAT, FORMAT_VERSION, MANIFEST, PLAN, BundleError, buffer_path, cubin_path, initial_bytes_expected, ptx_path,
-    virtual_arch,
+from ..compiler import cache
+from ..compiler.bundle_format import (
+    FORMAT, FORMAT_VERSION, MANIFEST, PLAN, BundleError, arch_number, buffer_path, cubin_path, initial_bytes_expected,
+    ptx_path, virtual_arch,
 )
-from ..compiler.plan_schema import Plan, from_json
+from ..compiler.plan_schema import Plan, collective_sequence, from_json
 from .distributed import connect
 from .driver import Device, Driver, open_device, release_device
-from .launchers import Launch
-from .load import PipelineError, start_pipeline
+from .gemm import GemmError, GemmSettings
+from .launchers import SINGLE, Launch
+from .library import LibraryRecordingError
+from .load import PipelineError
 from .pipeline import Pipeline
+from .resources import LaunchLimitsExceeded
 
 # A manifest's path: folders and names of letters, digits, `_`, `-` and `.`, never `..`.
 _SAFE_PATH = re.compile(r"(?!.*(?:^|/)\.\.(?:/|$))[\w.-]+(?:/[\w.-]+)*")
@@ -53,7 +57,7 @@ class Bundle:
         if arch is not None:
             return tuple(self.files[cubin_path(m.index, arch)] for m in self.plan.modules)
         target = virtual_arch(self.archs)
-        if _number(device.arch) < int(target.removeprefix("compute_")):
+        if arch_number(device.arch) < int(target.removeprefix("compute_")):
             raise BundleError(f"{self.directory} holds cubins for {', '.join(self.archs)} and PTX for {target}, "
                               f"none of which runs on {device.describe()}: rebuild it with "
                               f"`pipec build --arch {device.arch}`")
@@ -115,12 +119,21 @@ def load_bundle(directory: str | Path, *, device: int = 0, bind: dict[str, objec
     opened = open_device(device, driver)
     try:
         binaries = bundle.binaries(opened)
+        # as `pipec.load`: chosen GEMM algorithms are kept in (and reused from) the artifact cache
+        gemm = GemmSettings(gemm_library, cache.cache_dir() / "gemm" if cache.enabled() else None, False)
+        distributed = None
+        if launch is not None or collective_sequence(bundle.plan):
+            distributed = connect_ranks(bundle.plan, launch or SINGLE)
     except BaseException:
         release_device(opened)
         raise
-    return start_pipeline(bundle.plan, binaries, opened, str(directory), [], bind=bind, drop_nodes=drop_nodes,
-                          tune_gemms=False, gemm_library=gemm_library, launch=launch, connect_ranks=connect_ranks,
-                          initial=initial)
+    try:  # the pipeline releases the device if it fails
+        return Pipeline(bundle.plan, binaries, opened, bind=bind, drop_nodes=drop_nodes, gemm=gemm,
+                        distributed=distributed, initial=initial)
+    except (GemmError, LibraryRecordingError) as error:
+        raise PipelineError([], f"{directory}: {error}") from None
+    except LaunchLimitsExceeded as error:  # no sources to point into: the plan's locations
+        raise PipelineError([], "; ".join(f"{f.location}: {f.message}" for f in error.findings)) from None
 
 
 def _manifest(directory: Path) -> dict:
@@ -173,5 +186,3 @@ def _checked_file(directory: Path, relative: str, digest: object) -> bytes:
     return data
 
 
-def _number(arch: str) -> int:
-    return int(re.sub(r"[af]$", "", arch).removeprefix("sm_"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..compiler.bundle import MANIFEST
+from ..compiler.bundle_format import MANIFEST
 from ..compiler.cli import UsageError
 
 

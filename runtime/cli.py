@@ -165,7 +165,7 @@ def _main(args) -> int:
         if launch.rank != 0:  # one progress bar and one plot per run: rank 0's
             args.no_progress, args.plot = True, None
     try:
-        from ..compiler.bundle import BundleError
+        from ..compiler.bundle_format import BundleError
         from .bundle import load_bundle
         from .collectives import CollectiveFailed
         from .driver import CudaError, NoDevice

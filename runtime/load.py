@@ -99,20 +99,6 @@ def load(path: str | Path, *, device: int = 0, bind: dict[str, object] | None = 
     except BaseException:
         release_device(opened)
         raise
-    return start_pipeline(plan, binaries, opened, str(path), sources, bind=bind, drop_nodes=drop_nodes,
-                          recompile=lambda values: compile_plan({**defines, **values})[0],
-                          tune_gemms=tune_gemms, gemm_library=gemm_library, launch=launch,
-                          connect_ranks=connect_ranks)
-
-
-def start_pipeline(plan: Plan, binaries, opened, where: str, sources: list[SourceFile], *,
-                   bind: dict[str, object] | None, drop_nodes: frozenset[str] = frozenset(), recompile=None,
-                   tune_gemms: bool, gemm_library, launch: Launch | None, connect_ranks,
-                   initial: dict[str, bytes] | None = None) -> Pipeline:
-    """The `Pipeline` of a plan whose modules are compiled (`binaries`), on the opened device,
-    which it releases if it fails. `where` names the pipeline in messages; `sources` (none for
-    a bundle) locate a launch over the device's limits; `initial` holds buffers' initial bytes
-    (a bundle's), used instead of computing them."""
     try:
         gemm = GemmSettings(gemm_library, cache.cache_dir() / "gemm" if cache.enabled() else None, tune_gemms)
         distributed = None
@@ -122,13 +108,12 @@ def start_pipeline(plan: Plan, binaries, opened, where: str, sources: list[Sourc
         release_device(opened)
         raise
     try:
-        return Pipeline(plan, binaries, opened, bind=bind, drop_nodes=drop_nodes, recompile=recompile,
-                        gemm=gemm, distributed=distributed, initial=initial)
+        return Pipeline(plan, binaries, opened, bind=bind, drop_nodes=drop_nodes,
+                        recompile=lambda values: compile_plan({**defines, **values})[0],
+                        gemm=gemm, distributed=distributed)
     except (GemmError, LibraryRecordingError) as error:
-        raise PipelineError([], f"{where}: {error}") from None
+        raise PipelineError([], f"{path}: {error}") from None
     except LaunchLimitsExceeded as error:
-        if not sources:
-            raise PipelineError([], "; ".join(f"{f.location}: {f.message}" for f in error.findings)) from None
         by_path = {s.display_path(): s for s in sources}
         raise PipelineError([_diagnostic(f, by_path) for f in error.findings]) from None
 

@@ -15,7 +15,8 @@ import pytest
 from fake_cublaslt import FakeCublasLt
 from fake_cuda import Conditional, KernelLaunch, Memcpy, Memset, fake_driver
 from pipec.compiler import compile_file, load_settings
-from pipec.compiler.bundle import BundleError, write_bundle
+from pipec.compiler.bundle import write_bundle
+from pipec.compiler.bundle_format import BundleError
 from pipec.runtime import load
 from pipec.runtime.bundle import load_bundle
 
