@@ -158,12 +158,23 @@ def _initialise(buffer: DeviceBuffer) -> None:
             buffer.memset(size, pattern)
         else:
             buffer.write(np.full(spec.shape, pattern, dtype=np.uint64).view(buffer.numpy_dtype))
-    elif init.kind in ("uniform", "normal"):
-        buffer.write(random_values(spec, dtype))
+    else:
+        buffer.write(initial_array(spec))
+
+
+def initial_array(spec: BufferSpec) -> np.ndarray:
+    """The values of a buffer declared with random or loaded contents, as the buffer holds
+    them (what `_initialise` uploads, and a bundle's buffers/NAME.bin holds)."""
+    init = spec.init
+    if init.kind in ("uniform", "normal"):
+        values = random_values(spec, DTYPES[spec.dtype])
     elif init.kind == "load":
-        buffer.write(np.load(Path(init.path), allow_pickle=False))
+        values = np.load(Path(init.path), allow_pickle=False)
     else:  # pragma: no cover - the compiler admits no other kind
         raise ValueError(f"unknown initial value {init.kind}")
+    if spec.dtype == "bf16" and values.dtype == np.uint16:
+        values = values.view(host_dtype("bf16"))  # bit patterns, as DeviceBuffer.write takes them
+    return np.ascontiguousarray(values, dtype=host_dtype(spec.dtype)).reshape(spec.shape)
 
 
 def random_values(spec: BufferSpec, dtype) -> np.ndarray:
