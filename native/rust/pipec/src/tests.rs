@@ -3,6 +3,8 @@
 //! options' ownership of what they point to, and the errors found before or by the library.
 
 use super::*;
+use crate::options::DTYPES;
+use std::ffi::CStr;
 use std::mem::{offset_of, size_of};
 use std::process::Command;
 
