@@ -1,11 +1,12 @@
-//! `run_bundle DIR [--steps N] [--log-every K]`: piperun's replay loop in Rust, over pipec's C
-//! runtime. It opens a bundle (`pipec build pipelines/rl_step.pipe -o rl_step.bundle`), replays
-//! the step N times (default 1000), waits for an event and reads the mapped diagnostics every K
-//! steps (default 500), between replays as piperun does, and prints piperun's summary and
-//! diagnostics lines (runtime/cli.py) for the same run:
+//! `run_bundle DIR [--steps N] [--log-every K] [--save-state DIR]`: piperun's replay loop in
+//! Rust, over pipec's C runtime. It opens a bundle (`pipec build pipelines/rl_step.pipe -o
+//! rl_step.bundle`), replays the step N times (default 1000), waits for an event and reads the
+//! mapped diagnostics every K steps (default 500), between replays as piperun does, prints
+//! piperun's summary and diagnostics lines (runtime/cli.py) for the same run, and saves the
+//! state in the Python runtime's format, as `piperun --save-state` does:
 //!
 //!     run_bundle: ran 1000 steps in 0.034 s: 29411.76 steps/s, 33.1 us of GPU time per step (graph)
-//!     run_bundle: episodes=812 return=187.3 ...
+//!     run_bundle: step=1000 mean_return_100=21.5 episodes=1.2e+04 loss=0.01234 ...
 //!
 //! The GPU time comes from CUDA events on the pipeline's stream, as piperun measures it: the
 //! example loads the driver itself (dlopen, as the C library does; nothing to link), retains
@@ -101,26 +102,32 @@ struct Arguments {
     bundle: String,
     steps: u64,
     log_every: u64,
+    save_state: Option<String>,
 }
+
+const USAGE: &str = "usage: run_bundle DIR [--steps N] [--log-every K] [--save-state DIR]";
 
 fn arguments() -> Result<Arguments, String> {
     let mut args = std::env::args().skip(1);
-    let mut parsed = Arguments { bundle: String::new(), steps: 1000, log_every: 500 };
+    let mut parsed = Arguments { bundle: String::new(), steps: 1000, log_every: 500, save_state: None };
     while let Some(arg) = args.next() {
-        let mut number = |option: &str| -> Result<u64, String> {
-            args.next().and_then(|v| v.parse().ok()).ok_or(format!("{option} takes a whole number"))
-        };
+        let mut value = |option: &str| args.next().ok_or(format!("{option} takes a value ({USAGE})"));
         match arg.as_str() {
-            "--steps" => parsed.steps = number("--steps")?,
-            "--log-every" => parsed.log_every = number("--log-every")?.max(1),
+            "--steps" => parsed.steps = number("--steps", &value("--steps")?)?,
+            "--log-every" => parsed.log_every = number("--log-every", &value("--log-every")?)?.max(1),
+            "--save-state" => parsed.save_state = Some(value("--save-state")?),
             _ if parsed.bundle.is_empty() && !arg.starts_with('-') => parsed.bundle = arg,
-            _ => return Err(format!("unexpected argument `{arg}` (usage: {PROG} DIR [--steps N] [--log-every K])")),
+            _ => return Err(format!("unexpected argument `{arg}` ({USAGE})")),
         }
     }
     if parsed.bundle.is_empty() {
-        return Err(format!("give the bundle's folder (usage: {PROG} DIR [--steps N] [--log-every K])"));
+        return Err(format!("give the bundle's folder ({USAGE})"));
     }
     Ok(parsed)
+}
+
+fn number(option: &str, text: &str) -> Result<u64, String> {
+    text.parse().map_err(|_| format!("{option} takes a whole number, not `{text}`"))
 }
 
 fn main() -> ExitCode {
@@ -193,6 +200,11 @@ fn replay(driver: &Driver, context: CUcontext, args: &Arguments) -> Result<(), S
     }
     if !readback.is_empty() {
         println!("{PROG}: {}", report::short(&readback));
+    }
+    if let Some(folder) = &args.save_state {
+        // piperun's --save-state: the Python runtime's format, so the two states compare
+        pipeline.save_state(folder, done).map_err(|e| e.to_string())?;
+        println!("{PROG}: saved state after step {done} to {folder}/state.safetensors");
     }
     pipeline.close().map_err(|e| e.to_string())
 }
