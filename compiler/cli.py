@@ -102,7 +102,8 @@ def parser() -> argparse.ArgumentParser:
         prog="pipec",
         description="Check a .pipe pipeline's graph-safety rules and emit its CUDA-graph plan. "
                     "Needs no GPU.",
-        epilog="docs/cli.md describes every option and exit code; docs/rules.md every rule.",
+        epilog="`pipec build FILE -o DIR` writes a bundle (docs/native.md). docs/cli.md describes every "
+               "option and exit code; docs/rules.md every rule.",
     )
     p.add_argument("files", nargs="*", type=Path, metavar="FILE",
                    help=".pipe files to check (a folder means every .pipe file below it; - reads stdin)")
