@@ -34,13 +34,14 @@ ERRORS = {
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
     "UsageError": "cli.arguments", "GemmError": "runtime.cublaslt", "LibraryRecordingError": "runtime.library",
     "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
+    "BundleError": "plan.bundle_format",
 }
 
-__all__ = ["BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
+__all__ = ["BindError", "BundleError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
            "DistributedError", "Error", "GemmError", "LaunchLimitsExceeded", "LibraryRecordingError",
            "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError", "ProfilerUnavailable",
            "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError", "__version__", "check",
-           "load"]
+           "load", "load_bundle"]
 
 
 def __getattr__(name: str):
@@ -74,3 +75,14 @@ def load(path: str | Path, *, device: int = 0, bind: Mapping[str, object] | None
     options = LoadOptions(device=device, bind=bind, defines=defines, lanes=lanes, include_dirs=tuple(include_dirs),
                           steps_per_launch=steps_per_launch, unroll=unroll, tune_gemms=tune_gemms, launch=launch)
     return load_pipeline(path, options, backends or Backends())
+
+
+def load_bundle(directory: str | Path, *, device: int = 0, bind: Mapping[str, object] | None = None,
+                launch: Launch | None = None, backends: Backends | None = None) -> Pipeline:
+    """Load a bundle that `pipec build` wrote, on the GPU; returns a `Pipeline`. The options are
+    `pipec.load`'s but those that compile (a bundle's constants are the build's); docs/python-api.md
+    describes it."""
+    from .runtime.bundle import load_bundle as load_from_bundle
+    from .runtime.load import Backends
+
+    return load_from_bundle(directory, device=device, bind=bind, launch=launch, backends=backends or Backends())

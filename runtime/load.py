@@ -126,8 +126,7 @@ def load(path: str | Path, options: LoadOptions = LoadOptions(), backends: Backe
         if launch is not None or collective_sequence(plan):
             distributed = backends.connect_ranks(plan, launch or SINGLE)
         until_built.pop_all()  # the pipeline owns the device and the ranks' connection from here
-    gemm = GemmSettings(backends.cublaslt, cache.cache_dir() / "gemm" if cache.enabled() else None,
-                        options.tune_gemms)
+    gemm = gemm_settings(backends, options.tune_gemms)
     try:
         return Pipeline(plan, binaries, device, bind=options.bind, drop_nodes=backends.drop_nodes,
                         recompile=pipe.recompile, gemm=gemm, distributed=distributed)
@@ -136,6 +135,12 @@ def load(path: str | Path, options: LoadOptions = LoadOptions(), backends: Backe
     except LaunchLimitsExceeded as error:
         by_path = {s.display_path(): s for s in sources}
         raise PipelineError([_diagnostic(f, by_path) for f in error.findings]) from None
+
+
+def gemm_settings(backends: Backends, tune: bool) -> GemmSettings:
+    """How a load realises GEMM nodes: chosen algorithms are kept in (and reused from) the
+    artifact cache, for `pipec.load` and `pipec.load_bundle` alike."""
+    return GemmSettings(backends.cublaslt, cache.cache_dir() / "gemm" if cache.enabled() else None, tune)
 
 
 def _binaries(path: Path, plan: Plan, device: Device) -> tuple[bytes, ...]:

@@ -16,7 +16,7 @@ import numpy as np
 from safetensors.numpy import save_file
 
 from ..errors import Error
-from .memory import host_dtype
+from ..plan.initial_values import host_dtype
 
 STATE_FILE = "state.safetensors"
 
