@@ -35,14 +35,14 @@ ERRORS = {
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
     "UsageError": "cli.arguments", "GemmError": "runtime.cublaslt", "LibraryRecordingError": "runtime.library",
     "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
-    "ArgumentError": "api_arguments", "OutputError": "cli.terminal",
+    "ArgumentError": "api_arguments", "OutputError": "cli.terminal", "BundleError": "plan.bundle_format",
 }
 
-__all__ = ["ArgumentError", "BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
-           "DistributedError", "Error", "GemmError", "LaunchLimitsExceeded", "LibraryRecordingError",
+__all__ = ["ArgumentError", "BindError", "BundleError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError",
+           "CudaError", "DistributedError", "Error", "GemmError", "LaunchLimitsExceeded", "LibraryRecordingError",
            "NoDevice", "NodeFailed", "OutOfMemory", "OutputError", "PipelineError", "ProfileError", "ProfilerUnavailable",
            "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError", "__version__", "check",
-           "load"]
+           "load", "load_bundle"]
 
 
 def __dir__() -> list[str]:
@@ -99,3 +99,14 @@ def load(path: str | os.PathLike, *, device: int = 0, bind: Mapping[str, object]
                           include_dirs=include_dirs,  # type: ignore[arg-type]  # checked in load
                           steps_per_launch=steps_per_launch, unroll=unroll, tune_gemms=tune_gemms, launch=launch)
     return load_pipeline(path, options, backends or Backends())
+
+
+def load_bundle(directory: str | Path, *, device: int = 0, bind: Mapping[str, object] | None = None,
+                launch: Launch | None = None, backends: Backends | None = None) -> Pipeline:
+    """Load a bundle that `pipec build` wrote, on the GPU; returns a `Pipeline`. The options are
+    `pipec.load`'s but those that compile (a bundle's constants are the build's); docs/python-api.md
+    describes it."""
+    from .runtime.bundle import load_bundle as load_from_bundle
+    from .runtime.load import Backends
+
+    return load_from_bundle(directory, device=device, bind=bind, launch=launch, backends=backends or Backends())

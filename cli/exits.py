@@ -37,6 +37,7 @@ EXIT_CODES: dict[str, ExitStatus] = {
     # the program and its launch
     "PipeSyntaxError": ExitStatus(EXIT_USAGE, EXIT_FAILED),
     "PipelineError": ExitStatus(EXIT_USAGE, EXIT_FAILED),
+    "BundleError": ExitStatus(EXIT_USAGE, EXIT_FAILED),  # pipec build's folder, piperun DIR's bundle
     "CompileFailed": ExitStatus(EXIT_USAGE, EXIT_FAILED),
     "LaunchLimitsExceeded": ExitStatus(EXIT_USAGE, EXIT_FAILED),
     "DistributedError": ExitStatus(EXIT_USAGE, EXIT_FAILED),  # running: --verify's exchange

@@ -174,25 +174,28 @@ def _limit_params(kernel: str, count: int, where: TextRange | None) -> None:
                                "pass the values in a buffer: one pointer parameter instead of many scalars", where)
 
 
-def compile_cubin(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str) -> bytes:
-    """The cubin of a kernel source for one `sm_XY` target, from the cache when possible."""
+def compile_cubin(path: Path, include_dirs: tuple[Path, ...], toolchain, arch: str,
+                  target: str = "cubin") -> bytes:
+    """The cubin of a kernel source for one `sm_XY` target (or, with `target="ptx"`, its PTX
+    for a `compute_XY` one), from the cache when possible."""
     path = real_path(path)
-    key = source_key(path, include_dirs, toolchain, arch, "cubin")
-    if (cached := cache.load("cubin", key)) is not None:
+    key = source_key(path, include_dirs, toolchain, arch, target)
+    if (cached := cache.load(target, key)) is not None:
         return cached
-    request = CompileRequest(path.read_text(), str(path), (path.parent, *include_dirs), arch, "cubin")
+    request = CompileRequest(path.read_text(), str(path), (path.parent, *include_dirs), arch, target)
     binary = toolchain.compile(request)
-    cache.store("cubin", key, binary)
+    cache.store(target, key, binary)
     return binary
 
 
-def compile_generated_cubin(name: str, source: str, toolchain, arch: str) -> bytes:
-    """The cubin of compiler-generated code (copy and fill kernels)."""
-    key = cache.digest(ANALYSIS_VERSION, toolchain.name, toolchain.version, arch, name, source)
-    if (cached := cache.load("cubin", key)) is not None:
+def compile_generated_cubin(name: str, source: str, toolchain, arch: str, target: str = "cubin") -> bytes:
+    """The cubin (or PTX) of compiler-generated code (copy and fill kernels)."""
+    key = cache.digest(ANALYSIS_VERSION, toolchain.name, toolchain.version, arch, name, source,
+                       *([target] if target != "cubin" else []))
+    if (cached := cache.load(target, key)) is not None:
         return cached
-    binary = toolchain.compile(CompileRequest(source, name, (), arch, "cubin"))
-    cache.store("cubin", key, binary)
+    binary = toolchain.compile(CompileRequest(source, name, (), arch, target))
+    cache.store(target, key, binary)
     return binary
 
 

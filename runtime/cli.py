@@ -25,6 +25,7 @@ from ..compiler import compile_file
 from ..compiler.config import load_settings
 from ..dsl import ast
 from ..errors import Error
+from .bundle_cli import is_bundle, refuse_compiling_options
 from .cli_reports import plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
 from .process_launchers import Launch, launch_from_environment
@@ -48,7 +49,8 @@ def parser() -> argparse.ArgumentParser:
         description="Build a .pipe pipeline's CUDA graph explicitly and replay it.",
         epilog="docs/cli.md describes every option and exit code.",
     )
-    p.add_argument("file", type=Path, metavar="FILE", help="the .pipe pipeline")
+    p.add_argument("file", type=Path, metavar="FILE",
+                   help="the .pipe pipeline, or a bundle's folder (`pipec build FILE -o DIR`)")
     p.add_argument("--steps", type=int, default=1000, help="steps to run (default 1000)")
     p.add_argument("--log-every", type=int, default=500, metavar="K",
                    help="read the mapped diagnostics every K steps (default 500)")
@@ -125,12 +127,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _preflight(args) -> None:
-    """What stops a run before any GPU work: the configuration, the kernel compiler, and for a
-    profile, CUPTI."""
-    settings = load_settings(args.file)
-    check_toolchain(settings.compile)
-    if args.updates:
-        _check_updated_names(args, settings)
+    """What stops a run before any GPU work: the configuration, the kernel compiler (a bundle
+    needs none, nor the options that compile), and for a profile, CUPTI."""
+    if is_bundle(args.file):
+        refuse_compiling_options(args)
+    else:
+        settings = load_settings(args.file)
+        check_toolchain(settings.compile)
+        if args.updates:
+            _check_updated_names(args, settings)
     if args.profile or args.trace:
         from .profile_collect import load_cupti
 
@@ -161,6 +166,7 @@ def _main(args) -> int:
     args.prog = "piperun"
     _check_arguments(args)
     try:
+        from .bundle import load_bundle
         from .load import LoadOptions, load
     except ImportError as error:  # pragma: no cover - an incomplete installation
         _error(args, str(error))
@@ -170,9 +176,13 @@ def _main(args) -> int:
         launch = launch_from_environment()
         _join(args, launch)
         device = args.device if args.device is not None else launch.local_rank if launch else 0
-        pipeline = load(args.file, LoadOptions(
-            device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs), defines=dict(args.defines),
-            steps_per_launch=args.steps_per_launch, unroll=args.unroll, launch=launch, tune_gemms=args.tune_gemms))
+        if is_bundle(args.file):
+            pipeline = load_bundle(args.file, device=device, launch=launch)
+        else:
+            pipeline = load(args.file, LoadOptions(
+                device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs), defines=dict(args.defines),
+                steps_per_launch=args.steps_per_launch, unroll=args.unroll, launch=launch,
+                tune_gemms=args.tune_gemms))
     except (Error, OSError) as error:
         return report(args.prog, error, color=use_color(args.color, sys.stderr))
     with pipeline:

@@ -134,8 +134,7 @@ def load(path: str | os.PathLike, options: LoadOptions = LoadOptions(), backends
         if launch is not None or collective_sequence(plan):
             distributed = backends.connect_ranks(plan, launch or SINGLE)
         until_built.pop_all()  # the pipeline owns the device and the ranks' connection from here
-    gemm = GemmSettings(backends.cublaslt, cache.cache_dir() / "gemm" if cache.enabled() else None,
-                        options.tune_gemms)
+    gemm = gemm_settings(backends, options.tune_gemms)
     try:
         return Pipeline(plan, binaries, device, bind=options.bind, drop_nodes=backends.drop_nodes,
                         recompile=pipe.recompile, gemm=gemm, distributed=distributed)
@@ -166,6 +165,12 @@ def _checked(path: object, given_options: object, given_backends: object) -> tup
     instance("driver", backends.driver, Driver, "a pipec.runtime.driver.Driver")
     backends = replace(backends, drop_nodes=names("drop_nodes", backends.drop_nodes))
     return source_file("path", path), checked, backends
+
+
+def gemm_settings(backends: Backends, tune: bool) -> GemmSettings:
+    """How a load realises GEMM nodes: chosen algorithms are kept in (and reused from) the
+    artifact cache, for `pipec.load` and `pipec.load_bundle` alike."""
+    return GemmSettings(backends.cublaslt, cache.cache_dir() / "gemm" if cache.enabled() else None, tune)
 
 
 def _binaries(path: Path, plan: Plan, device: Device) -> tuple[bytes, ...]:

@@ -7,11 +7,11 @@ import ctypes
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from ..plan.dtypes import DTYPES, fill_pattern, host_array
+from ..plan.dtypes import DTYPES, fill_pattern
+from ..plan.initial_values import host_dtype, initial_array
 from ..plan.schema import BufferSpec, Plan
 from ..api_arguments import ArgumentError
 from ..errors import Error
@@ -29,15 +29,6 @@ class OutOfMemory(Error):
 
 class BindError(Error):
     pass
-
-
-def host_dtype(name: str) -> np.dtype:
-    """The NumPy type of a buffer's elements on the host: bf16 is `ml_dtypes.bfloat16`."""
-    if name == "bf16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(DTYPES[name].numpy)
 
 
 @dataclass
@@ -110,7 +101,10 @@ class DeviceBuffer:
 class BufferSet:
     """Every buffer of a plan, by name."""
 
-    def __init__(self, plan: Plan, driver: Driver, bind: Mapping[str, object] | None = None, stream=0) -> None:
+    def __init__(self, plan: Plan, driver: Driver, bind: Mapping[str, object] | None = None, stream=0,
+                 initial: Mapping[str, bytes] | None = None) -> None:
+        """`initial`: buffers' initial bytes (a bundle's buffers/NAME.bin) to upload instead of
+        computing their random or loaded values."""
         self.plan = plan
         self.driver = driver
         self.buffers: dict[str, DeviceBuffer] = {}
@@ -124,7 +118,7 @@ class BufferSet:
                     self.buffers[spec.name] = _bind_external(spec, driver, bind[spec.name], stream)
                 else:
                     self.buffers[spec.name] = _allocate(spec, driver)
-                    _initialise(self.buffers[spec.name])
+                    _initialise(self.buffers[spec.name], (initial or {}).get(spec.name))
         except BaseException:
             self.close()
             raise
@@ -165,8 +159,11 @@ def _allocate(spec: BufferSpec, driver: Driver) -> DeviceBuffer:
         raise
 
 
-def _initialise(buffer: DeviceBuffer) -> None:
+def _initialise(buffer: DeviceBuffer, contents: bytes | None = None) -> None:
     spec, init = buffer.spec, buffer.spec.init
+    if contents is not None:  # a bundle's buffers/NAME.bin: the bytes initial_array gives
+        buffer.write(np.frombuffer(contents, dtype=buffer.numpy_dtype))
+        return
     dtype = DTYPES[spec.dtype]
     if init.kind == "zeros":
         buffer.memset(4 if spec.nbytes % 4 == 0 else 1, 0)
@@ -178,22 +175,8 @@ def _initialise(buffer: DeviceBuffer) -> None:
             buffer.memset(size, pattern)
         else:
             buffer.write(np.full(spec.shape, pattern, dtype=np.uint64).view(buffer.numpy_dtype))
-    elif init.kind in ("uniform", "normal"):
-        buffer.write(random_values(spec, dtype))
-    elif init.kind == "load":
-        buffer.write(np.load(Path(init.path), allow_pickle=False))
-    else:  # pragma: no cover - the compiler admits no other kind
-        raise ValueError(f"unknown initial value {init.kind}")
-
-
-def random_values(spec: BufferSpec, dtype) -> np.ndarray:
-    """Seeded values (PCG64, so the same seed gives the same buffer on every machine)."""
-    rng = np.random.Generator(np.random.PCG64(spec.init.seed or 0))
-    a, b = spec.init.args
-    if dtype.kind in "iu":
-        return rng.integers(int(a), int(b), size=spec.shape, endpoint=False).astype(dtype.numpy)
-    values = rng.uniform(a, b, spec.shape) if spec.init.kind == "uniform" else rng.normal(a, b, spec.shape)
-    return host_array(dtype, values)
+    else:  # random or loaded values (plan/initial_values.py)
+        buffer.write(initial_array(spec))
 
 
 def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> DeviceBuffer:

@@ -41,12 +41,15 @@ class Pipeline:
     built for `device.arch`. Raises `LaunchLimitsExceeded` when a kernel node asks for more than
     the device has. `recompile` gives the plan for new constant values (`pipec.load` passes it):
     what `update` needs. `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the
-    algorithm cache, tuning); raises `GemmError` when one cannot be."""
+    algorithm cache, tuning); raises `GemmError` when one cannot be. `initial` holds
+    buffers' initial bytes (a bundle's), uploaded instead of the values computed from their
+    declarations."""
 
     def __init__(self, plan: Plan, binaries: Sequence[bytes], device: Device, *,
                  bind: Mapping[str, object] | None = None, drop_nodes: frozenset[str] = frozenset(),
                  recompile: Callable[[dict[str, object]], Plan] | None = None,
-                 gemm: GemmSettings = GemmSettings(), distributed: Distributed | None = None) -> None:
+                 gemm: GemmSettings = GemmSettings(), distributed: Distributed | None = None,
+                 initial: Mapping[str, bytes] | None = None) -> None:
         self.plan = plan
         self.device = device
         self.driver = device.driver
@@ -61,13 +64,13 @@ class Pipeline:
             if distributed is not None:  # before the pipeline took it over; after, a no-op
                 if_it_fails.callback(distributed.close, failed=True)
             if_it_fails.callback(self.close)
-            self._build(binaries, bind, drop_nodes, gemm)
+            self._build(binaries, bind, drop_nodes, gemm, initial)
             if_it_fails.pop_all()
         self.buffers = BufferViews(self)
         self._writers = _writer_index(plan)
 
     def _build(self, binaries: Sequence[bytes], bind: Mapping[str, object] | None,
-               drop_nodes: frozenset[str], gemm: GemmSettings) -> None:
+               drop_nodes: frozenset[str], gemm: GemmSettings, initial: Mapping[str, bytes] | None) -> None:
         """Everything the pipeline makes, in order, each owned as soon as it exists: the stream,
         the modules (checked against the device's limits), the buffers, the communicator, the
         GEMMs, the `init` block run eagerly, the step's eager program and its graph."""
@@ -78,7 +81,7 @@ class Pipeline:
         self._own(self.modules.close)
         if findings := check_launch_resources(plan, self.modules):
             raise LaunchLimitsExceeded(findings)
-        self._buffers = BufferSet(plan, self.driver, bind, self.stream)
+        self._buffers = BufferSet(plan, self.driver, bind, self.stream, initial)
         self._own(self._buffers.close)
         if self.distributed is not None:  # the communicator is closed with the pipeline from here on
             self._own(self._close_distributed)

@@ -17,7 +17,7 @@ from safetensors.numpy import save
 
 from ..errors import Error
 from ..files import write_atomically
-from .memory import host_dtype
+from ..plan.initial_values import host_dtype
 
 STATE_FILE = "state.safetensors"
 

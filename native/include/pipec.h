@@ -1,0 +1,193 @@
+/* pipec.h: the C runtime of pipec bundles (the one public header; C ABI, C11 and C++).
+ *
+ * A bundle is what `pipec build FILE -o DIR` writes: manifest.json (format, versions, content
+ * hashes), plan.json (`pipec --emit plan`), modules/<i>.<arch>.cubin and modules/<i>.ptx, and
+ * buffers/<name>.bin (initial contents the host cannot recompute cheaply). This library opens a
+ * bundle and builds, instantiates and replays the graph the Python runtime builds for the same
+ * plan: the same kernel, memset, memcpy, child graph and conditional nodes, the same edges, in
+ * the same order, explicitly (stream capture only for the one library call of a GEMM node, as
+ * runtime/library.py records it).
+ *
+ * It depends on the CUDA driver API only, loaded at run time (dlopen of libcuda.so.1, or of
+ * `pipec_options.driver_library`, or of $PIPEC_DRIVER_LIBRARY). cuBLASLt is loaded only when the
+ * plan has GEMM nodes (libcublasLt.so.13, then .12; or `cublaslt_library` / $PIPEC_CUBLASLT_LIBRARY).
+ *
+ * Errors: every function returns a pipec_status; on failure `pipec_last_error()` gives one line
+ * saying what went wrong and where (the buffer, the node, its .pipe location). Nothing prints,
+ * exits or aborts. A failed open frees everything it allocated and leaves *out NULL.
+ *
+ * Thread safety: the last error is thread-local. One pipeline is not safe for concurrent use:
+ * the caller serialises calls on it (any thread may make them). Different pipelines may be used
+ * from different threads at once. Calls that touch memory or build graphs make the pipeline's
+ * context current for their duration (cuCtxPushCurrent / cuCtxPopCurrent), so the caller's
+ * current context is left as it was; pipec_step and pipec_launch do not touch the current
+ * context (cuGraphLaunch needs none).
+ */
+#ifndef PIPEC_H
+#define PIPEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The driver's handle types, declared as cuda.h declares them (identical typedefs may repeat). */
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef unsigned long long CUdeviceptr;
+
+#define PIPEC_ABI_VERSION 1
+#define PIPEC_BUNDLE_FORMAT_VERSION 1 /* the bundle format version this library reads */
+
+typedef enum pipec_status {
+    PIPEC_OK = 0,
+    PIPEC_ERROR_INVALID_ARGUMENT = 1, /* a NULL where a value is needed, an unknown name */
+    PIPEC_ERROR_IO = 2,               /* a file cannot be read or written */
+    PIPEC_ERROR_BUNDLE = 3,           /* malformed, truncated, a hash mismatch, a wrong format */
+    PIPEC_ERROR_UNSUPPORTED = 4,      /* a format version, an architecture, a driver too old */
+    PIPEC_ERROR_BIND = 5,             /* a binding whose size or type does not match its buffer */
+    PIPEC_ERROR_CUDA = 6,             /* a driver call failed (named in the message) */
+    PIPEC_ERROR_LIBRARY = 7,          /* cuBLASLt or NCCL is missing or failed */
+    PIPEC_ERROR_OUT_OF_MEMORY = 8,
+    PIPEC_ERROR_UPDATE_REFUSED = 9,   /* an update that would need a new graph */
+    PIPEC_ERROR_STATE = 10,           /* a saved state that does not match the pipeline */
+    PIPEC_ERROR_LAUNCH_LIMITS = 11    /* a kernel asks for more than the device has */
+} pipec_status;
+
+/* Element types of buffers (the plan's dtype names). */
+typedef enum pipec_dtype {
+    PIPEC_F32 = 0, PIPEC_F16 = 1, PIPEC_BF16 = 2, PIPEC_F64 = 3, PIPEC_I32 = 4, PIPEC_U32 = 5,
+    PIPEC_I64 = 6, PIPEC_U64 = 7, PIPEC_U8 = 8,
+    PIPEC_U16 = 9 /* only as a binding's type: a bf16 buffer takes u16 bit patterns too */
+} pipec_dtype;
+
+/* A host device allocation used as a named buffer's memory instead of one pipec allocates:
+ * `bytes` and `dtype` must match the plan's buffer (a one-line PIPEC_ERROR_BIND otherwise). The
+ * host keeps it alive until pipec_close; pipec never frees it. Mapped buffers cannot be bound. */
+typedef struct pipec_binding {
+    const char *buffer;
+    CUdeviceptr pointer;
+    size_t bytes;
+    pipec_dtype dtype;
+} pipec_binding;
+
+#define PIPEC_OPTIONS_VERSION 1
+
+typedef struct pipec_options {
+    uint32_t version;              /* PIPEC_OPTIONS_VERSION; pipec_options_init sets it */
+    int device;                    /* the ordinal whose primary context is used when context is NULL */
+    CUcontext context;             /* NULL: the device's primary context (retained, then released) */
+    CUstream stream;               /* NULL: a non-blocking stream of the pipeline's own */
+    const pipec_binding *bindings; /* binding_count entries, each a distinct buffer */
+    size_t binding_count;
+    void *nccl_comm;               /* an ncclComm_t the host created (plans with collectives) */
+    const char *driver_library;    /* NULL: $PIPEC_DRIVER_LIBRARY, else libcuda.so.1 */
+    const char *cublaslt_library;  /* NULL: $PIPEC_CUBLASLT_LIBRARY, else libcublasLt.so.13/.12 */
+} pipec_options;
+
+/* One file of an in-memory bundle: its path relative to the bundle folder ("plan.json",
+ * "modules/0.sm_90.cubin"). pipec_open_memory copies what it keeps: the table and the bytes may
+ * be freed once it returns. */
+typedef struct pipec_file {
+    const char *path;
+    const void *data;
+    size_t size;
+} pipec_file;
+
+typedef struct pipec_pipeline pipec_pipeline;
+
+/* Runtime and ABI. */
+const char *pipec_version(void);
+int pipec_abi_version(void);
+
+/* The last failure on this thread, one line (never NULL; "" before any failure). */
+const char *pipec_last_error(void);
+
+void pipec_options_init(pipec_options *options);
+
+/* Opens a bundle folder (or a table of its files), checks the manifest (format, the reader
+ * version range, every file's SHA-256), picks each module's cubin for the device's
+ * architecture (or its PTX, JIT-compiled by the driver), allocates and initialises every buffer,
+ * runs the `init` block eagerly, and builds, instantiates and uploads the step's graph.
+ * `options` may be NULL (all defaults). */
+pipec_status pipec_open_dir(const char *dir, const pipec_options *options, pipec_pipeline **out);
+pipec_status pipec_open_memory(const pipec_file *files, size_t count, const pipec_options *options,
+                               pipec_pipeline **out);
+
+/* Enqueues n replays of the step graph on the pipeline's stream (cuGraphLaunch each;
+ * asynchronous). */
+pipec_status pipec_step(pipec_pipeline *p, uint64_t n);
+/* n replays ordered after the work enqueued on `stream` so far; work enqueued on `stream` later
+ * comes after them (events; the host never waits). */
+pipec_status pipec_launch(pipec_pipeline *p, CUstream stream, uint64_t n);
+pipec_status pipec_synchronize(pipec_pipeline *p);
+/* The stream the pipeline enqueues on (its own, or options.stream). */
+CUstream pipec_stream(const pipec_pipeline *p);
+
+/* A labelled element of a mapped buffer (labels as piperun prints them: the buffer's labels, or
+ * "name[i]" for the first 8 elements of a mapped buffer without labels), read from host memory
+ * without a synchronise: the value the device has written so far. */
+pipec_status pipec_read_diag(const pipec_pipeline *p, const char *label, double *out);
+size_t pipec_diag_count(const pipec_pipeline *p);
+pipec_status pipec_diag_at(const pipec_pipeline *p, size_t index, const char **label, double *value);
+
+/* Buffers: the device address, bytes and type of a buffer by name; enumerate with count/name. */
+pipec_status pipec_buffer(const pipec_pipeline *p, const char *name, CUdeviceptr *pointer, size_t *bytes,
+                          pipec_dtype *dtype);
+size_t pipec_buffer_count(const pipec_pipeline *p);
+const char *pipec_buffer_name(const pipec_pipeline *p, size_t index);
+/* Host copies after everything enqueued so far has finished (synchronises). */
+pipec_status pipec_read_buffer(pipec_pipeline *p, const char *name, void *host, size_t bytes);
+pipec_status pipec_write_buffer(pipec_pipeline *p, const char *name, const void *host, size_t bytes);
+
+/* Live update, runtime/update.py's contract: `plan_json` is the plan of the same file compiled
+ * with new constant values (`pipec --emit plan -D NAME=VALUE`; this library has no compiler).
+ * When the plans differ only in kernel nodes' scalar arguments and launch shapes (grid, block,
+ * dynamic shared memory), each changed kernel node of the executable graph gets its new
+ * parameters (cuGraphExecKernelNodeSetParams) and the eager program its new launch, for the
+ * launches enqueued from now on; *changed (if not NULL) is the count of kernel nodes changed.
+ * Anything else is refused (PIPEC_ERROR_UPDATE_REFUSED) naming the first difference. */
+pipec_status pipec_update_plan(pipec_pipeline *p, const char *plan_json, size_t length, size_t *changed);
+
+/* The same nodes launched one by one in program order, n times (runtime/eager.py). */
+pipec_status pipec_run_eager(pipec_pipeline *p, uint64_t n);
+
+/* --verify (runtime/verify.py): from the same state, `steps` eager steps against `steps` graph
+ * replays, and the graph again, bit for bit, every buffer the step writes before reading it
+ * poisoned first; the state is restored afterwards. PIPEC_OK when the comparison ran; the
+ * report says whether the sides agree. */
+typedef struct pipec_verify_report {
+    uint32_t version;     /* PIPEC_OPTIONS_VERSION */
+    int ok;               /* 1: every buffer equal on every side */
+    size_t buffers;       /* buffers compared */
+    size_t mismatches;    /* buffers that differ, over both comparisons */
+    char first[1024];     /* the first mismatch, as piperun --verify describes it ("" when ok) */
+} pipec_verify_report;
+pipec_status pipec_verify(pipec_pipeline *p, uint64_t steps, pipec_verify_report *report);
+
+/* State in the Python runtime's format: DIR/state.safetensors, every buffer, with the metadata
+ * runtime/state.py writes (pipe, pipe_sha256, pipec_version, steps, dtypes). */
+pipec_status pipec_save_state(pipec_pipeline *p, const char *dir, uint64_t steps);
+pipec_status pipec_load_state(pipec_pipeline *p, const char *dir);
+
+/* Adds the step's nodes into a graph the host builds, after `deps` (ndeps of them): the nodes go
+ * in directly (a child graph node cannot hold conditional nodes), child graphs and library
+ * recordings as child graph nodes, conditional handles created on `host_graph`. With `out_last`
+ * not NULL, an empty node after every last node of the step is added and returned, for the
+ * host's next node to depend on. The host graph may be instantiated and launched any number of
+ * times while the pipeline is open; it uses the pipeline's buffers. */
+pipec_status pipec_add_to_graph(pipec_pipeline *p, CUgraph host_graph, const CUgraphNode *deps, size_t ndeps,
+                                CUgraphNode *out_last);
+
+/* Waits for the pipeline's work and frees everything it owns (never the bindings, the host's
+ * context or stream). NULL is accepted. */
+pipec_status pipec_close(pipec_pipeline *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PIPEC_H */
