@@ -194,11 +194,16 @@ def test_a_view_taken_before_close_cannot_reach_freed_memory():
 
 # --- the docs ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("index", range(2))
-def test_the_python_api_examples_run(index, monkeypatch):
+@pytest.mark.parametrize("index", range(3))
+def test_the_python_api_examples_run(index, monkeypatch, tmp_path):
     pytest.importorskip("torch")
     text = (ROOT / "docs" / "python-api.md").read_text()
     blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     monkeypatch.chdir(ROOT)
+    if "load_bundle" in blocks[index]:  # the bundle its comment says `pipec build` writes
+        from pipec.compiler.cli import main as pipec_main
+
+        assert pipec_main(["build", "pipelines/rl_step.pipe", "-o", str(tmp_path / "rl_step.bundle")]) == 0
+        monkeypatch.chdir(tmp_path)
     exec(compile(blocks[index], f"docs/python-api.md block {index + 1}", "exec"), {})

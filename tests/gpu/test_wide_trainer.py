@@ -54,6 +54,7 @@ def test_it_learns_the_regression():
 
     with pipec.load(PIPE, defines={"LAYERS": 4}) as p:
         p.step(1)
+        p.synchronize()  # the mapped diagnostics are read once the step has run
         first = p.readback()["loss"]
         p.step(499)
         p.synchronize()
