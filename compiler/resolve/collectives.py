@@ -7,9 +7,10 @@ writes: the hazard DAG then chains the collectives in program order (two indepen
 could otherwise run in either order, differently on each rank, and deadlock). An allreduce or
 broadcast of several views is one node, one NCCL group: its calls run as one kernel, so no
 element may appear twice in it (PC604). That, and sizes and roots against the world size
-(PC602), are checked on the node (checks/collective_operands.py). The same sequence on every rank is checked here where it can be (PC603: no collective under
-a decision that may differ between ranks, ranks.py) and at start-up for the rest (the ranks
-compare the plan's collective sequence, runtime/distributed.py).
+(PC602), are checked on the node (checks/collective_operands.py). The same sequence on every
+rank is checked here where it can be (PC603: no collective under a decision that may differ
+between ranks, ranks.py) and at start-up for the rest (the ranks compare the plan's
+collective sequence, runtime/distributed.py).
 """
 
 from __future__ import annotations

@@ -142,7 +142,8 @@ class Context:
     def const(self, module: LoadedModule, expr: ast.Expr) -> Value:
         return self.eval(module, {}, expr, context="const")
 
-    def integer(self, module: LoadedModule, env: Env, expr: ast.Expr, what: str, context: Place = "const") -> int:
+    def integer(self, module: LoadedModule, env: Env, expr: ast.Expr, what: str,
+                context: Place = "const") -> int:
         value = self.eval(module, env, expr, context=context)
         if isinstance(value, bool) or not isinstance(value, int):
             self.sink.add(PC105, f"{what} must be an integer, found `{literal(value)}`", expr.span,

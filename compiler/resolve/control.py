@@ -17,7 +17,8 @@ from ...dsl import Span, ast
 from ..codes import PC105, PC320
 from ..consteval import literal, names_read
 from ..model import (
-    Access, Buffer, ConditionalKind, ConditionalNode, Construct, DecideNode, DecideRole, GraphBody, Init, Mode,
+    Access, Buffer, ConditionalKind, ConditionalNode, Construct, DecideNode, DecideRole, GraphBody, Init,
+    Mode,
 )
 from ...plan.dtypes import DTYPES
 from .context import Env
@@ -169,7 +170,8 @@ def _conditional(u: Unroller, f: Frame, stmt, c: _Conditional) -> None:
                 u.block(Frame(f.module, f.env, child, None, f.stack), block)
             bodies.append(child)
     if c.kind == "while":  # the loop decides again at the end of every iteration
-        _decide(u, bodies[0], c, "flag" if c.construct == "while" else "repeat-next", index, control, stmt.span)
+        again: DecideRole = "flag" if c.construct == "while" else "repeat-next"
+        _decide(u, bodies[0], c, again, index, control, stmt.span)
     f.body.items.append(ConditionalNode(name, c.construct, c.kind, index, c.flag, control, bodies, stmt.span))
 
 
@@ -187,5 +189,6 @@ def _decide(u: Unroller, body: GraphBody, c: _Conditional, role: DecideRole, ind
     stop = 1 if role == "flag" else 2
     node = DecideNode(u.node_name(body, f"decide:{c.construct}"), role, index, c.flag, control,
                       c.operand, span)
-    node.accesses = ((c.flag,) if c.flag is not None else ()) + (Access(control, 0, stop, control_mode, span),)
+    decision = Access(control, 0, stop, control_mode, span)
+    node.accesses = ((c.flag,) if c.flag is not None else ()) + (decision,)
     body.items.append(node)

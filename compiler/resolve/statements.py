@@ -11,7 +11,9 @@ from ...dsl import ast
 from ..codes import PC105, PC201, PC205, PC315
 from ..consteval import ConstError, RuntimeValue, evaluate
 from ..diagnostics import Label
-from ..model import Access, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, RuntimeValueArg, ValueArg
+from ..model import (
+    Access, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, RuntimeValueArg, ValueArg,
+)
 from ..ranges import launch_accesses
 from . import collectives, control, gemm
 from .context import Env

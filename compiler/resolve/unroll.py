@@ -18,6 +18,7 @@ from ..ranges import Extents
 from .context import Context, Env
 from .scope import Abort, BufferSymbol, InvalidSymbol, LoadedModule
 
+
 @dataclass(frozen=True)
 class Frame:
     """Where a statement is resolved: the module its names resolve in, the loop variables and
@@ -39,6 +40,9 @@ Handler = Callable[["Unroller", Frame, Any], None]
 
 
 class Unroller:
+    """The unrolling pass's own state. The handler table comes in from outside
+    (statements.STATEMENTS) because the handlers import this module for `Unroller` and `Frame`."""
+
     def __init__(self, ctx: Context, handlers: Mapping[type, Handler], launcher: dict[str, int],
                  gemm_workspace: int) -> None:
         self.ctx = ctx
@@ -105,7 +109,8 @@ class Unroller:
 
     # --- operands ---------------------------------------------------------------------------
 
-    def pointer(self, module: LoadedModule, env: Env, expr: ast.Expr, qualifier, span: Span) -> PointerArg | None:
+    def pointer(self, module: LoadedModule, env: Env, expr: ast.Expr, qualifier,
+                span: Span) -> PointerArg | None:
         """A buffer or a slice of one, as a pointer argument; None for anything else."""
         base = expr.base if isinstance(expr, ast.Slice) else expr
         if not isinstance(base, ast.Name) or base.ident.text in env:

@@ -91,7 +91,8 @@ def _reshaped(u: Unroller, module, env, call: ast.Call):
     return buffer, start, shape
 
 
-def _required_view(u: Unroller, module, env, expr: ast.Expr, what: str) -> tuple[Buffer, int, tuple[int, ...]]:
+def _required_view(u: Unroller, module, env, expr: ast.Expr,
+                   what: str) -> tuple[Buffer, int, tuple[int, ...]]:
     view = _view(u, module, env, expr)
     if view is None:
         gemm_error(u, PC501, f"the {what} must be a buffer, an index of one or a `view`, "
