@@ -12,6 +12,7 @@ cuBLASLt, the ranks' connection) is one `Backends`, which the CPU tests replace 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -106,7 +107,7 @@ class PipeFile:
         return self.compile(values)[0]
 
 
-def load(path: str | Path, options: LoadOptions = LoadOptions(), backends: Backends = Backends()) -> Pipeline:
+def load(path: str | os.PathLike, options: LoadOptions = LoadOptions(), backends: Backends = Backends()) -> Pipeline:
     """Compile and load a pipeline. With `steps_per_launch` K > 1, `step(n)` and `run_eager(n)`
     run n * K steps. GEMM nodes run the heuristic's first algorithm, or with `tune_gemms` the
     fastest of its best candidates; either choice is kept in the artifact cache for later loads.
@@ -147,10 +148,10 @@ def load(path: str | Path, options: LoadOptions = LoadOptions(), backends: Backe
 def _checked(path: object, options: object, backends: object) -> tuple[Path, LoadOptions, Backends]:
     """The arguments of a load, each refused with one ArgumentError when it cannot mean
     anything (api_arguments.py), before anything is compiled or a device is looked for."""
-    options = instance("options", options, LoadOptions, "a LoadOptions")  # type: ignore[assignment]
-    backends = instance("backends", backends, Backends, "a pipec.runtime.Backends")  # type: ignore[assignment]
-    if options is None or backends is None:
-        raise ArgumentError("load: options and backends cannot be None")
+    if not isinstance(options, LoadOptions):
+        raise ArgumentError(f"options = {options!r}: expected a pipec.runtime.LoadOptions")
+    if not isinstance(backends, Backends):
+        raise ArgumentError(f"backends = {backends!r}: expected a pipec.runtime.Backends")
     if options.bind is not None and (not isinstance(options.bind, Mapping)
                                      or not all(isinstance(name, str) for name in options.bind)):
         raise ArgumentError(f"bind = {options.bind!r}: expected a mapping of buffer names to CUDA arrays")
