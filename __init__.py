@@ -11,11 +11,18 @@ Checking a pipeline (`pipec.check`) needs no GPU; loading one does.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 # Absolute, not relative: pytest imports this file as a module of no package when the
 # checkout's folder name is no identifier (e.g. `pipec-main`).
 from pipec._version import __version__
 from pipec.errors import Error
+
+if TYPE_CHECKING:
+    from pipec.runtime import Backends, Pipeline
+    from pipec.runtime.process_launchers import Launch
 
 # Every exception pipec raises derives from `Error`; the concrete classes, importable from
 # here without loading the compiler or the runtime until one is asked for.
@@ -75,9 +82,10 @@ def check(path: str | os.PathLike | None = None, *, text: str | None = None, def
         raise ArgumentError(f"path = {str(file)!r}: cannot read it: {error.strerror or error}") from None
 
 
-def load(path: str | os.PathLike, *, device: int = 0, bind=None, defines=None, lanes: int | None = None,
-         include_dirs=(), steps_per_launch: int = 1, unroll: bool = False, tune_gemms: bool = False,
-         launch=None, backends=None):
+def load(path: str | os.PathLike, *, device: int = 0, bind: Mapping[str, object] | None = None,
+         defines: Mapping[str, object] | None = None, lanes: int | None = None,
+         include_dirs: tuple[Path, ...] | list[Path] = (), steps_per_launch: int = 1, unroll: bool = False,
+         tune_gemms: bool = False, launch: Launch | None = None, backends: Backends | None = None) -> Pipeline:
     """Compile and load a pipeline on the GPU; returns a `Pipeline`. `defines` overrides constants
     of the file (`{"ENVS": 1024}`); `bind` maps buffer names to existing CUDA arrays (CuPy,
     PyTorch...) to use instead of allocating; `steps_per_launch` K runs K steps per launch, in a
@@ -87,6 +95,8 @@ def load(path: str | os.PathLike, *, device: int = 0, bind=None, defines=None, l
     tests' fakes). docs/python-api.md describes each."""
     from .runtime.load import Backends, LoadOptions, load as load_pipeline
 
-    options = LoadOptions(device=device, bind=bind, defines=defines, lanes=lanes, include_dirs=include_dirs,
+    # one string stays one, for the load to refuse (tuple() would make it a tuple of letters)
+    folders = tuple(include_dirs) if isinstance(include_dirs, (list, tuple)) else include_dirs
+    options = LoadOptions(device=device, bind=bind, defines=defines, lanes=lanes, include_dirs=folders,
                           steps_per_launch=steps_per_launch, unroll=unroll, tune_gemms=tune_gemms, launch=launch)
     return load_pipeline(path, options, backends or Backends())

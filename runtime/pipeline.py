@@ -56,7 +56,7 @@ class Pipeline:
         self._recompile = recompile
         self._defines: dict[str, object] = {}
         self._owned = ExitStack()  # what close() frees, in reverse order of making
-        self._owned.callback(release_device, device)
+        self._own(lambda: release_device(device))
         with ExitStack() as if_it_fails:
             if distributed is not None:  # before the pipeline took it over; after, a no-op
                 if_it_fails.callback(distributed.close, failed=True)
@@ -268,7 +268,8 @@ class Pipeline:
 
     def close(self) -> None:
         """Free everything the pipeline made, the last made first. A library's own error while
-        freeing is raised once the rest is freed too."""
+        freeing is raised once the rest is freed too (of several, the last, with the others as
+        its context)."""
         self.closed = True
         try:
             self._wait()
