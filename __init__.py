@@ -95,8 +95,9 @@ def load(path: str | os.PathLike, *, device: int = 0, bind: Mapping[str, object]
     tests' fakes). docs/python-api.md describes each."""
     from .runtime.load import Backends, LoadOptions, load as load_pipeline
 
-    options = LoadOptions(device=device, bind=bind, defines=defines, lanes=lanes,
-                          include_dirs=include_dirs,  # type: ignore[arg-type]  # checked in load
+    # one string stays one, for the load to refuse (tuple() would make it a tuple of letters)
+    folders = tuple(include_dirs) if isinstance(include_dirs, (list, tuple)) else include_dirs
+    options = LoadOptions(device=device, bind=bind, defines=defines, lanes=lanes, include_dirs=folders,  # type: ignore[arg-type]  # checked in load
                           steps_per_launch=steps_per_launch, unroll=unroll, tune_gemms=tune_gemms, launch=launch)
     return load_pipeline(path, options, backends or Backends())
 

@@ -12,10 +12,13 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from .compiler import codes
 from .dsl.errors import MAX_INT_BITS
 from .errors import Error
+
+T = TypeVar("T")
 
 
 class ArgumentError(Error, ValueError):
@@ -109,9 +112,11 @@ def flag(name: str, value: object) -> bool:
     return value
 
 
-def instance(name: str, value: object, kind: type, what: str) -> object:
+def instance(name: str, value: object, kind: type[T], what: str) -> T | None:
     """`value`, which must be None or a `kind` (`what` says what one is, for the message)."""
-    if value is not None and not isinstance(value, kind):
+    if value is None:
+        return None
+    if not isinstance(value, kind):
         raise ArgumentError(f"{name} = {value!r}: expected {what}, not {type(value).__name__}")
     return value
 

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import cast
 
 from ..api_arguments import (
     ArgumentError, constants, flag, folders, instance, names, optional_whole_number, source_file, whole_number,
@@ -148,10 +147,11 @@ def load(path: str | os.PathLike, options: LoadOptions = LoadOptions(), backends
 def _checked(path: object, given_options: object, given_backends: object) -> tuple[Path, LoadOptions, Backends]:
     """The arguments of a load, each refused with one ArgumentError when it cannot mean
     anything (api_arguments.py), before anything is compiled or a device is looked for."""
-    options = cast(LoadOptions, instance("options", given_options, LoadOptions, "a LoadOptions"))
-    backends = cast(Backends, instance("backends", given_backends, Backends, "a pipec.runtime.Backends"))
-    if options is None or backends is None:
-        raise ArgumentError("load: options and backends cannot be None")
+    if not isinstance(given_options, LoadOptions):
+        raise ArgumentError(f"options = {given_options!r}: expected a pipec.runtime.LoadOptions")
+    if not isinstance(given_backends, Backends):
+        raise ArgumentError(f"backends = {given_backends!r}: expected a pipec.runtime.Backends")
+    options, backends = given_options, given_backends
     if options.bind is not None and (not isinstance(options.bind, Mapping)
                                      or not all(isinstance(name, str) for name in options.bind)):
         raise ArgumentError(f"bind = {options.bind!r}: expected a mapping of buffer names to CUDA arrays")
@@ -161,7 +161,7 @@ def _checked(path: object, given_options: object, given_backends: object) -> tup
         include_dirs=folders("include_dirs", options.include_dirs),
         steps_per_launch=whole_number("steps_per_launch", options.steps_per_launch, 1),
         unroll=flag("unroll", options.unroll), tune_gemms=flag("tune_gemms", options.tune_gemms),
-        launch=cast(Launch, instance("launch", options.launch, Launch, "a pipec.runtime.process_launchers.Launch")))
+        launch=instance("launch", options.launch, Launch, "a pipec.runtime.process_launchers.Launch"))
     instance("driver", backends.driver, Driver, "a pipec.runtime.driver.Driver")
     backends = replace(backends, drop_nodes=names("drop_nodes", backends.drop_nodes))
     return source_file("path", path), checked, backends

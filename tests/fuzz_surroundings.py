@@ -36,7 +36,9 @@ SETTINGS = {
     "include-dirs": ['["."]', '["missing"]', '["a\\u0000b"]', '"."'],
     "colour": ['"red"'],
 }
-CONFIG_SHAPES = ("[tool.pipec]\n{settings}", "tool = 3\n", "[tool]\npipec = 3\n", "[tool.pipec\n", "")
+# a table of settings most of the time (and those are mostly right), so that most inputs reach
+# the checks instead of stopping at a usage error
+CONFIG_SHAPES = ("[tool.pipec]\n{settings}",) * 6 + ("tool = 3\n", "[tool]\npipec = 3\n", "[tool.pipec\n", "")
 ENVIRONMENT = {
     "PIPEC_OUTPUT_FORMAT": ["json", "text", "sarif", "nope", ""],
     "NO_COLOR": ["1", ""], "FORCE_COLOR": ["1", ""],
@@ -82,8 +84,9 @@ class Surroundings:
 def configs(draw) -> str | None:
     if draw(st.integers(0, 2)):
         return None
-    keys = draw(st.lists(st.sampled_from(sorted(SETTINGS)), unique=True, max_size=3))
-    settings = "".join(f"{key} = {draw(st.sampled_from(SETTINGS[key]))}\n" for key in keys)
+    keys = draw(st.lists(st.sampled_from(sorted(SETTINGS)), unique=True, max_size=2))
+    settings = "".join(f"{key} = {draw(st.sampled_from(SETTINGS[key][:2] * 3 + SETTINGS[key]))}\n"
+                       for key in keys)
     return draw(st.sampled_from(CONFIG_SHAPES)).format(settings=settings)
 
 
@@ -93,6 +96,6 @@ def surroundings(draw) -> Surroundings:
         imports=tuple(draw(st.lists(st.sampled_from(IMPORTS), max_size=2))),
         library=draw(st.one_of(st.none(), st.sampled_from(LIBRARY_TEXTS))),
         config=draw(configs()),
-        defines=tuple(draw(st.lists(st.sampled_from(DEFINES), max_size=3))),
+        defines=tuple(draw(st.lists(st.sampled_from(DEFINES), max_size=2))),
         env={name: draw(st.sampled_from(values)) for name, values in ENVIRONMENT.items() if draw(st.booleans())},
     )
