@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from .model import Access, GraphBody, Mode, Node
+from .model import GraphBody, Mode, Node
+from .parallel_conflicts import MAX_CONFLICTS, Conflict, sibling_conflicts, touches
 
 
 @dataclass(frozen=True)
@@ -29,22 +30,13 @@ class Hazard:
     buffer: str
 
 
-@dataclass(frozen=True)
-class Conflict:
-    """Two nodes of one parallel block touching the same data, at least one writing."""
-
-    first: Access
-    second: Access
-    first_node: Node
-    second_node: Node
-
-
 @dataclass
 class Dag:
     body: GraphBody
     edges: list[tuple[int, int]]  # (earlier index, later index) into body.items, reduced
     hazards: dict[tuple[int, int], Hazard]
     conflicts: list[Conflict] = field(default_factory=list)
+    conflicts_complete: bool = True  # False: the members conflict more than MAX_CONFLICTS times
 
     def predecessors(self) -> list[list[int]]:
         preds: list[list[int]] = [[] for _ in self.body.items]
@@ -122,11 +114,11 @@ class _Elements:
         return i + 1
 
 
-def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict]]:
+def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict], bool]:
     """Per node, earlier nodes it must follow, each with the kind and buffer of a hazard between
     them: not reduced, yet not every conflicting pair either (one implied through a later
     write is left out); their transitive closure is that of all conflicting pairs. Also the
-    conflicts inside parallel blocks."""
+    conflicts inside parallel blocks (at most MAX_CONFLICTS) and whether that list is complete."""
     elements: dict[int, _Elements] = {}
     preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
     conflicts: list[Conflict] = []
@@ -141,20 +133,21 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
         # its siblings; the block's accesses join the live set only once it is complete.
         for member in range(index, end):
             for access in items[member].accesses:
-                if _touches(access) and id(access.buffer) in elements:
+                if touches(access) and id(access.buffer) in elements:
                     elements[id(access.buffer)].predecessors(
                         access.start, access.stop, int(access.mode), access.buffer.name, preds[member])
-        conflicts += _sibling_conflicts(items, index, end)
+        if end - index > 1 and len(conflicts) <= MAX_CONFLICTS:
+            conflicts += sibling_conflicts(items, index, end, MAX_CONFLICTS - len(conflicts))
         for member in range(index, end):
             for access in items[member].accesses:
-                if not _touches(access):
+                if not touches(access):
                     continue
                 if id(access.buffer) in elements:
                     elements[id(access.buffer)].add(access.start, access.stop, int(access.mode), member, index)
                 else:
                     elements[id(access.buffer)] = _Elements(access.start, access.stop, int(access.mode), member)
         index = end
-    return preds, conflicts
+    return preds, conflicts[:MAX_CONFLICTS], len(conflicts) <= MAX_CONFLICTS
 
 
 @contextmanager
@@ -173,30 +166,14 @@ def _without_cycle_collection():
 
 @_without_cycle_collection()
 def build_dag(body: GraphBody) -> Dag:
-    preds, conflicts = hazard_predecessors(body.items)
+    preds, conflicts, complete = hazard_predecessors(body.items)
     reduced = _reduce(preds)
     labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
     hazards = {}
     for a, b in reduced:
         label = preds[b][a]
         hazards[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
-    return Dag(body, reduced, hazards, conflicts)
-
-
-def _sibling_conflicts(items: list[Node], start: int, end: int) -> list[Conflict]:
-    found = []
-    for i in range(start, end):
-        for j in range(i + 1, end):
-            for a in items[i].accesses:
-                for b in items[j].accesses:
-                    if a.overlaps(b) and _touches(a) and _touches(b) and (int(a.mode) | int(b.mode)) & _WRITE:
-                        found.append(Conflict(a, b, items[i], items[j]))
-    return found
-
-
-def _touches(access: Access) -> bool:
-    """An empty range (a slice or an extent of 0) touches no element, so it conflicts with nothing."""
-    return access.start < access.stop
+    return Dag(body, reduced, hazards, conflicts, complete)
 
 
 def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -231,7 +208,10 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
     for v, w in enumerate(last_use):
         if w >= 0:
             last_users[w].append(v)
-    ancestors: dict[int, int] = {}  # v -> bitset of its ancestors, bit i for node lowest[v] + i
+    # v -> (low, bits): bit i for node low + i, trimmed to v's lowest ancestor at or above
+    # lowest[v], so a node whose few ancestors lie far back holds a small int, not one as wide
+    # as the distance (many slices written, each copied, then all read: quadratic memory)
+    ancestors: dict[int, tuple[int, int]] = {}
     kept: list[tuple[int, int]] = []
     for w in range(n):
         if not preds[w]:
@@ -242,11 +222,14 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
             # a covered p's ancestors are covered already: most of a dense DAG's predecessors
             if not (covered >> (p - base)) & 1:
                 kept.append((p, w))
-                covered |= ancestors.get(p, 0) >> (base - lowest[p]) | 1 << (p - base)
+                low, bits = ancestors.get(p, (base, 0))
+                covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << (p - base)
         for p in last_users[w]:
             ancestors.pop(p, None)
-        if last_use[w] >= 0:
-            ancestors[w] = covered >> (lowest[w] - base)
+        bits = covered >> (lowest[w] - base)
+        if last_use[w] >= 0 and bits:
+            trim = (bits & -bits).bit_length() - 1
+            ancestors[w] = (lowest[w] + trim, bits >> trim)
     return sorted(kept)
 
 
@@ -268,7 +251,10 @@ class _Reach:
                     latest[chain] = u
             if latest.get(self.chain[p], -1) < p:
                 latest[self.chain[p]] = p
-        chain = next((self.chain[p] for p in preds if self.tails[self.chain[p]] == p), len(self.tails))
+        # a chain whose last node precedes `node`, through any path: joining it keeps the
+        # chains as few as the DAG is wide on the shapes pipelines have (fork-joins), and
+        # with them each node's dict
+        chain = next((c for c, u in latest.items() if self.tails[c] == u), len(self.tails))
         if chain == len(self.tails):
             self.tails.append(node)
         self.tails[chain] = node

@@ -4,6 +4,7 @@ no path between them in the graph."""
 from __future__ import annotations
 
 from ..diagnostics import Label
+from ..parallel_conflicts import MAX_CONFLICTS
 from .context import CheckContext
 
 
@@ -19,8 +20,11 @@ def unordered_conflict(ctx: CheckContext) -> None:
             c = conflicts[0]
             buffer = c.second.buffer.name
             overlap = (max(c.first.start, c.second.start), min(c.first.stop, c.second.stop))
-            notes = ((f"{len(conflicts) - 1} more pair{'s' * (len(conflicts) > 2)} of nodes from these "
+            more = "at least " * (not dag.conflicts_complete)
+            notes = ((f"{more}{len(conflicts) - 1} more pair{'s' * (len(conflicts) > 2)} of nodes from these "
                       "lines conflict the same way",) if len(conflicts) > 1 else ())
+            if not dag.conflicts_complete:
+                notes += (f"pipec stopped counting at {MAX_CONFLICTS} conflicting pairs in this graph",)
             ctx.sink.add("PC314", f"`{c.first_node.name}` ({c.first.mode.describe()}) and "
                          f"`{c.second_node.name}` ({c.second.mode.describe()}) touch "
                          f"`{buffer}[{overlap[0]}:{overlap[1]}]` with no ordering between them",
