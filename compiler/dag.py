@@ -14,13 +14,13 @@ slices per element, independent nodes): tests/test_dag.py compares all of it wit
 from __future__ import annotations
 
 import gc
-from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from .model import GraphBody, Mode, Node
+from .elements import Elements
+from .model import GraphBody, Node
 from .parallel_conflicts import MAX_CONFLICTS, Conflict, sibling_conflicts, touches
 
 
@@ -45,81 +45,12 @@ class Dag:
         return preds
 
 
-_READ, _WRITE = int(Mode.READ), int(Mode.WRITE)
-# (earlier mode, later mode) -> hazard, on plain ints: this is the compiler's hottest loop.
-_HAZARDS = {
-    (earlier, later): ("RAW" if earlier & _WRITE and later & _READ else
-                       "WAW" if earlier & _WRITE and later & _WRITE else
-                       "WAR" if earlier & _READ and later & _WRITE else None)
-    for earlier in (1, 2, 3) for later in (1, 2, 3)
-}
-
-
-class _Elements:
-    """One buffer's elements, cut into segments that every access so far covers whole or
-    misses. Per segment: its last write as (node, mode) pairs (several only for members of one
-    parallel block) and the nodes that read it since. A later access conflicts with nothing
-    older there: every older access is ordered before that last write."""
-
-    def __init__(self, start: int, stop: int, mode: int, node: int) -> None:
-        """The buffer as its first access, `node`'s, leaves it: three segments, before, in and
-        after [start, stop). Built directly, not by `add` cutting an empty buffer twice: in a
-        small graph most accesses are the first to their buffer."""
-        self.starts: list[float] = [float("-inf"), start, stop]  # segment i is [starts[i], starts[i + 1])
-        writes = bool(mode & _WRITE)
-        self.writers: list[list[tuple[int, int]]] = [[], [(node, mode)] if writes else [], []]
-        self.readers: list[list[int]] = [[], [] if writes else [node], []]
-
-    def predecessors(self, start: int, stop: int, mode: int, buffer: str,
-                     found: dict[int, tuple[str, str]]) -> None:
-        """Add to `found` every node an access to [start, stop) must follow, with its hazard."""
-        # one hazard tuple per kind, shared by every edge it labels: there can be millions
-        after_write = {earlier: (_HAZARDS[earlier, mode], buffer) for earlier in (2, 3)}
-        after_read = ("WAR", buffer)
-        starts = self.starts
-        i = bisect_right(starts, start) - 1
-        while i < len(starts) and starts[i] < stop:
-            for node, earlier in self.writers[i]:
-                if node not in found:
-                    found[node] = after_write[earlier]
-            if mode & _WRITE:
-                for node in self.readers[i]:
-                    if node not in found:
-                        found[node] = after_read
-            i += 1
-
-    def add(self, start: int, stop: int, mode: int, node: int, block: int) -> None:
-        """Record `node`'s access; `block` is the first node of its parallel block (or itself),
-        whose members' entries a write keeps: later nodes follow every member."""
-        lo, hi = self._cut(start), self._cut(stop)
-        if not mode & _WRITE:
-            for readers in self.readers[lo:hi]:
-                if not readers or readers[-1] != node:
-                    readers.append(node)
-            return
-        writers = [[w for w in self.writers[i] if w[0] >= block] + [(node, mode)] for i in range(lo, hi)]
-        readers = [[r for r in self.readers[i] if r >= block] for i in range(lo, hi)]
-        if all(w == writers[0] for w in writers) and all(r == readers[0] for r in readers):
-            del self.starts[lo + 1:hi], writers[1:], readers[1:]  # one segment again
-        self.writers[lo:hi], self.readers[lo:hi] = writers, readers
-
-    def _cut(self, at: int) -> int:
-        """The index of the segment that starts at `at`, cutting the one holding it if needed."""
-        i = bisect_right(self.starts, at) - 1
-        if self.starts[i] == at:
-            return i
-        self.starts.insert(i + 1, at)
-        self.writers.insert(i + 1, list(self.writers[i]))
-        self.readers.insert(i + 1, list(self.readers[i]))
-        return i + 1
-
-
 def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict], bool]:
     """Per node, earlier nodes it must follow, each with the kind and buffer of a hazard between
     them: not reduced, yet not every conflicting pair either (one implied through a later
     write is left out); their transitive closure is that of all conflicting pairs. Also the
     conflicts inside parallel blocks (at most MAX_CONFLICTS) and whether that list is complete."""
-    elements: dict[int, _Elements] = {}
+    elements: dict[int, Elements] = {}
     preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
     conflicts: list[Conflict] = []
     index = 0
@@ -145,7 +76,7 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
                 if id(access.buffer) in elements:
                     elements[id(access.buffer)].add(access.start, access.stop, int(access.mode), member, index)
                 else:
-                    elements[id(access.buffer)] = _Elements(access.start, access.stop, int(access.mode), member)
+                    elements[id(access.buffer)] = Elements(access.start, access.stop, int(access.mode), member)
         index = end
     return preds, conflicts[:MAX_CONFLICTS], len(conflicts) <= MAX_CONFLICTS
 
