@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from ...dsl.source import open_regular
 from ..config import CompileOptions
 from ..consteval import Value, literal, representable
 from ..diagnostics import DiagnosticSink, Label
@@ -154,8 +155,14 @@ class Declarations(KernelImports, ImportBindings):
                 self.sink.add("PC113", f"`{decl.path.value}` is a kernel source; it declares no "
                               "constants to bind", decl.bindings[0].span,
                               "remove `with (...)`; kernels take values as launch arguments")
-            outside = [h for h in include_closure(target, target.read_text(errors="replace"),
-                                                  self.options.include_dirs) if not self._allowed(h)]
+            try:  # bounded, and refused unless a regular file (a FIFO would block forever)
+                text = self._kernel_file(target).text
+            except OSError as error:
+                self.sink.add("PC102", f"cannot read `{target}`: {error.strerror or error}", decl.path.span,
+                              "a kernel source is a regular file of CUDA C++")
+                self._mark_invalid(module, decl.names or ())
+                return
+            outside = [h for h in include_closure(target, text, self.options.include_dirs) if not self._allowed(h)]
             if outside:
                 self._refuse(f"{decl.path.value}` includes `{outside[0].name}", decl.path.span)
                 self._mark_invalid(module, decl.names or ())
@@ -187,7 +194,7 @@ class Declarations(KernelImports, ImportBindings):
             candidate = (folder / relative).resolve()
             if not self._allowed(candidate):
                 refused = True
-            elif candidate.is_file():
+            elif candidate.exists() and not candidate.is_dir():  # a FIFO too: reading it is refused
                 return candidate, refused
         return None, refused
 
@@ -328,7 +335,7 @@ class Declarations(KernelImports, ImportBindings):
             self._refuse(value, expr.args[0].span)
             raise Abort
         try:
-            with path.open("rb") as f:
+            with open_regular(path) as f:
                 version = np.lib.format.read_magic(f)
                 if version == (1, 0):
                     header = np.lib.format.read_array_header_1_0(f)
@@ -338,7 +345,8 @@ class Declarations(KernelImports, ImportBindings):
             file_shape, _, file_dtype = header
             data_bytes = path.stat().st_size - data_start
         except (OSError, ValueError) as error:
-            self.sink.add("PC107", f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
+            reason = getattr(error, "strerror", None) or error
+            self.sink.add("PC107", f"cannot read `{value}` as a .npy file: {reason}", expr.args[0].span,
                           "the path is relative to the .pipe file")
             raise Abort from None
         expected = np.dtype(dtype.numpy)
