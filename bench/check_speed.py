@@ -1,7 +1,7 @@
 """How long `pipec --check` takes, and how much memory, on a generated pipeline of N nodes, once
 the kernels are cached (the figure CI cares about). Needs no GPU.
 
-    python bench/check_speed.py [--nodes 5000 100000] [--shape random|chain|fan|graphs|parallel|slices ...] [--repeats 5]
+    python bench/check_speed.py [--nodes 5000 100000] [--shape random chain ...] [--repeats 5]   # every shape by default
     python bench/check_speed.py --stages --nodes 100000   # seconds per compiler stage, in process
     python bench/check_speed.py --rl-step 4096             # pipelines/rl_step.pipe, -D UPDATES=4096
     python bench/check_speed.py --emit --nodes 100000      # `--emit plan` instead of `--check`
@@ -149,7 +149,8 @@ def stage_seconds(path: Path, defines: list[str]) -> list[list]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="*", default=[100, 1000, 5000])
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="random")
+    parser.add_argument("--shape", choices=sorted(SHAPES), nargs="*", default=sorted(SHAPES),
+                        help="the generated programs to time (default: every shape)")
     parser.add_argument("--rl-step", type=int, metavar="UPDATES", nargs="*", default=[],
                         help="also pipelines/rl_step.pipe with -D UPDATES=...")
     parser.add_argument("--repeats", type=int, default=5)
@@ -161,10 +162,11 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="pipec-check-"))
     shutil.copy(TINY, folder)  # imports stay inside the program's folder
     cases: list[tuple[str, Path, list[str]]] = []
-    for n in args.nodes:
-        path = folder / f"{args.shape}{n}.pipe"
-        path.write_text(SHAPES[args.shape](n))
-        cases.append((f"{args.shape} {n}", path, []))
+    for shape in args.shape:
+        for n in args.nodes:
+            path = folder / f"{shape}{n}.pipe"
+            path.write_text(SHAPES[shape](n))
+            cases.append((f"{shape} {n}", path, []))
     cases += [(f"rl_step UPDATES={u}", RL_STEP, [f"UPDATES={u}"]) for u in args.rl_step]
     mode = ["--emit", "plan", "-o", os.devnull] if args.emit else ["--check"]
     rows = []

@@ -21,7 +21,7 @@ from itertools import pairwise
 
 from .elements import Elements
 from .model import GraphBody, Node
-from .parallel_conflicts import MAX_CONFLICTS, Conflict, sibling_conflicts, touches
+from .parallel_conflicts import Conflict, sibling_conflicts, touches
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ class Dag:
     edges: list[tuple[int, int]]  # (earlier index, later index) into body.items, reduced
     hazards: dict[tuple[int, int], Hazard]
     conflicts: list[Conflict] = field(default_factory=list)
-    conflicts_complete: bool = True  # False: the members conflict more than MAX_CONFLICTS times
+    # parallel blocks (their `group`) whose conflicts were counted only up to the bound
+    counted_in_part: frozenset[int] = frozenset()
 
     def predecessors(self) -> list[list[int]]:
         preds: list[list[int]] = [[] for _ in self.body.items]
@@ -45,14 +46,16 @@ class Dag:
         return preds
 
 
-def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict], bool]:
+def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict],
+                                                   frozenset[int]]:
     """Per node, earlier nodes it must follow, each with the kind and buffer of a hazard between
     them: not reduced, yet not every conflicting pair either (one implied through a later
     write is left out); their transitive closure is that of all conflicting pairs. Also the
-    conflicts inside parallel blocks (at most MAX_CONFLICTS) and whether that list is complete."""
+    conflicts inside parallel blocks, and the blocks whose conflicts were counted only in part."""
     elements: dict[int, Elements] = {}
     preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
     conflicts: list[Conflict] = []
+    in_part: set[int] = set()
     index = 0
     while index < len(items):
         group = items[index].group
@@ -67,8 +70,11 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
                 if touches(access) and id(access.buffer) in elements:
                     elements[id(access.buffer)].predecessors(
                         access.start, access.stop, int(access.mode), access.buffer.name, preds[member])
-        if end - index > 1 and len(conflicts) <= MAX_CONFLICTS:
-            conflicts += sibling_conflicts(items, index, end, MAX_CONFLICTS - len(conflicts))
+        if end - index > 1:
+            found, complete = sibling_conflicts(items, index, end)
+            conflicts += found
+            if not complete:
+                in_part.add(group)
         for member in range(index, end):
             for access in items[member].accesses:
                 if not touches(access):
@@ -78,7 +84,7 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
                 else:
                     elements[id(access.buffer)] = Elements(access.start, access.stop, int(access.mode), member)
         index = end
-    return preds, conflicts[:MAX_CONFLICTS], len(conflicts) <= MAX_CONFLICTS
+    return preds, conflicts, frozenset(in_part)
 
 
 @contextmanager
@@ -97,14 +103,14 @@ def _without_cycle_collection():
 
 @_without_cycle_collection()
 def build_dag(body: GraphBody) -> Dag:
-    preds, conflicts, complete = hazard_predecessors(body.items)
+    preds, conflicts, in_part = hazard_predecessors(body.items)
     reduced = _reduce(preds)
     labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
     hazards = {}
     for a, b in reduced:
         label = preds[b][a]
         hazards[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
-    return Dag(body, reduced, hazards, conflicts, complete)
+    return Dag(body, reduced, hazards, conflicts, in_part)
 
 
 def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
