@@ -21,6 +21,9 @@ from .kernel_imports import KernelImports
 from .scope import Abort, LoadedModule, Symbol
 
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
+# files loaded, each counted once per distinct set of values it is imported with: imports that
+# bind other values at every level multiply (24 files importing the next twice: 2**24)
+MAX_INSTANCES = 1_000
 MAX_GEMM_WORKSPACE = 1 << 30  # per GEMM node; cuBLASLt's heuristics ask for tens of MiB at most
 _OPTIONS = ("lanes", "copy", "share_modules", "gemm_workspace")
 # The words dsl/grammar.lark starts statements with: a graph of one of these names could never
@@ -38,6 +41,7 @@ class Declarations(KernelImports, ImportBindings):
     def __init__(self, options: CompileOptions, sink: DiagnosticSink, toolchain) -> None:
         super().__init__(options, sink, toolchain)
         self.loading: list[Path] = []
+        self.too_many_instances = False  # reported once; every later load is refused
         self.defines: dict[str, tuple[ast.Expr, Span]] = {}
         self.used_defines: set[str] = set()
         self.launcher_symbols: dict[str, Symbol] = {}
@@ -46,6 +50,9 @@ class Declarations(KernelImports, ImportBindings):
     def _load(self, path: Path, via: Span, bindings: dict) -> LoadedModule | None:
         if (path, instance(bindings)) in self.modules:
             return self.modules[path, instance(bindings)]
+        if len(self.modules) + len(self.loading) >= MAX_INSTANCES:
+            self._refuse_instance(path, via)
+            return None
         if path in self.loading:
             self.sink.add("PC102", f"`{path.name}` imports itself through a cycle", via,
                           "move the shared declarations into a third file both can import")
@@ -72,6 +79,17 @@ class Declarations(KernelImports, ImportBindings):
                               via, "keep steps in the top-level file; import declarations only",
                               labels=(Label(decl.span, "declared here"),))
         return module
+
+    def _refuse_instance(self, path: Path, via: Span) -> None:
+        """PC112, once, naming the chain of imports that reached the limit."""
+        if self.too_many_instances:
+            return
+        self.too_many_instances = True
+        names = [f"`{p.name}`" for p in (*self.loading, path)]
+        chain = " -> ".join(names if len(names) <= 10 else [*names[:5], "...", *names[-4:]])
+        self.sink.add("PC112", f"the imports make more than {MAX_INSTANCES} file instances (a file imported "
+                      f"with other values is another instance), reached through {chain}", via,
+                      "bind such values in one file that the others import, not again at every level")
 
     def _parse_defines(self) -> dict[str, tuple[ast.Expr, Span]]:
         """`-D NAME=EXPR` values, parsed like constant expressions of the main file."""
