@@ -163,8 +163,7 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
                 covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << (p - base)
         for p in last_users[w]:
             ancestors.pop(p, None)
-        bits = covered >> (lowest[w] - base)
-        if last_use[w] >= 0 and bits:
+        if last_use[w] >= 0 and (bits := covered >> (lowest[w] - base)):
             trim = (bits & -bits).bit_length() - 1
             ancestors[w] = (lowest[w] + trim, bits >> trim)
     return sorted(kept)
