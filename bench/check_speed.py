@@ -1,7 +1,7 @@
 """How long `pipec --check` takes, and how much memory, on a generated pipeline of N nodes, once
 the kernels are cached (the figure CI cares about). Needs no GPU.
 
-    python bench/check_speed.py [--nodes 5000 100000] [--shape random|chain|fan|graphs] [--repeats 5]
+    python bench/check_speed.py [--nodes 5000 100000] [--shape random chain ...] [--repeats 5]   # every shape by default
     python bench/check_speed.py --stages --nodes 100000   # seconds per compiler stage, in process
     python bench/check_speed.py --rl-step 4096             # pipelines/rl_step.pipe, -D UPDATES=4096
     python bench/check_speed.py --emit --nodes 100000      # `--emit plan` instead of `--check`
@@ -15,6 +15,7 @@ lanes."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import shutil
@@ -83,7 +84,31 @@ def graphs_pipe(nodes: int) -> str:
             f"    }}\n}}\nstep {{\n    for p in 0 .. {parts} {{\n        part(p)\n    }}\n}}\n")
 
 
-SHAPES = {"random": random_pipe, "chain": chain_pipe, "fan": fan_pipe, "graphs": graphs_pipe}
+def parallel_pipe(nodes: int) -> str:
+    """One root node, a `parallel for` of n members that each read the root and write their own
+    slot (PC314 proves them disjoint), then one node reading every slot."""
+    return (f'from "tiny.cu" import tiny, leaf\nbuffer root: u32[1]\nbuffer slots: u32[{nodes}]\n'
+            f"step {{\n    launch tiny<<<1, 32>>>(root)\n    parallel for i in 0 .. {nodes} {{\n"
+            f"        launch leaf<<<1, 32>>>(in root, out slots[i:i + 1])\n    }}\n"
+            f"    launch tiny<<<1, 32>>>(slots)\n}}\n")
+
+
+def slices_pipe(nodes: int) -> str:
+    """Many slices of one buffer: n/2 nodes write one element each of `a`, in a strided order
+    (each cut lands inside the list of segments, not at its end), n/2 copy each into `b`, and
+    one node reads all of `b` and writes the root the writers read."""
+    half = max(1, nodes // 2)
+    stride = next(s for s in range(7919, 2 * half + 7919) if math.gcd(s, half) == 1)
+    at = f"(s * {stride}) % {half}"
+    return (f'from "tiny.cu" import tiny, leaf\nbuffer root: u32[1]\nbuffer a: u32[{half}]\n'
+            f"buffer b: u32[{half}]\nstep {{\n    for s in 0 .. {half} {{\n"
+            f"        launch leaf<<<1, 32>>>(in root, out a[{at}:{at} + 1])\n    }}\n"
+            f"    for s in 0 .. {half} {{\n        launch leaf<<<1, 32>>>(in a[{at}:{at} + 1], out b[{at}:{at} + 1])\n"
+            f"    }}\n    launch leaf<<<1, 32>>>(in b, out root)\n}}\n")
+
+
+SHAPES = {"random": random_pipe, "chain": chain_pipe, "fan": fan_pipe, "graphs": graphs_pipe,
+          "parallel": parallel_pipe, "slices": slices_pipe}
 
 
 def timed(command: list[str]) -> tuple[float, float, float]:
@@ -124,7 +149,8 @@ def stage_seconds(path: Path, defines: list[str]) -> list[list]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="*", default=[100, 1000, 5000])
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="random")
+    parser.add_argument("--shape", choices=sorted(SHAPES), nargs="*", default=sorted(SHAPES),
+                        help="the generated programs to time (default: every shape)")
     parser.add_argument("--rl-step", type=int, metavar="UPDATES", nargs="*", default=[],
                         help="also pipelines/rl_step.pipe with -D UPDATES=...")
     parser.add_argument("--repeats", type=int, default=5)
@@ -136,10 +162,11 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="pipec-check-"))
     shutil.copy(TINY, folder)  # imports stay inside the program's folder
     cases: list[tuple[str, Path, list[str]]] = []
-    for n in args.nodes:
-        path = folder / f"{args.shape}{n}.pipe"
-        path.write_text(SHAPES[args.shape](n))
-        cases.append((f"{args.shape} {n}", path, []))
+    for shape in args.shape:
+        for n in args.nodes:
+            path = folder / f"{shape}{n}.pipe"
+            path.write_text(SHAPES[shape](n))
+            cases.append((f"{shape} {n}", path, []))
     cases += [(f"rl_step UPDATES={u}", RL_STEP, [f"UPDATES={u}"]) for u in args.rl_step]
     mode = ["--emit", "plan", "-o", os.devnull] if args.emit else ["--check"]
     rows = []

@@ -14,13 +14,14 @@ slices per element, independent nodes): tests/test_dag.py compares all of it wit
 from __future__ import annotations
 
 import gc
-from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 
-from .model import Access, GraphBody, Mode, Node
+from .elements import Elements
+from .model import GraphBody, Node
+from .parallel_conflicts import Conflict, sibling_conflicts, touches
 
 
 @dataclass(frozen=True)
@@ -29,22 +30,14 @@ class Hazard:
     buffer: str
 
 
-@dataclass(frozen=True)
-class Conflict:
-    """Two nodes of one parallel block touching the same data, at least one writing."""
-
-    first: Access
-    second: Access
-    first_node: Node
-    second_node: Node
-
-
 @dataclass
 class Dag:
     body: GraphBody
     edges: list[tuple[int, int]]  # (earlier index, later index) into body.items, reduced
     hazards: dict[tuple[int, int], Hazard]
     conflicts: list[Conflict] = field(default_factory=list)
+    # parallel blocks (their `group`) whose conflicts were counted only up to the bound
+    counted_in_part: frozenset[int] = frozenset()
 
     def predecessors(self) -> list[list[int]]:
         preds: list[list[int]] = [[] for _ in self.body.items]
@@ -53,83 +46,16 @@ class Dag:
         return preds
 
 
-_READ, _WRITE = int(Mode.READ), int(Mode.WRITE)
-# (earlier mode, later mode) -> hazard, on plain ints: this is the compiler's hottest loop.
-_HAZARDS = {
-    (earlier, later): ("RAW" if earlier & _WRITE and later & _READ else
-                       "WAW" if earlier & _WRITE and later & _WRITE else
-                       "WAR" if earlier & _READ and later & _WRITE else None)
-    for earlier in (1, 2, 3) for later in (1, 2, 3)
-}
-
-
-class _Elements:
-    """One buffer's elements, cut into segments that every access so far covers whole or
-    misses. Per segment: its last write as (node, mode) pairs (several only for members of one
-    parallel block) and the nodes that read it since. A later access conflicts with nothing
-    older there: every older access is ordered before that last write."""
-
-    def __init__(self, start: int, stop: int, mode: int, node: int) -> None:
-        """The buffer as its first access, `node`'s, leaves it: three segments, before, in and
-        after [start, stop). Built directly, not by `add` cutting an empty buffer twice: in a
-        small graph most accesses are the first to their buffer."""
-        self.starts: list[float] = [float("-inf"), start, stop]  # segment i is [starts[i], starts[i + 1])
-        writes = bool(mode & _WRITE)
-        self.writers: list[list[tuple[int, int]]] = [[], [(node, mode)] if writes else [], []]
-        self.readers: list[list[int]] = [[], [] if writes else [node], []]
-
-    def predecessors(self, start: int, stop: int, mode: int, buffer: str,
-                     found: dict[int, tuple[str, str]]) -> None:
-        """Add to `found` every node an access to [start, stop) must follow, with its hazard."""
-        # one hazard tuple per kind, shared by every edge it labels: there can be millions
-        after_write = {earlier: (_HAZARDS[earlier, mode], buffer) for earlier in (2, 3)}
-        after_read = ("WAR", buffer)
-        starts = self.starts
-        i = bisect_right(starts, start) - 1
-        while i < len(starts) and starts[i] < stop:
-            for node, earlier in self.writers[i]:
-                if node not in found:
-                    found[node] = after_write[earlier]
-            if mode & _WRITE:
-                for node in self.readers[i]:
-                    if node not in found:
-                        found[node] = after_read
-            i += 1
-
-    def add(self, start: int, stop: int, mode: int, node: int, block: int) -> None:
-        """Record `node`'s access; `block` is the first node of its parallel block (or itself),
-        whose members' entries a write keeps: later nodes follow every member."""
-        lo, hi = self._cut(start), self._cut(stop)
-        if not mode & _WRITE:
-            for segment in self.readers[lo:hi]:
-                if not segment or segment[-1] != node:
-                    segment.append(node)
-            return
-        writers = [[w for w in self.writers[i] if w[0] >= block] + [(node, mode)] for i in range(lo, hi)]
-        readers = [[r for r in self.readers[i] if r >= block] for i in range(lo, hi)]
-        if all(w == writers[0] for w in writers) and all(r == readers[0] for r in readers):
-            del self.starts[lo + 1:hi], writers[1:], readers[1:]  # one segment again
-        self.writers[lo:hi], self.readers[lo:hi] = writers, readers
-
-    def _cut(self, at: int) -> int:
-        """The index of the segment that starts at `at`, cutting the one holding it if needed."""
-        i = bisect_right(self.starts, at) - 1
-        if self.starts[i] == at:
-            return i
-        self.starts.insert(i + 1, at)
-        self.writers.insert(i + 1, list(self.writers[i]))
-        self.readers.insert(i + 1, list(self.readers[i]))
-        return i + 1
-
-
-def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict]]:
+def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict],
+                                                   frozenset[int]]:
     """Per node, earlier nodes it must follow, each with the kind and buffer of a hazard between
     them: not reduced, yet not every conflicting pair either (one implied through a later
     write is left out); their transitive closure is that of all conflicting pairs. Also the
-    conflicts inside parallel blocks."""
-    elements: dict[int, _Elements] = {}
+    conflicts inside parallel blocks, and the blocks whose conflicts were counted only in part."""
+    elements: dict[int, Elements] = {}
     preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
     conflicts: list[Conflict] = []
+    in_part: set[int] = set()
     index = 0
     while index < len(items):
         group = items[index].group
@@ -141,20 +67,24 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
         # its siblings; the block's accesses join the live set only once it is complete.
         for member in range(index, end):
             for access in items[member].accesses:
-                if _touches(access) and id(access.buffer) in elements:
+                if touches(access) and id(access.buffer) in elements:
                     elements[id(access.buffer)].predecessors(
                         access.start, access.stop, int(access.mode), access.buffer.name, preds[member])
-        conflicts += _sibling_conflicts(items, index, end)
+        if end - index > 1:
+            found, complete = sibling_conflicts(items, index, end)
+            conflicts += found
+            if not complete:
+                in_part.add(group)
         for member in range(index, end):
             for access in items[member].accesses:
-                if not _touches(access):
+                if not touches(access):
                     continue
                 if id(access.buffer) in elements:
                     elements[id(access.buffer)].add(access.start, access.stop, int(access.mode), member, index)
                 else:
-                    elements[id(access.buffer)] = _Elements(access.start, access.stop, int(access.mode), member)
+                    elements[id(access.buffer)] = Elements(access.start, access.stop, int(access.mode), member)
         index = end
-    return preds, conflicts
+    return preds, conflicts, frozenset(in_part)
 
 
 @contextmanager
@@ -173,30 +103,14 @@ def _without_cycle_collection():
 
 @_without_cycle_collection()
 def build_dag(body: GraphBody) -> Dag:
-    preds, conflicts = hazard_predecessors(body.items)
+    preds, conflicts, in_part = hazard_predecessors(body.items)
     reduced = _reduce(preds)
     labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
     hazards = {}
     for a, b in reduced:
         label = preds[b][a]
         hazards[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
-    return Dag(body, reduced, hazards, conflicts)
-
-
-def _sibling_conflicts(items: list[Node], start: int, end: int) -> list[Conflict]:
-    found = []
-    for i in range(start, end):
-        for j in range(i + 1, end):
-            for a in items[i].accesses:
-                for b in items[j].accesses:
-                    if a.overlaps(b) and _touches(a) and _touches(b) and (int(a.mode) | int(b.mode)) & _WRITE:
-                        found.append(Conflict(a, b, items[i], items[j]))
-    return found
-
-
-def _touches(access: Access) -> bool:
-    """An empty range (a slice or an extent of 0) touches no element, so it conflicts with nothing."""
-    return access.start < access.stop
+    return Dag(body, reduced, hazards, conflicts, in_part)
 
 
 def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -231,7 +145,10 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
     for v, w in enumerate(last_use):
         if w >= 0:
             last_users[w].append(v)
-    ancestors: dict[int, int] = {}  # v -> bitset of its ancestors, bit i for node lowest[v] + i
+    # v -> (low, bits): bit i for node low + i, trimmed to v's lowest ancestor at or above
+    # lowest[v], so a node whose few ancestors lie far back holds a small int, not one as wide
+    # as the distance (many slices written, each copied, then all read: quadratic memory)
+    ancestors: dict[int, tuple[int, int]] = {}
     kept: list[tuple[int, int]] = []
     for w in range(n):
         if not preds[w]:
@@ -242,11 +159,13 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
             # a covered p's ancestors are covered already: most of a dense DAG's predecessors
             if not (covered >> (p - base)) & 1:
                 kept.append((p, w))
-                covered |= ancestors.get(p, 0) >> (base - lowest[p]) | 1 << (p - base)
+                low, bits = ancestors.get(p, (base, 0))
+                covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << (p - base)
         for p in last_users[w]:
             ancestors.pop(p, None)
-        if last_use[w] >= 0:
-            ancestors[w] = covered >> (lowest[w] - base)
+        if last_use[w] >= 0 and (bits := covered >> (lowest[w] - base)):
+            trim = (bits & -bits).bit_length() - 1
+            ancestors[w] = (lowest[w] + trim, bits >> trim)
     return sorted(kept)
 
 
@@ -268,7 +187,10 @@ class _Reach:
                     latest[chain] = u
             if latest.get(self.chain[p], -1) < p:
                 latest[self.chain[p]] = p
-        chain = next((self.chain[p] for p in preds if self.tails[self.chain[p]] == p), len(self.tails))
+        # a chain whose last node precedes `node`, through any path: joining it keeps the
+        # chains as few as the DAG is wide on the shapes pipelines have (fork-joins), and
+        # with them each node's dict
+        chain = next((c for c, u in latest.items() if self.tails[c] == u), len(self.tails))
         if chain == len(self.tails):
             self.tails.append(node)
         self.tails[chain] = node

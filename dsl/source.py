@@ -7,8 +7,10 @@ computed when a diagnostic is rendered (1-based, columns counted in code points)
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import re
+import stat
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,32 @@ def real_path(path: Path) -> Path:
     a loop of links is kept as the path it reached instead of raising RuntimeError (Python 3.11
     and 3.12): opening it then fails with ELOOP, an OSError, which every reader reports."""
     return Path(os.path.realpath(path))
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def open_regular(path: Path):
+    """`path` opened for reading in binary, when it is a regular file. Anything else (a FIFO
+    would block the read until a writer came, forever in CI; a device never ends) raises
+    OSError without being opened; the second check, on the open file, catches a file swapped
+    for one in between, and the open itself never blocks."""
+    _refuse_irregular(os.stat(path).st_mode, path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        _refuse_irregular(os.fstat(fd).st_mode, path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _refuse_irregular(mode: int, path: Path) -> None:
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise OSError(errno.EINVAL, f"it is {kind}, not a regular file; pipec reads only regular files", str(path))
 
 
 @dataclass(frozen=True)
@@ -59,8 +87,8 @@ class SourceFile:
         """The file as text: UTF-8 without a byte-order mark, line ends as `\\n`. At most
         MAX_READ_BYTES are read: a longer file has no text. Bad bytes in a file that is not
         UTF-8 are replaced. Either problem is recorded in `problem`. Raises OSError when the
-        file cannot be opened."""
-        with path.open("rb") as file:
+        file cannot be opened or is not a regular file."""
+        with open_regular(path) as file:
             return cls.from_bytes(path, file.read(MAX_READ_BYTES + 1))
 
     @classmethod

@@ -27,7 +27,8 @@ def test_the_largest_program_fits_in_one_file(shape):
 
 
 @pytest.mark.parametrize("shape, nodes", [("random", 300), ("random", 700), ("chain", 300),
-                                          ("fan", 300), ("graphs", 3000)])
+                                          ("fan", 300), ("graphs", 3000), ("parallel", 300),
+                                          ("slices", 300)])
 def test_a_generated_program_is_clean_and_has_the_nodes_asked_for(tmp_path, shape, nodes):
     shutil.copy(check_speed.TINY, tmp_path)
     path = tmp_path / "generated.pipe"
@@ -36,5 +37,6 @@ def test_a_generated_program_is_clean_and_has_the_nodes_asked_for(tmp_path, shap
     assert result.diagnostics == []
     step = result.program.step
     # a fan has its root as well, and every child graph is a node of its own
-    expected = {"fan": nodes + 1, "graphs": nodes + nodes // check_speed.GRAPH_NODES}.get(shape, nodes)
+    expected = {"fan": nodes + 1, "graphs": nodes + nodes // check_speed.GRAPH_NODES, "parallel": nodes + 2,
+                "slices": nodes + 1}.get(shape, nodes)
     assert _nodes(step) == expected

@@ -131,7 +131,7 @@ def test_the_dag_orders_exactly_the_conflicting_accesses(program):
     items = _items(program)
     n = len(items)
     conflicts = _conflicts(items)
-    preds, _ = hazard_predecessors(items)
+    preds, _, _ = hazard_predecessors(items)
     unreduced = {(a, b): hazard for b, found in enumerate(preds) for a, hazard in found.items()}
     for pair, hazard in unreduced.items():
         assert hazard in conflicts.get(pair, ()), f"{pair} is not a {hazard} conflict"

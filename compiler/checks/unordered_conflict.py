@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..codes import PC314
 from ..diagnostics import Label
+from ..parallel_conflicts import ROOM, ROOM_PER_MEMBER
 from .context import CheckContext
 
 
@@ -20,8 +21,13 @@ def unordered_conflict(ctx: CheckContext) -> None:
             c = conflicts[0]
             buffer = c.second.buffer.name
             overlap = (max(c.first.start, c.second.start), min(c.first.stop, c.second.stop))
-            notes = ((f"{len(conflicts) - 1} more pair{'s' * (len(conflicts) > 2)} of nodes from these "
+            in_part = c.first_node.group in dag.counted_in_part
+            more = "at least " * in_part
+            notes: tuple[str, ...] = ((f"{more}{len(conflicts) - 1} more pair{'s' * (len(conflicts) > 2)} of nodes from these "
                       "lines conflict the same way",) if len(conflicts) > 1 else ())
+            if in_part:
+                notes += (f"pipec counts at most {ROOM_PER_MEMBER} conflicting pairs per member of a block, "
+                          f"plus {ROOM}",)
             ctx.sink.add(PC314, f"`{c.first_node.name}` ({c.first.mode.describe()}) and "
                          f"`{c.second_node.name}` ({c.second.mode.describe()}) touch "
                          f"`{buffer}[{overlap[0]}:{overlap[1]}]` with no ordering between them",

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ...dsl import ast
-from ...dsl.source import real_path
+from ...dsl.source import open_regular, real_path
 from ..codes import PC107
 from ..consteval import Value, literal, representable
 from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind
@@ -160,7 +160,7 @@ def _load_init(ctx: Context, files: ProjectFiles, module: LoadedModule, expr: as
         files.refuse(value, expr.args[0].span)
         raise Abort
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:
             version = np.lib.format.read_magic(f)
             if version == (1, 0):
                 header = np.lib.format.read_array_header_1_0(f)
@@ -170,7 +170,8 @@ def _load_init(ctx: Context, files: ProjectFiles, module: LoadedModule, expr: as
         file_shape, _, file_dtype = header
         data_bytes = path.stat().st_size - data_start
     except (OSError, ValueError) as error:
-        ctx.sink.add(PC107, f"cannot read `{value}` as a .npy file: {error}", expr.args[0].span,
+        reason = getattr(error, "strerror", None) or error
+        ctx.sink.add(PC107, f"cannot read `{value}` as a .npy file: {reason}", expr.args[0].span,
                      "the path is relative to the .pipe file")
         raise Abort from None
     expected = np.dtype(dtype.numpy)

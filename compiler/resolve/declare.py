@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
-from ..codes import BY_CODE, PC101, PC102, PC103, PC104, PC113
+from ..codes import BY_CODE, PC101, PC102, PC103, PC104, PC112, PC113
 from ..diagnostics import Label
 from ..kernel_analysis import include_closure
 from .bindings import Bindings, check_bindings, evaluate_bindings, instance
@@ -22,6 +22,9 @@ from .scope import (
 
 # The words dsl/grammar.lark starts statements with: a graph of one of these names could never
 # be called, as its call would read as that statement.
+# files loaded, each counted once per distinct set of values it is imported with: imports that
+# bind other values at every level multiply (24 files importing the next twice: 2**24)
+MAX_INSTANCES = 1_000
 STATEMENT_KEYWORDS = ("launch", "fill", "copy", "gemm", "for", "if", "parallel", "switch", "every",
                       "while", "repeat", "allreduce", "broadcast", "allgather", "reducescatter")
 
@@ -38,6 +41,7 @@ class Declarer:
         # by path and the values bound to the file's constants: one instance per set of values
         self.modules: dict[tuple[Path, tuple], LoadedModule] = {}
         self.loading: list[Path] = []
+        self.too_many_instances = False  # reported once; every later load is refused
         self.defines = self._parse_defines()
         self.used_defines: set[str] = set()
         self.launcher = launcher_constants(ctx.sink, self.defines, self.used_defines)
@@ -145,8 +149,15 @@ class Declarer:
             self.ctx.sink.add(PC113, f"`{decl.path.value}` is a kernel source; it declares no "
                               "constants to bind", decl.bindings[0].span,
                               "remove `with (...)`; kernels take values as launch arguments")
-        outside = [h for h in include_closure(target, target.read_text(errors="replace"),
-                                              self.ctx.options.include_dirs) if not self.files.allowed(h)]
+        try:  # bounded, and refused unless a regular file (a FIFO would block forever)
+            text = self.kernel_sources.source(target).text
+        except OSError as error:
+            self.ctx.sink.add(PC102, f"cannot read `{target}`: {error.strerror or error}", decl.path.span,
+                              "a kernel source is a regular file of CUDA C++")
+            mark_invalid(module, decl.names or ())
+            return
+        outside = [h for h in include_closure(target, text, self.ctx.options.include_dirs)
+                   if not self.files.allowed(h)]
         if outside:
             self.files.refuse(f"{decl.path.value}` includes `{outside[0].name}", decl.path.span)
             mark_invalid(module, decl.names or ())
@@ -174,6 +185,9 @@ class Declarer:
     def _load(self, path: Path, via: Span, bindings: Bindings) -> LoadedModule | None:
         if (path, instance(bindings)) in self.modules:
             return self.modules[path, instance(bindings)]
+        if len(self.modules) + len(self.loading) >= MAX_INSTANCES:
+            self._refuse_instance(path, via)
+            return None
         if path in self.loading:
             self.ctx.sink.add(PC102, f"`{path.name}` imports itself through a cycle", via,
                               "move the shared declarations into a third file both can import")
@@ -199,3 +213,14 @@ class Declarer:
                                   via, "keep steps in the top-level file; import declarations only",
                                   labels=(Label(decl.span, "declared here"),))
         return module
+
+    def _refuse_instance(self, path: Path, via: Span) -> None:
+        """PC112, once, naming the chain of imports that reached the limit."""
+        if self.too_many_instances:
+            return
+        self.too_many_instances = True
+        names = [f"`{p.name}`" for p in (*self.loading, path)]
+        chain = " -> ".join(names if len(names) <= 10 else [*names[:5], "...", *names[-4:]])
+        self.ctx.sink.add(PC112, f"the imports make more than {MAX_INSTANCES} file instances (a file imported "
+                          f"with other values is another instance), reached through {chain}", via,
+                          "bind such values in one file that the others import, not again at every level")

@@ -35,7 +35,7 @@ class ProjectFiles:
             candidate = real_path(folder / relative)
             if not self.allowed(candidate):
                 refused = True
-            elif candidate.is_file():
+            elif candidate.exists() and not candidate.is_dir():  # a FIFO too: reading it is refused
                 return candidate, refused
         return None, refused
 

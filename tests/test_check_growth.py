@@ -1,0 +1,62 @@
+"""The compiler stays near-linear on wide steps: for every shape of bench/check_speed.py, four
+times the nodes may cost at most GROWTH times the CPU seconds of checking and planning (4.0
+is linear, 16 quadratic; 8 leaves room for a busy machine and for caches). A quadratic
+stage (a `parallel` block's members compared pairwise, lanes' reachability kept per node
+over every chain, a flat list of segments cut out of order) fails it. Sizes stay small so
+CI time does too; `bench/check_speed.py` measures the large ones."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import check_speed  # noqa: E402 - from bench/
+
+from pipec.compiler import Settings, compile_file  # noqa: E402
+from pipec.compiler.dag import add_lanes  # noqa: E402
+
+GROWTH = 8.0
+SMALL = 1000
+
+
+def _cpu_seconds(run, repeats: int = 2) -> float:
+    """The least CPU time of a few runs: what the work costs, not what the machine's load adds."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        run()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+@pytest.mark.parametrize("shape", sorted(check_speed.SHAPES))
+def test_four_times_the_nodes_cost_at_most_growth_times_the_time(tmp_path, shape):
+    shutil.copy(check_speed.TINY, tmp_path)
+    paths = []
+    for nodes in (SMALL, 4 * SMALL):
+        paths.append(tmp_path / f"{shape}{nodes}.pipe")
+        paths[-1].write_text(check_speed.SHAPES[shape](nodes))
+    compile_file(paths[0], Settings())  # compiles the kernels once
+    small, large = (_cpu_seconds(lambda p=p: compile_file(p, Settings())) for p in paths)
+    assert large / small < GROWTH, f"{shape}: {small:.3f} s -> {large:.3f} s for 4x the nodes"
+
+
+def _fork_joins(diamonds: int) -> list[tuple[int, int]]:
+    """a -> b, a -> c, b -> d, c -> d, d the next diamond's a: two wide, as a learner's step."""
+    edges = []
+    for k in range(diamonds):
+        a = 3 * k
+        edges += [(a, a + 1), (a, a + 2), (a + 1, a + 3), (a + 2, a + 3)]
+    return edges
+
+
+def test_lanes_of_a_long_narrow_dag_grow_linearly():
+    # each diamond's second branch once opened a chain of its own, and every later node kept
+    # its latest ancestor in each of them: quadratic time and memory in the diamonds
+    small, large = (_cpu_seconds(lambda d=d: add_lanes(3 * d + 1, _fork_joins(d), 2)) for d in (2000, 8000))
+    assert large / small < GROWTH, f"{small:.3f} s -> {large:.3f} s for 4x the nodes"
