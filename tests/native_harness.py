@@ -33,8 +33,7 @@ def native_tools_missing() -> str | None:
 
 def build_native(build: Path, sanitize: bool = False) -> Path:
     """Configure and build native/ into `build`; returns the folder holding its outputs."""
-    configure = ["cmake", "-S", str(NATIVE), "-B", str(build), "-DPIPEC_EXAMPLES=OFF",
-                 f"-DPIPEC_SANITIZE={'ON' if sanitize else 'OFF'}"]
+    configure = ["cmake", "-S", str(NATIVE), "-B", str(build), f"-DPIPEC_SANITIZE={'ON' if sanitize else 'OFF'}"]
     for command in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)]):
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
@@ -49,14 +48,20 @@ class NativeRun:
     stderr: str  # run_fake.c's messages: the runtime's one-line errors
 
 
-def run_native(build: Path, bundle: Path, work: Path, param_sizes: dict, *options: str) -> NativeRun:
+def fake_environment(build: Path, work: Path, param_sizes: dict) -> dict[str, str]:
+    """The variables that point the C runtime at the fake driver and fake cuBLASLt, logging into `work`."""
     work.mkdir(parents=True, exist_ok=True)
-    sizes, log, out = work / "param_sizes.json", work / "fake_cuda.log", work / "run.json"
+    sizes, log = work / "param_sizes.json", work / "fake_cuda.log"
     sizes.write_text(json.dumps(param_sizes))
     log.unlink(missing_ok=True)
-    env = {**os.environ, "PIPEC_DRIVER_LIBRARY": str(build / "libfake_cuda.so"),
-           "PIPEC_CUBLASLT_LIBRARY": str(build / "libfake_cublaslt.so"), "FAKE_CUDA_LOG": str(log),
-           "FAKE_CUDA_PARAM_SIZES": str(sizes)}
+    return {**os.environ, "PIPEC_DRIVER_LIBRARY": str(build / "libfake_cuda.so"),
+            "PIPEC_CUBLASLT_LIBRARY": str(build / "libfake_cublaslt.so"), "FAKE_CUDA_LOG": str(log),
+            "FAKE_CUDA_PARAM_SIZES": str(sizes)}
+
+
+def run_native(build: Path, bundle: Path, work: Path, param_sizes: dict, *options: str) -> NativeRun:
+    env = fake_environment(build, work, param_sizes)
+    log, out = Path(env["FAKE_CUDA_LOG"]), work / "run.json"
     done = subprocess.run([str(build / "run_fake"), str(bundle), str(out), *options], capture_output=True, text=True,
                           env=env, timeout=300)
     assert done.returncode == 0, f"run_fake failed ({done.returncode}): {done.stderr}"

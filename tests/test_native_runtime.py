@@ -9,6 +9,8 @@ compiler are needed (they exist here and in CI); ctest (.ci/run) runs the unit t
 from __future__ import annotations
 
 import hashlib
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,8 +18,8 @@ import pytest
 from fake_cublaslt import FakeCublasLt
 from fake_cuda import fake_driver, param_sizes
 from native_harness import (
-    Normal, build_native, describe_native, describe_python, native_launches, native_matmuls, native_tools_missing,
-    python_launches, python_matmuls, run_native,
+    Normal, build_native, describe_native, describe_python, fake_environment, native_launches, native_matmuls,
+    native_tools_missing, python_launches, python_matmuls, run_native,
 )
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.bundle import write_bundle
@@ -25,6 +27,7 @@ from pipec.compiler.config import override
 from pipec.compiler.emit import plan_json
 from pipec.compiler.plan_schema import GemmNodeSpec
 from pipec.runtime import load
+from pipec.runtime.cli import _short
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "runtime"
@@ -166,3 +169,19 @@ def test_an_update_that_needs_a_new_graph_is_refused_in_one_line(native, tmp_pat
     assert message.startswith("update: the new plan changes the buffer `x` (declared at ")
     assert message.endswith("only kernel scalar arguments and launch shapes can be updated in place: load the "
                             "pipeline again")
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the C++ example is not built")
+def test_the_cpp_example_prints_the_diagnostics_piperun_prints(native, tmp_path):
+    path = ROOT / "pipelines" / "rl_step.pipe"
+    compilation = _bundle(path, tmp_path / "bundle")
+    env = fake_environment(native, tmp_path / "native", param_sizes(compilation.program))
+    done = subprocess.run([str(native / "run_bundle"), str(tmp_path / "bundle"), "5"], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    pipeline, _, _ = _python_side(path)
+    with pipeline:
+        pipeline.step(5)
+        expected = "run_bundle: " + _short(pipeline.readback())
+    ran, diagnostics = done.stdout.splitlines()
+    assert ran.startswith("run_bundle: ran 5 steps in ") and diagnostics == expected

@@ -257,6 +257,46 @@ static void test_bindings(void) {
     free_files(files, n);
 }
 
+/* pipec_add_to_graph: the step's nodes go into a graph the host builds, after its node. */
+static void test_add_to_graph(void *fake) {
+    typedef int (*graph_create)(CUgraph *, unsigned);
+    typedef int (*add_empty)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t);
+    typedef int (*get_nodes)(CUgraph, CUgraphNode *, size_t *);
+    typedef int (*instantiate)(void **, CUgraph, unsigned long long);
+    typedef int (*launch)(void *, CUstream);
+    typedef int (*destroy)(void *);
+    graph_create create = (graph_create)dlsym(fake, "cuGraphCreate");
+    add_empty empty = (add_empty)dlsym(fake, "cuGraphAddEmptyNode");
+    get_nodes nodes = (get_nodes)dlsym(fake, "cuGraphGetNodes");
+    instantiate make = (instantiate)dlsym(fake, "cuGraphInstantiateWithFlags");
+    launch run = (launch)dlsym(fake, "cuGraphLaunch");
+    destroy exec_destroy = (destroy)dlsym(fake, "cuGraphExecDestroy"), graph_destroy = (destroy)dlsym(fake, "cuGraphDestroy");
+    file files[4];
+    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    pipec_pipeline *p = NULL;
+    CHECK(open_files(files, n, NULL, &p) == PIPEC_OK, "open: %s", pipec_last_error());
+    CUgraph host;
+    CUgraphNode first, last;
+    create(&host, 0);
+    empty(&first, host, NULL, 0);
+    CHECK(pipec_add_to_graph(p, host, &first, 1, &last) == PIPEC_OK, "add_to_graph: %s", pipec_last_error());
+    size_t count = 0;
+    nodes(host, NULL, &count);
+    CHECK(count == 4, "the host's node, the kernel, the copy and the join: %zu nodes", count);
+    CHECK(pipec_add_to_graph(p, NULL, NULL, 0, NULL) == PIPEC_ERROR_INVALID_ARGUMENT, "a NULL host graph");
+    double copied = -1;
+    void *exec;
+    make(&exec, host, 0);
+    CHECK(pipec_read_diag(p, "loss", &copied) == PIPEC_OK && copied == 0, "before the host's launch: %g", copied);
+    run(exec, NULL);
+    CHECK(pipec_read_diag(p, "loss", &copied) == PIPEC_OK && copied == 1.5, "the host's graph ran the copy: %g", copied);
+    exec_destroy(exec);
+    graph_destroy(host);
+    pipec_close(p);
+    check_nothing_live("a host graph");
+    free_files(files, n);
+}
+
 int main(void) {
     const char *driver = getenv("PIPEC_DRIVER_LIBRARY");
     void *fake = driver ? dlopen(driver, RTLD_NOW) : NULL; /* held, so its counters outlive each pipeline */
@@ -271,6 +311,7 @@ int main(void) {
     test_tiny_bundle_runs();
     test_bad_bundles();
     test_bindings();
+    test_add_to_graph(fake);
     dlclose(fake);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("all checks passed\n");
