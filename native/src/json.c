@@ -1,4 +1,5 @@
 #include "json.h"
+#include "text.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -281,8 +282,8 @@ void json_free(json *v) {
     free(v);
 }
 
-json *json_parse(const char *text, size_t length, char *error, size_t error_size) {
-    parser p = {text, length, 0, error, error_size, 0};
+json *json_parse(const char *source, size_t length, char *error, size_t error_size) {
+    parser p = {source, length, 0, error, error_size, 0};
     json *v = calloc(1, sizeof *v);
     if (!v) {
         snprintf(error, error_size, "out of memory");
@@ -325,49 +326,29 @@ int json_equal(const json *a, const json *b) {
     }
 }
 
-typedef struct text {
-    char *data;
-    size_t length, capacity;
-    int failed;
-} text;
-
-static void put(text *t, const char *s, size_t n) {
-    if (t->failed) return;
-    if (t->length + n + 1 > t->capacity) {
-        size_t next = (t->length + n + 1) * 2;
-        char *data = realloc(t->data, next);
-        if (!data) { t->failed = 1; return; }
-        t->data = data;
-        t->capacity = next;
-    }
-    memcpy(t->data + t->length, s, n);
-    t->length += n;
-    t->data[t->length] = 0;
-}
-
 static void render(text *t, const json *v) {
     char buffer[64];
     switch (v->kind) {
-    case JSON_NULL: put(t, "None", 4); break;
-    case JSON_BOOL: put(t, v->boolean ? "True" : "False", v->boolean ? 4 : 5); break;
+    case JSON_NULL: text_put(t, "None", 4); break;
+    case JSON_BOOL: text_put(t, v->boolean ? "True" : "False", v->boolean ? 4 : 5); break;
     case JSON_NUMBER:
         if (v->is_integer && v->is_unsigned) snprintf(buffer, sizeof buffer, "%llu", (unsigned long long)v->uinteger);
         else if (v->is_integer) snprintf(buffer, sizeof buffer, "%lld", (long long)v->integer);
         else snprintf(buffer, sizeof buffer, "%.17g", v->number);
-        put(t, buffer, strlen(buffer));
+        text_put(t, buffer, strlen(buffer));
         break;
-    case JSON_STRING: put(t, v->string, strlen(v->string)); break;
+    case JSON_STRING: text_put(t, v->string, strlen(v->string)); break;
     default:
-        put(t, v->kind == JSON_ARRAY ? "(" : "{", 1);
+        text_put(t, v->kind == JSON_ARRAY ? "(" : "{", 1);
         for (size_t i = 0; i < v->count; i++) {
-            if (i) put(t, ", ", 2);
+            if (i) text_put(t, ", ", 2);
             if (v->kind == JSON_OBJECT) {
-                put(t, v->keys[i], strlen(v->keys[i]));
-                put(t, ": ", 2);
+                text_put(t, v->keys[i], strlen(v->keys[i]));
+                text_put(t, ": ", 2);
             }
             render(t, &v->items[i]);
         }
-        put(t, v->kind == JSON_ARRAY ? ")" : "}", 1);
+        text_put(t, v->kind == JSON_ARRAY ? ")" : "}", 1);
     }
 }
 

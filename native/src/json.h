@@ -26,7 +26,7 @@ struct json {
 };
 
 /* Parses `length` bytes; NULL on failure with a one-line reason in `error`. */
-json *json_parse(const char *text, size_t length, char *error, size_t error_size);
+json *json_parse(const char *source, size_t length, char *error, size_t error_size);
 void json_free(json *value);
 
 const json *json_get(const json *object, const char *key); /* NULL when absent or not an object */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "runtime.h"
+#include "text.h"
 
 #define STATE_FILE "state.safetensors"
 
@@ -18,38 +19,16 @@ static const char *SAFETENSORS[DT_COUNT] = {
     [DT_BOOL] = "BOOL",
 };
 
-typedef struct text {
-    char *data;
-    size_t length, capacity;
-    int failed;
-} text;
-
-static void put(text *t, const char *s, size_t n) {
-    if (t->failed) return;
-    if (t->length + n + 1 > t->capacity) {
-        size_t next = (t->length + n + 1) * 2;
-        char *bigger = realloc(t->data, next);
-        if (!bigger) { t->failed = 1; return; }
-        t->data = bigger;
-        t->capacity = next;
-    }
-    memcpy(t->data + t->length, s, n);
-    t->length += n;
-    t->data[t->length] = 0;
-}
-
-static void puts_(text *t, const char *s) { put(t, s, strlen(s)); }
-
 /* A JSON string literal of `s`. */
 static void quoted(text *t, const char *s) {
-    put(t, "\"", 1);
+    text_put(t, "\"", 1);
     for (; *s; s++) {
         char escape[8];
-        if (*s == '"' || *s == '\\') { escape[0] = '\\'; escape[1] = *s; put(t, escape, 2); }
-        else if ((unsigned char)*s < 0x20) { snprintf(escape, sizeof escape, "\\u%04x", *s); puts_(t, escape); }
-        else put(t, s, 1);
+        if (*s == '"' || *s == '\\') { escape[0] = '\\'; escape[1] = *s; text_put(t, escape, 2); }
+        else if ((unsigned char)*s < 0x20) { snprintf(escape, sizeof escape, "\\u%04x", *s); text_puts(t, escape); }
+        else text_put(t, s, 1);
     }
-    put(t, "\"", 1);
+    text_put(t, "\"", 1);
 }
 
 static pipec_status make_dirs(const char *dir) {
@@ -70,48 +49,48 @@ static pipec_status make_dirs(const char *dir) {
 static void header(const pipec_pipeline *p, uint64_t steps, text *t) {
     text dtypes = {0};
     char number[32];
-    puts_(&dtypes, "{");
+    text_puts(&dtypes, "{");
     for (size_t i = 0; i < p->plan.buffer_count; i++) {
-        if (i) puts_(&dtypes, ", ");
+        if (i) text_puts(&dtypes, ", ");
         quoted(&dtypes, p->plan.buffers[i].name);
-        puts_(&dtypes, ": ");
+        text_puts(&dtypes, ": ");
         quoted(&dtypes, dtype_name(p->plan.buffers[i].type));
     }
-    puts_(&dtypes, "}");
-    puts_(t, "{\"__metadata__\":{\"dtypes\":");
+    text_puts(&dtypes, "}");
+    text_puts(t, "{\"__metadata__\":{\"dtypes\":");
     quoted(t, dtypes.failed ? "" : dtypes.data);
     t->failed |= dtypes.failed;
     free(dtypes.data);
-    puts_(t, ",\"pipe\":");
+    text_puts(t, ",\"pipe\":");
     quoted(t, p->plan.pipe);
-    puts_(t, ",\"pipe_sha256\":");
+    text_puts(t, ",\"pipe_sha256\":");
     quoted(t, p->plan.pipe_sha256);
-    puts_(t, ",\"pipec_version\":");
+    text_puts(t, ",\"pipec_version\":");
     quoted(t, p->plan.pipec_version);
     snprintf(number, sizeof number, "%llu", (unsigned long long)steps);
-    puts_(t, ",\"steps\":");
+    text_puts(t, ",\"steps\":");
     quoted(t, number);
-    puts_(t, "}");
+    text_puts(t, "}");
     uint64_t offset = 0;
     for (size_t i = 0; i < p->plan.buffer_count; i++) {
         const buffer_spec *b = &p->plan.buffers[i];
-        puts_(t, ",");
+        text_puts(t, ",");
         quoted(t, b->name);
-        puts_(t, ":{\"dtype\":");
+        text_puts(t, ":{\"dtype\":");
         quoted(t, SAFETENSORS[b->type]);
-        puts_(t, ",\"shape\":[");
+        text_puts(t, ",\"shape\":[");
         for (size_t d = 0; d < b->rank; d++) {
             snprintf(number, sizeof number, "%s%lld", d ? "," : "", (long long)b->shape[d]);
-            puts_(t, number);
+            text_puts(t, number);
         }
         snprintf(number, sizeof number, "],\"data_offsets\":[%llu,", (unsigned long long)offset);
-        puts_(t, number);
+        text_puts(t, number);
         offset += b->nbytes;
         snprintf(number, sizeof number, "%llu]}", (unsigned long long)offset);
-        puts_(t, number);
+        text_puts(t, number);
     }
-    puts_(t, "}");
-    while (!t->failed && t->length % 8) puts_(t, " "); /* the tensors start 8-byte aligned */
+    text_puts(t, "}");
+    while (!t->failed && t->length % 8) text_puts(t, " "); /* the tensors start 8-byte aligned */
 }
 
 static pipec_status write_all(pipec_pipeline *p, FILE *f, const text *h) {
