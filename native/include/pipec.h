@@ -156,7 +156,8 @@ PIPEC_API pipec_status pipec_write_buffer(pipec_pipeline *p, const char *name, c
  * dynamic shared memory), each changed kernel node of the executable graph gets its new
  * parameters (cuGraphExecKernelNodeSetParams) and the eager program its new launch, for the
  * launches enqueued from now on; *changed (if not NULL) is the count of kernel nodes changed.
- * Anything else is refused (PIPEC_ERROR_UPDATE_REFUSED) naming the first difference. */
+ * Anything else is refused (PIPEC_ERROR_UPDATE_REFUSED) naming the first difference. Graphs the host
+ * built with pipec_add_to_graph keep the values they were built with. */
 PIPEC_API pipec_status pipec_update_plan(pipec_pipeline *p, const char *plan_json, size_t length, size_t *changed);
 
 /* The same nodes launched one by one in program order, n times (runtime/eager.py). */

@@ -104,7 +104,8 @@ int main(int argc, char **argv) {
         const char *label;
         double value;
         pipec_diag_at(p, i, &label, &value);
-        fprintf(out, "%s\"%s\":%.17g", i ? "," : "", label, value);
+        if (value != value) fprintf(out, "%s\"%s\":NaN", i ? "," : "", label); /* Python's json reads NaN */
+        else fprintf(out, "%s\"%s\":%.17g", i ? "," : "", label, value);
     }
     fprintf(out, "}}\n");
     fclose(out);

@@ -297,6 +297,34 @@ static void test_add_to_graph(void *fake) {
     free_files(files, n);
 }
 
+/* The host's own stream: the pipeline enqueues on it, and pipec_launch orders replays after
+ * another stream's work. */
+static void test_host_stream(void *fake) {
+    typedef int (*stream_create)(CUstream *, unsigned);
+    typedef int (*stream_destroy)(CUstream);
+    stream_create create = (stream_create)dlsym(fake, "cuStreamCreate");
+    stream_destroy destroy = (stream_destroy)dlsym(fake, "cuStreamDestroy_v2");
+    CUstream mine, other;
+    create(&mine, 1);
+    create(&other, 1);
+    file files[4];
+    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    pipec_options options;
+    pipec_options_init(&options);
+    options.stream = mine;
+    pipec_pipeline *p = NULL;
+    CHECK(open_files(files, n, &options, &p) == PIPEC_OK, "open on the host's stream: %s", pipec_last_error());
+    CHECK(pipec_stream(p) == mine, "the pipeline enqueues on the host's stream");
+    CHECK(pipec_launch(p, other, 1) == PIPEC_OK, "a launch after another stream: %s", pipec_last_error());
+    double copied = -1;
+    CHECK(pipec_read_diag(p, "loss", &copied) == PIPEC_OK && copied == 1.5, "the replay ran: %g", copied);
+    pipec_close(p);
+    destroy(mine);
+    destroy(other);
+    check_nothing_live("the host's stream");
+    free_files(files, n);
+}
+
 int main(void) {
     const char *driver = getenv("PIPEC_DRIVER_LIBRARY");
     void *fake = driver ? dlopen(driver, RTLD_NOW) : NULL; /* held, so its counters outlive each pipeline */
@@ -312,6 +340,7 @@ int main(void) {
     test_bad_bundles();
     test_bindings();
     test_add_to_graph(fake);
+    test_host_stream(fake);
     dlclose(fake);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("all checks passed\n");
