@@ -93,6 +93,7 @@ static void parse_args(reader *r, const plan *p, const json *list, node_spec *n)
         } else if (strcmp(kind, "handle") == 0) {
             arg->kind = ARG_HANDLE;
             arg->handle = integer(r, a, n->name, "value");
+            if (arg->handle < 0) bad(r, n->name, "args", "a handle index");
         } else if (strcmp(kind, "in_graph") == 0) {
             arg->kind = ARG_IN_GRAPH;
         } else if (strcmp(kind, "scalar") == 0 && dtype_from_name(ctype) >= 0 && value &&
@@ -208,6 +209,7 @@ static void parse_node(reader *r, const plan *p, const json *o, node_spec *n) {
                        ? CU_GRAPH_COND_TYPE_WHILE : strcmp(type, "switch") == 0 ? CU_GRAPH_COND_TYPE_SWITCH : -1;
         if (n->cond_type < 0) bad(r, n->name, "type", "if, while or switch");
         n->handle = integer(r, o, n->name, "handle");
+        if (n->handle < 0) bad(r, n->name, "handle", "a handle index");
         n->control = buffer_ref(r, p, o, n->name, "control");
         const json *bodies = field(r, o, n->name, "bodies", JSON_ARRAY, "a list");
         n->body_count = bodies ? bodies->count : 0;
