@@ -90,7 +90,8 @@ typedef struct pipec_options {
     CUstream stream;               /* NULL: a non-blocking stream of the pipeline's own */
     const pipec_binding *bindings; /* binding_count entries, each a distinct buffer */
     size_t binding_count;
-    void *nccl_comm;               /* an ncclComm_t the host created (plans with collectives) */
+    void *nccl_comm;               /* an ncclComm_t for plans with collectives; this version refuses such
+                                      plans at open (PIPEC_ERROR_UNSUPPORTED, naming the node) */
     const char *driver_library;    /* NULL: $PIPEC_DRIVER_LIBRARY, else libcuda.so.1 */
     const char *cublaslt_library;  /* NULL: $PIPEC_CUBLASLT_LIBRARY, else libcublasLt.so.13/.12 */
 } pipec_options;
