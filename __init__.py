@@ -28,13 +28,14 @@ ERRORS = {
     "ToolchainUnavailable": "compiler.toolchain", "CompileFailed": "compiler.toolchain",
     "UsageError": "compiler.cli", "GemmError": "runtime.gemm", "LibraryRecordingError": "runtime.library",
     "DistributedError": "runtime.distributed", "CollectiveFailed": "runtime.collectives",
+    "BundleError": "compiler.bundle_format",
 }
 
-__all__ = ["BindError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
+__all__ = ["BindError", "BundleError", "ClosedError", "CollectiveFailed", "CompileFailed", "ConfigError", "CudaError",
            "DistributedError", "Error", "GemmError", "LaunchLimitsExceeded", "LibraryRecordingError",
            "NoDevice", "NodeFailed", "OutOfMemory", "PipelineError", "ProfileError", "ProfilerUnavailable",
            "StateError", "ToolchainUnavailable", "UpdateRefused", "UsageError", "__version__", "check",
-           "load"]
+           "load", "load_bundle"]
 
 
 def __getattr__(name: str):
@@ -57,3 +58,10 @@ def load(path: str | Path, **options):
     from .runtime import load as load_pipeline
 
     return load_pipeline(path, **options)
+
+
+def load_bundle(directory: str | Path, **options):
+    """Load a bundle that `pipec build` wrote, on the GPU (see `pipec.runtime.bundle.load_bundle`)."""
+    from .runtime.bundle import load_bundle as load_from_bundle
+
+    return load_from_bundle(directory, **options)

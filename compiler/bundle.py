@@ -17,61 +17,28 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from .._version import __version__
-from ..errors import Error
 from .artifacts import module_binaries
+from .bundle_format import (
+    FORMAT, FORMAT_VERSION, MANIFEST, PLAN, READERS, BundleError, buffer_path, cubin_path, initial_bytes_expected,
+    ptx_path, virtual_arch,
+)
 from .emit import plan_json
+from .initial_values import initial_array
 from .plan_schema import BufferSpec, Plan
-
-FORMAT = "pipec-bundle"
-FORMAT_VERSION = 1
-READERS = (1, 1)  # the bundle format versions a runtime must read to run this one
-MANIFEST = "manifest.json"
-PLAN = "plan.json"
-# Initial values a runtime sets itself, with a memset or nothing; the others travel as bytes.
-HOST_SET_INITS = ("zeros", "uninit", "fill")
-
-
-class BundleError(Error):
-    """A bundle cannot be written, or is not one this runtime can run; the message says which
-    file and why."""
-
-
-def cubin_path(module: int, arch: str) -> str:
-    return f"modules/{module}.{arch}.cubin"
-
-
-def ptx_path(module: int) -> str:
-    return f"modules/{module}.ptx"
-
-
-def buffer_path(name: str) -> str:
-    return f"buffers/{name}.bin"
-
-
-def virtual_arch(archs: tuple[str, ...]) -> str:
-    """The PTX target: the oldest of `archs` without its `a`/`f` suffix (whose code runs on
-    that one device family only), so the driver can compile it for every newer device."""
-    numbers = [int(re.fullmatch(r"sm_(\d+)[af]?", arch).group(1)) for arch in archs]  # type: ignore[union-attr]
-    return f"compute_{min(numbers)}"
 
 
 def initial_bytes(spec: BufferSpec) -> bytes | None:
     """The bytes the Python runtime uploads into the buffer at load, or None where it sets the
     buffer with a memset (zeros, uninit, fill): random values from their seed, loaded files
     converted to the buffer's type."""
-    if spec.init.kind in HOST_SET_INITS:
+    if not initial_bytes_expected(spec):
         return None
-    import numpy as np
-
-    from ..runtime.memory import initial_array
-
-    return np.ascontiguousarray(initial_array(spec)).tobytes()
+    return initial_array(spec).tobytes()
 
 
 def bundle_files(plan: Plan, archs: tuple[str, ...]) -> dict[str, bytes]:

@@ -102,7 +102,8 @@ def parser() -> argparse.ArgumentParser:
         prog="pipec",
         description="Check a .pipe pipeline's graph-safety rules and emit its CUDA-graph plan. "
                     "Needs no GPU.",
-        epilog="docs/cli.md describes every option and exit code; docs/rules.md every rule.",
+        epilog="`pipec build FILE -o DIR` writes a bundle (docs/native.md). docs/cli.md describes every "
+               "option and exit code; docs/rules.md every rule.",
     )
     p.add_argument("files", nargs="*", type=Path, metavar="FILE",
                    help=".pipe files to check (a folder means every .pipe file below it; - reads stdin)")
@@ -135,7 +136,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv[:1] == ["build"]:  # `pipec build FILE -o DIR` (a file named build: `./build`)
+            from .build_cli import main as build
+
+            return build(argv[1:])
         return _main(parser().parse_args(argv))
     finally:
         finish_stdout()

@@ -22,6 +22,7 @@ from ..compiler.cli import OneLineParser, ShowVersion, UsageError, add_color_opt
 from ..compiler.config import ConfigError, load_settings
 from ..compiler.render.terminal import finish_stdout, say, use_color
 from ..compiler.toolchain import ToolchainUnavailable
+from .bundle_cli import is_bundle, refuse_compiling_options
 from .cli_reports import EXIT_FAILED, EXIT_OK, EXIT_USAGE, plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
 from .launchers import DistributedError, launch_from_environment
@@ -44,7 +45,8 @@ def parser() -> argparse.ArgumentParser:
         description="Build a .pipe pipeline's CUDA graph explicitly and replay it.",
         epilog="docs/cli.md describes every option and exit code.",
     )
-    p.add_argument("file", type=Path, metavar="FILE", help="the .pipe pipeline")
+    p.add_argument("file", type=Path, metavar="FILE",
+                   help="the .pipe pipeline, or a bundle's folder (`pipec build FILE -o DIR`)")
     p.add_argument("--steps", type=int, default=1000, help="steps to run (default 1000)")
     p.add_argument("--log-every", type=int, default=500, metavar="K",
                    help="read the mapped diagnostics every K steps (default 500)")
@@ -112,9 +114,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _preflight(args) -> None:
-    """What stops a run before any GPU work: the configuration, the kernel compiler, and for a
-    profile, CUPTI."""
-    check_toolchain(load_settings(args.file).compile)
+    """What stops a run before any GPU work: the configuration, the kernel compiler (a bundle
+    needs none, nor the options that compile), and for a profile, CUPTI."""
+    if is_bundle(args.file):
+        refuse_compiling_options(args)
+    else:
+        check_toolchain(load_settings(args.file).compile)
     if args.profile or args.trace:
         from .profile_cupti import load_cupti
 
@@ -160,6 +165,8 @@ def _main(args) -> int:
         if launch.rank != 0:  # one progress bar and one plot per run: rank 0's
             args.no_progress, args.plot = True, None
     try:
+        from ..compiler.bundle_format import BundleError
+        from .bundle import load_bundle
         from .collectives import CollectiveFailed
         from .driver import CudaError, NoDevice
         from .eager import NodeFailed
@@ -171,9 +178,15 @@ def _main(args) -> int:
         return EXIT_USAGE
     try:
         device = args.device if args.device is not None else launch.local_rank if launch else 0
-        pipeline = load(args.file, device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
-                        defines=dict(args.defines), steps_per_launch=per_launch, unroll=args.unroll,
-                        launch=launch, tune_gemms=args.tune_gemms)
+        if is_bundle(args.file):
+            pipeline = load_bundle(args.file, device=device, launch=launch)
+        else:
+            pipeline = load(args.file, device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs),
+                            defines=dict(args.defines), steps_per_launch=per_launch, unroll=args.unroll,
+                            launch=launch, tune_gemms=args.tune_gemms)
+    except BundleError as error:
+        _error(args, str(error))
+        return EXIT_USAGE
     except PipelineError as error:
         sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
         return EXIT_USAGE

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from ..compiler.dtypes import DTYPES, fill_pattern, host_array
+from ..compiler.dtypes import DTYPES, fill_pattern
+from ..compiler.initial_values import host_dtype, initial_array
 from ..compiler.plan_schema import BufferSpec, Plan
 from ..errors import Error
 from .dlpack import DL_TYPES, KDL_CUDA, read_capsule
@@ -26,15 +26,6 @@ class OutOfMemory(Error):
 
 class BindError(Error):
     pass
-
-
-def host_dtype(name: str) -> np.dtype:
-    """The NumPy type of a buffer's elements on the host: bf16 is `ml_dtypes.bfloat16`."""
-    if name == "bf16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(DTYPES[name].numpy)
 
 
 @dataclass
@@ -90,7 +81,10 @@ class DeviceBuffer:
 class BufferSet:
     """Every buffer of a plan, by name."""
 
-    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None, stream=0) -> None:
+    def __init__(self, plan: Plan, driver: Driver, bind: dict[str, object] | None = None, stream=0,
+                 initial: dict[str, bytes] | None = None) -> None:
+        """`initial`: buffers' initial bytes (a bundle's buffers/NAME.bin) to upload instead of
+        computing their random or loaded values."""
         self.plan = plan
         self.driver = driver
         self.buffers: dict[str, DeviceBuffer] = {}
@@ -104,7 +98,7 @@ class BufferSet:
                     self.buffers[spec.name] = _bind_external(spec, driver, bind[spec.name], stream)
                 else:
                     self.buffers[spec.name] = _allocate(spec, driver)
-                    _initialise(self.buffers[spec.name])
+                    _initialise(self.buffers[spec.name], (initial or {}).get(spec.name))
         except BaseException:
             self.close()
             raise
@@ -145,8 +139,11 @@ def _allocate(spec: BufferSpec, driver: Driver) -> DeviceBuffer:
         raise
 
 
-def _initialise(buffer: DeviceBuffer) -> None:
+def _initialise(buffer: DeviceBuffer, contents: bytes | None = None) -> None:
     spec, init = buffer.spec, buffer.spec.init
+    if contents is not None:  # a bundle's buffers/NAME.bin: the bytes initial_array gives
+        buffer.write(np.frombuffer(contents, dtype=buffer.numpy_dtype))
+        return
     dtype = DTYPES[spec.dtype]
     if init.kind == "zeros":
         buffer.memset(4 if spec.nbytes % 4 == 0 else 1, 0)
@@ -158,33 +155,8 @@ def _initialise(buffer: DeviceBuffer) -> None:
             buffer.memset(size, pattern)
         else:
             buffer.write(np.full(spec.shape, pattern, dtype=np.uint64).view(buffer.numpy_dtype))
-    else:
+    else:  # random or loaded values (compiler/initial_values.py)
         buffer.write(initial_array(spec))
-
-
-def initial_array(spec: BufferSpec) -> np.ndarray:
-    """The values of a buffer declared with random or loaded contents, as the buffer holds
-    them (what `_initialise` uploads, and a bundle's buffers/NAME.bin holds)."""
-    init = spec.init
-    if init.kind in ("uniform", "normal"):
-        values = random_values(spec, DTYPES[spec.dtype])
-    elif init.kind == "load":
-        values = np.load(Path(init.path), allow_pickle=False)
-    else:  # pragma: no cover - the compiler admits no other kind
-        raise ValueError(f"unknown initial value {init.kind}")
-    if spec.dtype == "bf16" and values.dtype == np.uint16:
-        values = values.view(host_dtype("bf16"))  # bit patterns, as DeviceBuffer.write takes them
-    return np.ascontiguousarray(values, dtype=host_dtype(spec.dtype)).reshape(spec.shape)
-
-
-def random_values(spec: BufferSpec, dtype) -> np.ndarray:
-    """Seeded values (PCG64, so the same seed gives the same buffer on every machine)."""
-    rng = np.random.Generator(np.random.PCG64(spec.init.seed or 0))
-    a, b = spec.init.args
-    if dtype.kind in "iu":
-        return rng.integers(int(a), int(b), size=spec.shape, endpoint=False).astype(dtype.numpy)
-    values = rng.uniform(a, b, spec.shape) if spec.init.kind == "uniform" else rng.normal(a, b, spec.shape)
-    return host_array(dtype, values)
 
 
 def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> DeviceBuffer:

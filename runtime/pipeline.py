@@ -38,12 +38,14 @@ class Pipeline:
     `LaunchLimitsExceeded` when a kernel node asks for more than the device has. `recompile`
     gives the plan for new constant values (`pipec.load` passes it): what `update` needs.
     `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the algorithm cache, tuning);
-    raises `GemmError` when one cannot be."""
+    raises `GemmError` when one cannot be. `initial` holds buffers' initial bytes (a bundle's),
+    uploaded instead of the values computed from their declarations."""
 
     def __init__(self, plan: Plan, binaries: Sequence[bytes], device: Device, *,
                  bind: dict[str, object] | None = None, drop_nodes: frozenset[str] = frozenset(),
                  recompile: Callable[[dict[str, object]], Plan] | None = None,
-                 gemm: GemmSettings = GemmSettings(), distributed: Distributed | None = None) -> None:
+                 gemm: GemmSettings = GemmSettings(), distributed: Distributed | None = None,
+                 initial: dict[str, bytes] | None = None) -> None:
         self.plan = plan
         self.device = device
         self.driver = device.driver
@@ -60,7 +62,7 @@ class Pipeline:
             self._closers.append(self.modules.close)
             if findings := check_launch_resources(plan, self.modules):
                 raise LaunchLimitsExceeded(findings)
-            self._buffers = BufferSet(plan, self.driver, bind, self.stream)
+            self._buffers = BufferSet(plan, self.driver, bind, self.stream, initial)
             self._closers.append(self._buffers.close)
             # The communicator (if any) belongs to the pipeline from here on: closed with it.
             self.distributed = distributed

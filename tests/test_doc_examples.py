@@ -10,6 +10,8 @@ Fenced blocks in README.md, docs/*.md and the rule explanations must say what th
 - ```python: Python; it must compile (the GPU test tier runs the python-api example).
 - ```console, ```toml, ```cpp, ```text: shown, not run (shell sessions, configuration, CUDA
   declarations, syntax schematics and output).
+- ```c, ```c++, ```rust: checked by tests/test_native_docs.py (C and C++ compiled against
+  native/include/pipec.h, Rust excerpts found in the file their first line names).
 
 Rule explanations show their examples through `<!-- example: FILE -->`: the programs in
 compiler/explanations/examples/, which tests/test_rules.py checks; each explanation must show one
@@ -32,6 +34,7 @@ EXPLANATIONS = ROOT / "compiler" / "explanations"
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(EXPLANATIONS.glob("*.md"))]
 DOCUMENTS = [d for d in DOCUMENTS if d.name != "rules.md"]
 SHOWN_ONLY = {"console", "toml", "cpp", "text"}
+NATIVE = {"c", "c++", "rust"}  # tests/test_native_docs.py
 _FENCE = re.compile(r"^(\s*)```(.*)$")
 _NAMED_FILE = re.compile(r"^#\s*([\w./-]+\.pipe)\b")
 
@@ -73,8 +76,8 @@ PIPE_BLOCKS = [b for b in ALL_BLOCKS if b.language == "pipe"]
 
 @pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda b: b.id)
 def test_every_block_says_what_it_holds(block):
-    assert block.language in SHOWN_ONLY | {"pipe", "python"}, \
-        f"{block.id}: label the fence (pipe, python, {', '.join(sorted(SHOWN_ONLY))})"
+    assert block.language in SHOWN_ONLY | NATIVE | {"pipe", "python"}, \
+        f"{block.id}: label the fence (pipe, python, {', '.join(sorted(SHOWN_ONLY | NATIVE))})"
 
 
 def _home(block: Block) -> tuple[Path, Path | None]:

@@ -7,8 +7,10 @@ import ast
 from pathlib import Path
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime"
-SCHEMA = {"plan_schema", "dtypes"}  # what the runtime may know of the compiler
-FRONT_DOORS = {"load.py", "cli.py"}
+# what the runtime may know of the compiler: the plan, element types, the bundle format and the
+# initial values the host uploads (leaves that import nothing else of the compiler)
+SCHEMA = {"plan_schema", "dtypes", "bundle_format", "initial_values"}
+FRONT_DOORS = {"load.py", "cli.py", "bundle.py", "bundle_cli.py"}  # pipec.load, piperun, pipec.load_bundle
 
 
 def compiler_imports(path: Path) -> set[str]:

@@ -1,0 +1,178 @@
+//! The safe wrapper over the real C runtime, on the C runtime's fake CUDA driver
+//! (native/tests/fake_cuda.c, built with the library by build.rs): bundles built by `pipec build`
+//! (the `pipec` on the PATH, or $PIPEC) open from a folder and from memory, step, read back,
+//! and report each failure as one line of its kind; closing or dropping a pipeline, and every
+//! failed open, leave nothing allocated in the driver.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use pipec::plan::PlanSummary;
+use pipec::{Binding, BundleFile, DType, ErrorKind, Options, Pipeline};
+
+const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../..");
+
+#[link(name = "dl")]
+extern "C" {
+    fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+}
+
+fn fake_driver() -> &'static str {
+    env!(
+        "PIPEC_FAKE_DRIVER",
+        "build.rs found no fake driver: let it build the library with CMake, or set PIPEC_FAKE_DRIVER"
+    )
+}
+
+/// The fake driver's state is the process's: one test at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// What the fake driver still holds: allocations, graphs, executables, modules, streams, events.
+fn live() -> [c_int; 6] {
+    let path = CString::new(fake_driver()).unwrap();
+    let mut counts = [0; 6];
+    unsafe {
+        let library = dlopen(path.as_ptr(), 2);
+        assert!(!library.is_null(), "the fake driver loads");
+        let symbol = dlsym(library, c"fake_cuda_live".as_ptr());
+        assert!(!symbol.is_null(), "the fake driver exports fake_cuda_live");
+        let fake_cuda_live: unsafe extern "C" fn(*mut c_int) = std::mem::transmute_copy(&symbol);
+        fake_cuda_live(counts.as_mut_ptr());
+    }
+    counts
+}
+
+fn options() -> Options {
+    Options::default().driver_library(fake_driver())
+}
+
+/// rl_step's bundle, built once per run of these tests.
+fn rl_step() -> &'static Path {
+    static BUNDLE: OnceLock<PathBuf> = OnceLock::new();
+    BUNDLE.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rl_step.bundle");
+        let pipec = std::env::var("PIPEC").unwrap_or_else(|_| "pipec".to_string());
+        let status = Command::new(&pipec)
+            .arg("build")
+            .arg(Path::new(ROOT).join("pipelines/rl_step.pipe"))
+            .arg("-o")
+            .arg(&out)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run `{pipec}`: {e}"));
+        assert!(status.success(), "`pipec build` builds rl_step");
+        out
+    })
+}
+
+fn plan() -> PlanSummary {
+    PlanSummary::from_json(&std::fs::read_to_string(rl_step().join("plan.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_bundle_opens_steps_and_reads_back_what_the_plan_says() {
+    let _serial = serial();
+    let plan = plan();
+    let mut pipeline = Pipeline::open_dir(rl_step(), &options()).unwrap();
+    let names: Vec<String> = plan.buffers.iter().map(|b| b.name.clone()).collect();
+    assert_eq!(pipeline.buffer_names(), names);
+    let diag = pipeline.buffer("diag").unwrap();
+    assert_eq!((diag.bytes, diag.dtype), (32, DType::F32));
+    pipeline.step(3).unwrap();
+    pipeline.synchronize().unwrap();
+    let labels: Vec<String> = pipeline.diagnostics().unwrap().into_iter().map(|(label, _)| label).collect();
+    let expected: Vec<String> = plan.diagnostic_labels().into_iter().map(|(label, _)| label).collect();
+    assert_eq!(labels, expected);
+    let mut bytes = vec![0u8; 32];
+    pipeline.read_buffer("diag", &mut bytes).unwrap();
+    let first = f32::from_le_bytes(bytes[..4].try_into().unwrap()) as f64;
+    assert_eq!(pipeline.read_diag(&labels[0]).unwrap(), first, "a diagnostic is its buffer's element");
+    pipeline.close().unwrap();
+    assert_eq!(live(), [0; 6], "close frees everything");
+}
+
+#[test]
+fn drop_frees_what_the_pipeline_holds() {
+    let _serial = serial();
+    let pipeline = Pipeline::open_dir(rl_step(), &options()).unwrap();
+    assert_ne!(live(), [0; 6]);
+    drop(pipeline);
+    assert_eq!(live(), [0; 6]);
+}
+
+#[test]
+fn a_bundle_opens_from_memory() {
+    let _serial = serial();
+    let paths: Vec<String> =
+        walk(rl_step()).into_iter().map(|p| p.strip_prefix(rl_step()).unwrap().to_str().unwrap().to_string()).collect();
+    let data: Vec<Vec<u8>> = paths.iter().map(|p| std::fs::read(rl_step().join(p)).unwrap()).collect();
+    let files: Vec<BundleFile> = paths.iter().zip(&data).map(|(path, data)| BundleFile { path, data }).collect();
+    let mut pipeline = Pipeline::open_memory(&files, &options()).unwrap();
+    drop(data); // the library copied what it keeps
+    pipeline.step(1).unwrap();
+    assert_eq!(pipeline.diagnostics().unwrap().len(), plan().diagnostic_labels().len());
+    pipeline.close().unwrap();
+    assert_eq!(live(), [0; 6]);
+}
+
+fn walk(folder: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path))
+        } else {
+            found.push(path)
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn a_wrong_call_is_one_line_of_its_kind() {
+    let _serial = serial();
+    let mut pipeline = Pipeline::open_dir(rl_step(), &options()).unwrap();
+    let error = pipeline.read_buffer("diag", &mut [0u8; 4]).unwrap_err();
+    assert!(error.message.contains("diag") && !error.message.contains('\n'), "{error}");
+    let error = pipeline.buffer("no_such_buffer").unwrap_err();
+    assert_eq!(error.kind, ErrorKind::InvalidArgument);
+    assert!(error.message.contains("no_such_buffer") && !error.message.contains('\n'), "{error}");
+    assert!(pipeline.read_diag("no_such_label").is_err());
+}
+
+#[test]
+fn a_binding_of_the_wrong_size_is_refused_and_leaks_nothing() {
+    let _serial = serial();
+    let binding = Binding { buffer: "diag".into(), pointer: 0x10000, bytes: 4, dtype: DType::F32 };
+    let refused = unsafe { options().bind(binding) };
+    let error = Pipeline::open_dir(rl_step(), &refused).err().expect("a mapped buffer of 32 bytes, bound with 4");
+    assert_eq!(error.kind, ErrorKind::Bind);
+    assert!(error.message.contains("diag") && !error.message.contains('\n'), "{error}");
+    assert_eq!(live(), [0; 6], "a failed open leaks nothing");
+}
+
+#[test]
+fn a_damaged_bundle_is_refused_naming_the_file() {
+    let _serial = serial();
+    let damaged = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("damaged.bundle");
+    std::fs::remove_dir_all(&damaged).ok();
+    std::fs::create_dir_all(damaged.join("modules")).unwrap();
+    for path in walk(rl_step()) {
+        let target = damaged.join(path.strip_prefix(rl_step()).unwrap());
+        std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+        std::fs::copy(&path, &target).unwrap();
+    }
+    let cubin = damaged.join("modules/0.sm_90.cubin");
+    let data = std::fs::read(&cubin).unwrap();
+    std::fs::write(&cubin, &data[..data.len() / 2]).unwrap();
+    let error = Pipeline::open_dir(&damaged, &options()).err().expect("a truncated cubin");
+    assert_eq!(error.kind, ErrorKind::Bundle);
+    assert!(error.message.contains("modules/0.sm_90.cubin") && !error.message.contains('\n'), "{error}");
+    assert_eq!(live(), [0; 6]);
+}

@@ -1,0 +1,188 @@
+"""`pipec.load_bundle(DIR)`: a pipeline from a bundle that `pipec build` wrote, without the
+compiler: the bundle's plan, its cubins for the device (or its PTX, which the driver compiles
+for a newer device), and its initial buffer bytes.
+
+Everything is checked before the device is touched: the manifest's format and version range,
+the sha256 of every file, and that the files the plan needs are there. Each problem is one
+`BundleError` line naming the file. compiler/bundle.py writes the layout; docs/native.md
+describes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .._version import __version__
+from ..compiler import cache
+from ..compiler.bundle_format import (
+    FORMAT, FORMAT_VERSION, MANIFEST, PLAN, BundleError, arch_number, buffer_path, cubin_path, initial_bytes_expected,
+    ptx_path, virtual_arch,
+)
+from ..compiler.plan_schema import Plan, collective_sequence, from_json
+from .distributed import connect
+from .driver import Device, Driver, open_device, release_device
+from .gemm import GemmError, GemmSettings
+from .launchers import SINGLE, Launch
+from .library import LibraryRecordingError
+from .load import PipelineError
+from .pipeline import Pipeline
+from .resources import LaunchLimitsExceeded
+
+# A manifest's path: folders and names of letters, digits, `_`, `-` and `.`, never `..`.
+_SAFE_PATH = re.compile(r"(?!.*(?:^|/)\.\.(?:/|$))[\w.-]+(?:/[\w.-]+)*")
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundle's checked contents: its manifest, its plan, and every file it lists."""
+
+    directory: Path
+    manifest: dict
+    plan: Plan
+    files: dict[str, bytes]  # by the manifest's relative path, each matching its hash
+
+    @property
+    def archs(self) -> tuple[str, ...]:
+        return tuple(self.manifest["archs"])
+
+    def binaries(self, device: Device) -> tuple[bytes, ...]:
+        """Each module's code for `device`: the cubins of its architecture (an `sm_90a` build
+        runs on an `sm_90` device), or else the PTX, when the device is at least as new as the
+        PTX's target. The PTX gets the NUL that cuModuleLoadData looks for."""
+        arch = next((a for a in self.archs if re.sub(r"[af]$", "", a) == device.arch), None)
+        if arch is not None:
+            return tuple(self.files[cubin_path(m.index, arch)] for m in self.plan.modules)
+        target = virtual_arch(self.archs)
+        if arch_number(device.arch) < int(target.removeprefix("compute_")):
+            raise BundleError(f"{self.directory} holds cubins for {', '.join(self.archs)} and PTX for {target}, "
+                              f"none of which runs on {device.describe()}: rebuild it with "
+                              f"`pipec build --arch {device.arch}`")
+        return tuple(self.files[ptx_path(m.index)] + b"\0" for m in self.plan.modules)
+
+    def initial_contents(self) -> dict[str, bytes]:
+        """The initial bytes of every buffer the host does not set with a memset, by name."""
+        contents = {}
+        for spec in self.plan.buffers:
+            if not initial_bytes_expected(spec):
+                continue
+            data = self.files[buffer_path(spec.name)]
+            if len(data) != spec.nbytes:
+                raise BundleError(f"{self.directory / buffer_path(spec.name)} holds {len(data):,} bytes; buffer "
+                                  f"`{spec.name}` has {spec.nbytes:,}")
+            contents[spec.name] = data
+        return contents
+
+def read_bundle(directory: str | Path) -> Bundle:
+    """The bundle in `directory`, checked: its manifest, version range and hashes, and its plan.
+    Raises BundleError, one line naming the file and what is wrong with it."""
+    directory = Path(directory)
+    manifest = _manifest(directory)
+    files = {path: _checked_file(directory, path, digest) for path, digest in sorted(manifest["files"].items())}
+    if PLAN not in files:
+        raise BundleError(f"{directory / MANIFEST} lists no {PLAN}")
+    try:
+        plan = from_json(json.loads(files[PLAN]))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise BundleError(f"{directory / PLAN} is not a plan this pipec reads ({type(error).__name__}: {error})") \
+            from None
+    _check_complete(directory, manifest, plan)
+    return Bundle(directory, manifest, plan, files)
+
+
+def _check_complete(directory: Path, manifest: dict, plan: Plan) -> None:
+    """Every file the plan needs is listed: a cubin of each module for each architecture, its
+    PTX, and the initial bytes of each buffer the host does not memset."""
+    needed = [cubin_path(m.index, arch) for arch in manifest["archs"] for m in plan.modules]
+    needed += [ptx_path(m.index) for m in plan.modules]
+    needed += [buffer_path(b.name) for b in plan.buffers if initial_bytes_expected(b)]
+    if missing := [path for path in needed if path not in manifest["files"]]:
+        raise BundleError(f"{directory} lists no {', '.join(missing)} in its {MANIFEST}, which its plan needs "
+                          "(a bundle written by hand, or by another tool?): rebuild it with `pipec build`")
+
+
+def load_bundle(directory: str | Path, *, device: int = 0, bind: dict[str, object] | None = None,
+                drop_nodes: frozenset[str] = frozenset(), driver: Driver | None = None, gemm_library=None,
+                launch: Launch | None = None, connect_ranks=connect) -> Pipeline:
+    """Load the pipeline a bundle holds, as `pipec.load` loads a `.pipe` file, with the same
+    options but those that need the compiler: constants are the build's (`pipec build -D`),
+    `update` is refused, and the step runs once a launch. GEMM algorithms are chosen on the
+    device, by the heuristic (a bundle is built without a GPU). Raises BundleError for a
+    bundle that is not sound or has no code for the device."""
+    bundle = read_bundle(directory)
+    if bundle.plan.step is None:
+        raise PipelineError([], f"{directory}: there is no `step` block to run")
+    initial = bundle.initial_contents()
+    opened = open_device(device, driver)
+    try:
+        binaries = bundle.binaries(opened)
+        # as `pipec.load`: chosen GEMM algorithms are kept in (and reused from) the artifact cache
+        gemm = GemmSettings(gemm_library, cache.cache_dir() / "gemm" if cache.enabled() else None, False)
+        distributed = None
+        if launch is not None or collective_sequence(bundle.plan):
+            distributed = connect_ranks(bundle.plan, launch or SINGLE)
+    except BaseException:
+        release_device(opened)
+        raise
+    try:  # the pipeline releases the device if it fails
+        return Pipeline(bundle.plan, binaries, opened, bind=bind, drop_nodes=drop_nodes, gemm=gemm,
+                        distributed=distributed, initial=initial)
+    except (GemmError, LibraryRecordingError) as error:
+        raise PipelineError([], f"{directory}: {error}") from None
+    except LaunchLimitsExceeded as error:  # no sources to point into: the plan's locations
+        raise PipelineError([], "; ".join(f"{f.location}: {f.message}" for f in error.findings)) from None
+
+
+def _manifest(directory: Path) -> dict:
+    path = directory / MANIFEST
+    try:
+        manifest = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise BundleError(f"{directory} is not a bundle: it has no {MANIFEST} (write one with `pipec build`)") \
+            from None
+    except OSError as error:
+        raise BundleError(f"cannot read {path}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise BundleError(f"{path} is not JSON (truncated?): {error}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BundleError(f"{path} is not a pipec bundle manifest (its `format` is not `{FORMAT}`)")
+    _check_version(path, manifest)
+    files, archs = manifest.get("files"), manifest.get("archs")
+    if not isinstance(files, dict) or not isinstance(archs, list) or not archs or \
+            not all(isinstance(a, str) and re.fullmatch(r"sm_\d+[af]?", a) for a in archs):
+        raise BundleError(f"{path} lacks its `files` or `archs`, or names an architecture that is not sm_XY")
+    for relative in files:
+        if not _SAFE_PATH.fullmatch(relative) or relative == MANIFEST:
+            raise BundleError(f"{path} lists `{relative}`, which is not a path inside the bundle")
+    return manifest
+
+
+def _check_version(path: Path, manifest: dict) -> None:
+    """The bundle says which reader versions can read it; this pipec reads FORMAT_VERSION."""
+    version, readers = manifest.get("format_version"), manifest.get("readers")
+    if not (isinstance(readers, list) and len(readers) == 2 and all(isinstance(r, int) for r in readers)):
+        raise BundleError(f"{path} has no `readers` range of two versions")
+    if not readers[0] <= FORMAT_VERSION <= readers[1]:
+        raise BundleError(f"{path.parent} is bundle format {version}, for readers of versions {readers[0]} to "
+                          f"{readers[1]}; this pipec ({__version__}) reads version {FORMAT_VERSION}: rebuild it "
+                          "with this pipec's `pipec build`")
+
+
+def _checked_file(directory: Path, relative: str, digest: object) -> bytes:
+    path = directory / relative
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise BundleError(f"{path} is missing (the manifest lists it): rebuild the bundle") from None
+    except OSError as error:
+        raise BundleError(f"cannot read {path}: {error.strerror or error}") from None
+    actual = "sha256:" + hashlib.sha256(data).hexdigest()
+    if actual != digest:
+        raise BundleError(f"{path} does not match its hash in the manifest ({len(data):,} bytes, {actual[:19]}..., "
+                          f"the manifest says {str(digest)[:19]}...): it was truncated or changed; rebuild the bundle")
+    return data
+
+
