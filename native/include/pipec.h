@@ -40,6 +40,12 @@ typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef unsigned long long CUdeviceptr;
 
+#if defined(__GNUC__)
+#define PIPEC_API __attribute__((visibility("default")))
+#else
+#define PIPEC_API
+#endif
+
 #define PIPEC_ABI_VERSION 1
 #define PIPEC_BUNDLE_FORMAT_VERSION 1 /* the bundle format version this library reads */
 
@@ -84,7 +90,8 @@ typedef struct pipec_options {
     CUstream stream;               /* NULL: a non-blocking stream of the pipeline's own */
     const pipec_binding *bindings; /* binding_count entries, each a distinct buffer */
     size_t binding_count;
-    void *nccl_comm;               /* an ncclComm_t the host created (plans with collectives) */
+    void *nccl_comm;               /* an ncclComm_t for plans with collectives; this version refuses such
+                                      plans at open (PIPEC_ERROR_UNSUPPORTED, naming the node) */
     const char *driver_library;    /* NULL: $PIPEC_DRIVER_LIBRARY, else libcuda.so.1 */
     const char *cublaslt_library;  /* NULL: $PIPEC_CUBLASLT_LIBRARY, else libcublasLt.so.13/.12 */
 } pipec_options;
@@ -101,48 +108,48 @@ typedef struct pipec_file {
 typedef struct pipec_pipeline pipec_pipeline;
 
 /* Runtime and ABI. */
-const char *pipec_version(void);
-int pipec_abi_version(void);
+PIPEC_API const char *pipec_version(void);
+PIPEC_API int pipec_abi_version(void);
 
 /* The last failure on this thread, one line (never NULL; "" before any failure). */
-const char *pipec_last_error(void);
+PIPEC_API const char *pipec_last_error(void);
 
-void pipec_options_init(pipec_options *options);
+PIPEC_API void pipec_options_init(pipec_options *options);
 
 /* Opens a bundle folder (or a table of its files), checks the manifest (format, the reader
  * version range, every file's SHA-256), picks each module's cubin for the device's
  * architecture (or its PTX, JIT-compiled by the driver), allocates and initialises every buffer,
  * runs the `init` block eagerly, and builds, instantiates and uploads the step's graph.
  * `options` may be NULL (all defaults). */
-pipec_status pipec_open_dir(const char *dir, const pipec_options *options, pipec_pipeline **out);
-pipec_status pipec_open_memory(const pipec_file *files, size_t count, const pipec_options *options,
+PIPEC_API pipec_status pipec_open_dir(const char *dir, const pipec_options *options, pipec_pipeline **out);
+PIPEC_API pipec_status pipec_open_memory(const pipec_file *files, size_t count, const pipec_options *options,
                                pipec_pipeline **out);
 
 /* Enqueues n replays of the step graph on the pipeline's stream (cuGraphLaunch each;
  * asynchronous). */
-pipec_status pipec_step(pipec_pipeline *p, uint64_t n);
+PIPEC_API pipec_status pipec_step(pipec_pipeline *p, uint64_t n);
 /* n replays ordered after the work enqueued on `stream` so far; work enqueued on `stream` later
  * comes after them (events; the host never waits). */
-pipec_status pipec_launch(pipec_pipeline *p, CUstream stream, uint64_t n);
-pipec_status pipec_synchronize(pipec_pipeline *p);
+PIPEC_API pipec_status pipec_launch(pipec_pipeline *p, CUstream stream, uint64_t n);
+PIPEC_API pipec_status pipec_synchronize(pipec_pipeline *p);
 /* The stream the pipeline enqueues on (its own, or options.stream). */
-CUstream pipec_stream(const pipec_pipeline *p);
+PIPEC_API CUstream pipec_stream(const pipec_pipeline *p);
 
 /* A labelled element of a mapped buffer (labels as piperun prints them: the buffer's labels, or
  * "name[i]" for the first 8 elements of a mapped buffer without labels), read from host memory
  * without a synchronise: the value the device has written so far. */
-pipec_status pipec_read_diag(const pipec_pipeline *p, const char *label, double *out);
-size_t pipec_diag_count(const pipec_pipeline *p);
-pipec_status pipec_diag_at(const pipec_pipeline *p, size_t index, const char **label, double *value);
+PIPEC_API pipec_status pipec_read_diag(const pipec_pipeline *p, const char *label, double *out);
+PIPEC_API size_t pipec_diag_count(const pipec_pipeline *p);
+PIPEC_API pipec_status pipec_diag_at(const pipec_pipeline *p, size_t index, const char **label, double *value);
 
 /* Buffers: the device address, bytes and type of a buffer by name; enumerate with count/name. */
-pipec_status pipec_buffer(const pipec_pipeline *p, const char *name, CUdeviceptr *pointer, size_t *bytes,
+PIPEC_API pipec_status pipec_buffer(const pipec_pipeline *p, const char *name, CUdeviceptr *pointer, size_t *bytes,
                           pipec_dtype *dtype);
-size_t pipec_buffer_count(const pipec_pipeline *p);
-const char *pipec_buffer_name(const pipec_pipeline *p, size_t index);
+PIPEC_API size_t pipec_buffer_count(const pipec_pipeline *p);
+PIPEC_API const char *pipec_buffer_name(const pipec_pipeline *p, size_t index);
 /* Host copies after everything enqueued so far has finished (synchronises). */
-pipec_status pipec_read_buffer(pipec_pipeline *p, const char *name, void *host, size_t bytes);
-pipec_status pipec_write_buffer(pipec_pipeline *p, const char *name, const void *host, size_t bytes);
+PIPEC_API pipec_status pipec_read_buffer(pipec_pipeline *p, const char *name, void *host, size_t bytes);
+PIPEC_API pipec_status pipec_write_buffer(pipec_pipeline *p, const char *name, const void *host, size_t bytes);
 
 /* Live update, runtime/update.py's contract: `plan_json` is the plan of the same file compiled
  * with new constant values (`pipec --emit plan -D NAME=VALUE`; this library has no compiler).
@@ -150,11 +157,12 @@ pipec_status pipec_write_buffer(pipec_pipeline *p, const char *name, const void 
  * dynamic shared memory), each changed kernel node of the executable graph gets its new
  * parameters (cuGraphExecKernelNodeSetParams) and the eager program its new launch, for the
  * launches enqueued from now on; *changed (if not NULL) is the count of kernel nodes changed.
- * Anything else is refused (PIPEC_ERROR_UPDATE_REFUSED) naming the first difference. */
-pipec_status pipec_update_plan(pipec_pipeline *p, const char *plan_json, size_t length, size_t *changed);
+ * Anything else is refused (PIPEC_ERROR_UPDATE_REFUSED) naming the first difference. Graphs the host
+ * built with pipec_add_to_graph keep the values they were built with. */
+PIPEC_API pipec_status pipec_update_plan(pipec_pipeline *p, const char *plan_json, size_t length, size_t *changed);
 
 /* The same nodes launched one by one in program order, n times (runtime/eager.py). */
-pipec_status pipec_run_eager(pipec_pipeline *p, uint64_t n);
+PIPEC_API pipec_status pipec_run_eager(pipec_pipeline *p, uint64_t n);
 
 /* --verify (runtime/verify.py): from the same state, `steps` eager steps against `steps` graph
  * replays, and the graph again, bit for bit, every buffer the step writes before reading it
@@ -167,12 +175,12 @@ typedef struct pipec_verify_report {
     size_t mismatches;    /* buffers that differ, over both comparisons */
     char first[1024];     /* the first mismatch, as piperun --verify describes it ("" when ok) */
 } pipec_verify_report;
-pipec_status pipec_verify(pipec_pipeline *p, uint64_t steps, pipec_verify_report *report);
+PIPEC_API pipec_status pipec_verify(pipec_pipeline *p, uint64_t steps, pipec_verify_report *report);
 
 /* State in the Python runtime's format: DIR/state.safetensors, every buffer, with the metadata
  * runtime/state.py writes (pipe, pipe_sha256, pipec_version, steps, dtypes). */
-pipec_status pipec_save_state(pipec_pipeline *p, const char *dir, uint64_t steps);
-pipec_status pipec_load_state(pipec_pipeline *p, const char *dir);
+PIPEC_API pipec_status pipec_save_state(pipec_pipeline *p, const char *dir, uint64_t steps);
+PIPEC_API pipec_status pipec_load_state(pipec_pipeline *p, const char *dir);
 
 /* Adds the step's nodes into a graph the host builds, after `deps` (ndeps of them): the nodes go
  * in directly (a child graph node cannot hold conditional nodes), child graphs and library
@@ -180,12 +188,12 @@ pipec_status pipec_load_state(pipec_pipeline *p, const char *dir);
  * not NULL, an empty node after every last node of the step is added and returned, for the
  * host's next node to depend on. The host graph may be instantiated and launched any number of
  * times while the pipeline is open; it uses the pipeline's buffers. */
-pipec_status pipec_add_to_graph(pipec_pipeline *p, CUgraph host_graph, const CUgraphNode *deps, size_t ndeps,
+PIPEC_API pipec_status pipec_add_to_graph(pipec_pipeline *p, CUgraph host_graph, const CUgraphNode *deps, size_t ndeps,
                                 CUgraphNode *out_last);
 
 /* Waits for the pipeline's work and frees everything it owns (never the bindings, the host's
  * context or stream). NULL is accepted. */
-pipec_status pipec_close(pipec_pipeline *p);
+PIPEC_API pipec_status pipec_close(pipec_pipeline *p);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,114 @@
+/* The C runtime driven from tests/test_native_runtime.py: opens a bundle (through the driver
+ * $PIPEC_DRIVER_LIBRARY names, the fake in the CPU tests), and writes what the test compares
+ * with the Python runtime as JSON: every buffer's address and size, the SHA-256 of every
+ * buffer after the open, after the graph steps and after the eager steps, and the labelled
+ * diagnostics. Options, in order of use: --load DIR (a saved state), --update PLAN (a new plan
+ * applied live), --steps N, --eager N, --verify N, --save DIR.
+ *   run_fake BUNDLE OUT.json [options] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../src/sha256.h"
+#include "pipec.h"
+
+static int failed(const char *what) {
+    fprintf(stderr, "%s: %s\n", what, pipec_last_error());
+    return 1;
+}
+
+static int hashes(pipec_pipeline *p, FILE *out, const char *key) {
+    fprintf(out, ",\"%s\":{", key);
+    for (size_t i = 0; i < pipec_buffer_count(p); i++) {
+        const char *name = pipec_buffer_name(p, i);
+        size_t bytes;
+        if (pipec_buffer(p, name, NULL, &bytes, NULL) != PIPEC_OK) return failed("pipec_buffer");
+        unsigned char *data = malloc(bytes ? bytes : 1);
+        if (!data || pipec_read_buffer(p, name, data, bytes) != PIPEC_OK) {
+            free(data);
+            return failed("pipec_read_buffer");
+        }
+        char hex[65];
+        sha256_hex(data, bytes, hex);
+        free(data);
+        fprintf(out, "%s\"%s\":\"%s\"", i ? "," : "", name, hex);
+    }
+    fprintf(out, "}");
+    return 0;
+}
+
+static char *slurp(const char *path, size_t *length) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = malloc((size_t)n + 1);
+    *length = data ? fread(data, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return data;
+}
+
+static int option(pipec_pipeline *p, FILE *out, const char *name, const char *value) {
+    unsigned long long n = strtoull(value, NULL, 10);
+    if (strcmp(name, "--load") == 0 && pipec_load_state(p, value) != PIPEC_OK) return failed("pipec_load_state");
+    if (strcmp(name, "--save") == 0 && pipec_save_state(p, value, 0) != PIPEC_OK) return failed("pipec_save_state");
+    if (strcmp(name, "--steps") == 0) {
+        if (pipec_step(p, n) != PIPEC_OK || pipec_synchronize(p) != PIPEC_OK) return failed("pipec_step");
+        return hashes(p, out, "steps");
+    }
+    if (strcmp(name, "--eager") == 0) {
+        if (pipec_run_eager(p, n) != PIPEC_OK || pipec_synchronize(p) != PIPEC_OK) return failed("pipec_run_eager");
+        return hashes(p, out, "eager");
+    }
+    if (strcmp(name, "--verify") == 0) {
+        pipec_verify_report report;
+        memset(&report, 0, sizeof report);
+        report.version = PIPEC_OPTIONS_VERSION;
+        if (pipec_verify(p, n, &report) != PIPEC_OK) return failed("pipec_verify");
+        fprintf(out, ",\"verify\":{\"ok\":%d,\"buffers\":%zu,\"mismatches\":%zu}", report.ok, report.buffers,
+                report.mismatches);
+    }
+    if (strcmp(name, "--update") == 0) {
+        size_t length, changed = 0;
+        char *plan = slurp(value, &length);
+        pipec_status status = plan ? pipec_update_plan(p, plan, length, &changed) : PIPEC_ERROR_IO;
+        free(plan);
+        fprintf(out, ",\"update\":{\"status\":%d,\"changed\":%zu}", (int)status, changed);
+        if (status != PIPEC_OK) fprintf(stderr, "update: %s\n", pipec_last_error());
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3 || argc % 2 == 0) {
+        fprintf(stderr, "usage: run_fake BUNDLE OUT.json [--option VALUE]...\n");
+        return 2;
+    }
+    pipec_pipeline *p;
+    if (pipec_open_dir(argv[1], NULL, &p) != PIPEC_OK) return failed("pipec_open_dir");
+    FILE *out = fopen(argv[2], "w");
+    if (!out) return failed("fopen");
+    fprintf(out, "{\"buffers\":{");
+    for (size_t i = 0; i < pipec_buffer_count(p); i++) {
+        CUdeviceptr pointer;
+        size_t bytes;
+        pipec_buffer(p, pipec_buffer_name(p, i), &pointer, &bytes, NULL);
+        fprintf(out, "%s\"%s\":[%llu,%zu]", i ? "," : "", pipec_buffer_name(p, i), (unsigned long long)pointer, bytes);
+    }
+    fprintf(out, "}");
+    int status = hashes(p, out, "open");
+    for (int i = 3; status == 0 && i + 1 < argc; i += 2) status = option(p, out, argv[i], argv[i + 1]);
+    fprintf(out, ",\"diags\":{");
+    for (size_t i = 0; i < pipec_diag_count(p); i++) {
+        const char *label;
+        double value;
+        pipec_diag_at(p, i, &label, &value);
+        if (value != value) fprintf(out, "%s\"%s\":NaN", i ? "," : "", label); /* Python's json reads NaN */
+        else fprintf(out, "%s\"%s\":%.17g", i ? "," : "", label, value);
+    }
+    fprintf(out, "}}\n");
+    fclose(out);
+    pipec_close(p);
+    return status;
+}

@@ -1,0 +1,348 @@
+/* The C runtime's unit tests (ctest; CI runs them under AddressSanitizer, whose leak checker
+ * fails the run on any leak): the JSON parser, SHA-256, and bundles that must not open, each
+ * with its one-line error, through the fake driver ($PIPEC_DRIVER_LIBRARY), which must hold
+ * nothing afterwards. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "pipec.h"
+#include "sha256.h"
+
+static int failures;
+
+#define CHECK(condition, ...) \
+    do { if (!(condition)) { failures++; fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+         fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+
+static void (*fake_live)(int counts[6]);
+
+static void check_nothing_live(const char *after) {
+    int counts[6];
+    fake_live(counts);
+    for (int i = 0; i < 6; i++) CHECK(counts[i] == 0, "after %s: the fake driver still holds %d of kind %d", after, counts[i], i);
+}
+
+/* --- JSON and SHA-256 ---------------------------------------------------------------------- */
+
+static void test_json(void) {
+    char error[128];
+    json *v = json_parse("{\"a\": [1, -2, 3.5, 1e3, 18446744073709551615], \"b\": \"x\\u00e9\\ud83d\\ude00\", "
+                         "\"c\": true, \"d\": null}", 96, error, sizeof error);
+    CHECK(v != NULL, "a valid document fails: %s", error);
+    if (v) {
+        const json *a = json_get(v, "a");
+        CHECK(a && a->count == 5 && a->items[0].integer == 1 && a->items[1].integer == -2, "integers");
+        CHECK(a && !a->items[2].is_integer && a->items[2].number == 3.5 && a->items[3].number == 1000, "numbers");
+        CHECK(a && a->items[4].is_unsigned && a->items[4].uinteger == 18446744073709551615ull, "a u64");
+        CHECK(strcmp(json_get(v, "b")->string, "x\xc3\xa9\xf0\x9f\x98\x80") == 0, "escapes decode to UTF-8");
+        CHECK(json_get(v, "c")->boolean == 1 && json_get(v, "d")->kind == JSON_NULL, "literals");
+        json_free(v);
+    }
+    const char *invalid[] = {"", "[1,]", "{\"a\":1,}", "[1 2]", "01", "1.", "\"\\x\"", "\"a", "[", "{\"a\"}", "tru",
+                             "\"\\ud800\"", "1 2", "[\"\x01\"]", "-", "{1:2}"};
+    for (size_t i = 0; i < sizeof invalid / sizeof *invalid; i++) {
+        json *bad = json_parse(invalid[i], strlen(invalid[i]), error, sizeof error);
+        CHECK(bad == NULL, "`%s` parses", invalid[i]);
+        CHECK(bad || strstr(error, "at byte") != NULL, "`%s`: the error names no position: %s", invalid[i], error);
+        json_free(bad);
+    }
+    char deep[1000];
+    memset(deep, '[', sizeof deep);
+    CHECK(json_parse(deep, sizeof deep, error, sizeof error) == NULL && strstr(error, "deeply"), "depth: %s", error);
+}
+
+static void test_sha256(void) {
+    char hex[65];
+    sha256_hex("", 0, hex);
+    CHECK(strcmp(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") == 0, "empty: %s", hex);
+    sha256_hex("abc", 3, hex);
+    CHECK(strcmp(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad") == 0, "abc: %s", hex);
+    const char *two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    sha256_hex(two, strlen(two), hex);
+    CHECK(strcmp(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1") == 0, "two blocks: %s", hex);
+    sha256 s;
+    unsigned char digest[32], a[1000];
+    memset(a, 'a', sizeof a);
+    sha256_init(&s);
+    for (int i = 0; i < 1000; i++) sha256_update(&s, a, sizeof a);
+    sha256_final(&s, digest);
+    CHECK(digest[0] == 0xcd && digest[1] == 0xc7 && digest[31] == 0xd0, "a million a's");
+}
+
+/* --- bundles ------------------------------------------------------------------------------- */
+
+static const char PLAN[] =
+    "{\"pipe\": \"tiny.pipe\", \"pipe_sha256\": \"00\", \"pipec_version\": \"0.1.0\", \"arch\": \"sm_90\", "
+    "\"compiler\": \"nvrtc\", \"lanes\": 1, \"gemm_groups\": [], \"init\": null, \"step\": 0,"
+    "\"modules\": [{\"index\": 0, \"name\": \"tiny.cu\", \"path\": \"tiny.cu\", \"source\": null, \"include_dirs\": []}],"
+    "\"buffers\": ["
+    " {\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"memory\": \"device\", \"init\": {\"kind\": \"fill\","
+    "  \"args\": [1.5], \"seed\": null, \"path\": null}, \"labels\": [], \"nbytes\": 16, \"location\": {\"file\": "
+    "  \"tiny.pipe\", \"line\": 1, \"column\": 1}, \"step_first_access\": \"read\", \"replicated\": false},"
+    " {\"name\": \"diag\", \"dtype\": \"f32\", \"shape\": [2], \"memory\": \"mapped\", \"init\": {\"kind\": \"zeros\","
+    "  \"args\": [], \"seed\": null, \"path\": null}, \"labels\": [\"loss\", \"step\"], \"nbytes\": 8, \"location\": "
+    "  {\"file\": \"tiny.pipe\", \"line\": 2, \"column\": 1}, \"step_first_access\": \"write\", \"replicated\": false}],"
+    "\"graphs\": [{\"index\": 0, \"name\": \"step\", \"scope\": \"step\", \"hazards\": [], \"edges\": [[0, 1]],"
+    " \"nodes\": ["
+    "  {\"kind\": \"kernel\", \"id\": 0, \"name\": \"step/k\", \"location\": {\"file\": \"tiny.pipe\", \"line\": 4, "
+    "   \"column\": 5}, \"accesses\": [{\"buffer\": \"x\", \"start\": 0, \"stop\": 4, \"mode\": \"rw\"}], \"module\": 0,"
+    "   \"function\": \"k\", \"grid\": [1, 1, 1], \"block\": [4, 1, 1], \"shared_bytes\": 0, \"args\": ["
+    "   {\"kind\": \"pointer\", \"ctype\": \"ptr\", \"buffer\": \"x\", \"byte_offset\": 0, \"value\": null},"
+    "   {\"kind\": \"scalar\", \"ctype\": \"f32\", \"buffer\": null, \"byte_offset\": 0, \"value\": 2.5}]},"
+    "  {\"kind\": \"memcpy\", \"id\": 1, \"name\": \"step/copy\", \"location\": {\"file\": \"tiny.pipe\", \"line\": 5, "
+    "   \"column\": 5}, \"accesses\": [], \"src\": \"x\", \"src_offset\": 0, \"dst\": \"diag\", \"dst_offset\": 0, "
+    "   \"nbytes\": 8}]}]}";
+
+typedef struct file { const char *path; char *data; size_t size; } file;
+
+static char *manifest(const file *files, size_t count, const char *readers) {
+    char *out = malloc(4096);
+    size_t used = (size_t)snprintf(out, 4096, "{\"format\": \"pipec-bundle\", \"format_version\": 1, \"readers\": %s, "
+                                   "\"pipec_version\": \"0.1.0\", \"source\": \"tiny.pipe\", \"archs\": [\"sm_90\"], "
+                                   "\"files\": {", readers);
+    for (size_t i = 0; i < count; i++) {
+        char hex[65];
+        sha256_hex(files[i].data, files[i].size, hex);
+        used += (size_t)snprintf(out + used, 4096 - used, "%s\"%s\": \"sha256:%s\"", i ? ", " : "", files[i].path, hex);
+    }
+    snprintf(out + used, 4096 - used, "}}\n");
+    return out;
+}
+
+/* A bundle of the tiny plan: its files, and the manifest last. */
+static size_t tiny_bundle(file out[4], const char *readers, int with_ptx) {
+    size_t n = 0;
+    out[n++] = (file){"plan.json", strdup(PLAN), strlen(PLAN)};
+    out[n++] = (file){"modules/0.sm_90.cubin", strdup("\x7f" "ELF fake cubin"), 15};
+    if (with_ptx) out[n++] = (file){"modules/0.ptx", strdup(".version 8.0\n.target sm_90\n"), 27};
+    char *m = manifest(out, n, readers);
+    out[n++] = (file){"manifest.json", m, strlen(m)};
+    return n;
+}
+
+static void free_files(file *files, size_t n) {
+    for (size_t i = 0; i < n; i++) free(files[i].data);
+}
+
+static pipec_status open_files(const file *files, size_t n, const pipec_options *options, pipec_pipeline **p) {
+    pipec_file table[8];
+    for (size_t i = 0; i < n; i++) table[i] = (pipec_file){files[i].path, files[i].data, files[i].size};
+    return pipec_open_memory(table, n, options, p);
+}
+
+static void write_dir(const char *dir, const file *files, size_t n) {
+    char path[512];
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/modules", dir);
+    mkdir(path, 0777);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i].path);
+        FILE *f = fopen(path, "wb");
+        fwrite(files[i].data, 1, files[i].size, f);
+        fclose(f);
+    }
+}
+
+static void expect_failure(pipec_status status, pipec_pipeline *const *out, pipec_status expected, const char *text,
+                           const char *what) {
+    const pipec_pipeline *p = *out;
+    CHECK(status == expected, "%s: status %d, expected %d (%s)", what, status, expected, pipec_last_error());
+    CHECK(strstr(pipec_last_error(), text) != NULL, "%s: the error does not say `%s`: %s", what, text, pipec_last_error());
+    CHECK(strchr(pipec_last_error(), '\n') == NULL, "%s: the error is more than one line", what);
+    CHECK(p == NULL, "%s: a failed open returns a pipeline", what);
+    check_nothing_live(what);
+}
+
+static void test_tiny_bundle_runs(void) {
+    file files[4];
+    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    pipec_pipeline *p = NULL;
+    CHECK(open_files(files, n, NULL, &p) == PIPEC_OK, "the tiny bundle does not open: %s", pipec_last_error());
+    float x[4];
+    CHECK(pipec_read_buffer(p, "x", x, sizeof x) == PIPEC_OK && x[0] == 1.5f && x[3] == 1.5f, "fill(1.5)");
+    double loss = -1;
+    CHECK(pipec_read_diag(p, "loss", &loss) == PIPEC_OK && loss == 0, "diag before a step: %g", loss);
+    CHECK(pipec_step(p, 2) == PIPEC_OK && pipec_synchronize(p) == PIPEC_OK, "steps: %s", pipec_last_error());
+    CHECK(pipec_read_diag(p, "step", &loss) == PIPEC_OK && loss == 1.5, "the memcpy node ran: %g", loss);
+    CHECK(pipec_read_diag(p, "nothing", &loss) == PIPEC_ERROR_INVALID_ARGUMENT, "an unknown label");
+    pipec_verify_report report;
+    memset(&report, 0, sizeof report);
+    report.version = PIPEC_OPTIONS_VERSION;
+    CHECK(pipec_verify(p, 2, &report) == PIPEC_OK && report.ok && report.buffers == 2, "verify: %s", report.first);
+    CHECK(pipec_save_state(p, "tiny-state", 2) == PIPEC_OK, "save: %s", pipec_last_error());
+    float zero[4] = {0};
+    CHECK(pipec_write_buffer(p, "x", zero, sizeof zero) == PIPEC_OK, "write");
+    CHECK(pipec_load_state(p, "tiny-state") == PIPEC_OK, "load: %s", pipec_last_error());
+    CHECK(pipec_read_buffer(p, "x", x, sizeof x) == PIPEC_OK && x[2] == 1.5f, "state restored: %g", x[2]);
+    CHECK(pipec_load_state(p, "no-such-state") == PIPEC_ERROR_STATE, "a missing state");
+    CHECK(pipec_close(p) == PIPEC_OK, "close");
+    check_nothing_live("a pipeline closed");
+    write_dir("tiny-bundle", files, n);
+    CHECK(pipec_open_dir("tiny-bundle", NULL, &p) == PIPEC_OK, "the folder does not open: %s", pipec_last_error());
+    pipec_close(p);
+    free_files(files, n);
+}
+
+static void test_bad_bundles(void) {
+    file files[4];
+    pipec_pipeline *p = (pipec_pipeline *)&p;
+    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    files[1].size -= 3; /* a truncated cubin */
+    write_dir("truncated-cubin", files, n);
+    expect_failure(pipec_open_dir("truncated-cubin", NULL, &p), &p, PIPEC_ERROR_BUNDLE,
+                   "modules/0.sm_90.cubin does not match the manifest", "a truncated cubin");
+    files[1].size += 3;
+    files[n - 1].size /= 2; /* a truncated manifest */
+    write_dir("truncated-manifest", files, n);
+    expect_failure(pipec_open_dir("truncated-manifest", NULL, &p), &p, PIPEC_ERROR_BUNDLE,
+                   "manifest.json is not valid JSON", "a truncated manifest");
+    free_files(files, n);
+    n = tiny_bundle(files, "[2, 2]", 0);
+    expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_UNSUPPORTED, "needs a runtime reading versions 2 to 2",
+                   "a newer format version");
+    free_files(files, n);
+    n = tiny_bundle(files, "[1, 1]", 0);
+    files[0].data[10] ^= 1; /* plan.json changed after the manifest was written */
+    expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_BUNDLE, "plan.json does not match the manifest",
+                   "a hash mismatch");
+    files[0].data[10] ^= 1;
+    expect_failure(open_files(files, n - 1, NULL, &p), &p, PIPEC_ERROR_BUNDLE, "the bundle has no manifest.json",
+                   "no manifest");
+    setenv("FAKE_CUDA_CAPABILITY", "80", 1);
+    expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_UNSUPPORTED,
+                   "no module for sm_80 (Fake H200): the bundle has cubins for sm_90 and no PTX", "a missing arch");
+    free_files(files, n);
+    n = tiny_bundle(files, "[1, 1]", 1);
+    expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_UNSUPPORTED, "and PTX for a newer device",
+                   "PTX for a newer arch");
+    setenv("FAKE_CUDA_CAPABILITY", "100", 1);
+    CHECK(open_files(files, n, NULL, &p) == PIPEC_OK, "a newer device takes the PTX: %s", pipec_last_error());
+    pipec_close(p);
+    unsetenv("FAKE_CUDA_CAPABILITY");
+    free_files(files, n);
+}
+
+static void test_bindings(void) {
+    file files[4];
+    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    pipec_pipeline *p = NULL;
+    pipec_options options;
+    pipec_options_init(&options);
+    float device[8];
+    pipec_binding binding = {"x", (CUdeviceptr)(uintptr_t)device, 8, PIPEC_F32};
+    options.bindings = &binding;
+    options.binding_count = 1;
+    expect_failure(open_files(files, n, &options, &p), &p, PIPEC_ERROR_BIND,
+                   "cannot bind `x`: the allocation has 8 bytes, the buffer 16 (declared at tiny.pipe:1:1)", "a wrong size");
+    binding.bytes = 16;
+    binding.dtype = PIPEC_I32;
+    expect_failure(open_files(files, n, &options, &p), &p, PIPEC_ERROR_BIND,
+                   "cannot bind `x`: the allocation holds i32, the buffer f32", "a wrong type");
+    binding.buffer = "y";
+    expect_failure(open_files(files, n, &options, &p), &p, PIPEC_ERROR_BIND, "no buffer named y in tiny.pipe",
+                   "an unknown buffer");
+    binding.buffer = "diag";
+    binding.bytes = 8;
+    binding.dtype = PIPEC_F32;
+    expect_failure(open_files(files, n, &options, &p), &p, PIPEC_ERROR_BIND, "`diag` is mapped host memory",
+                   "a mapped buffer");
+    options.version = 99;
+    expect_failure(open_files(files, n, &options, &p), &p, PIPEC_ERROR_INVALID_ARGUMENT, "pipec_options.version is 99",
+                   "an options version");
+    free_files(files, n);
+}
+
+/* pipec_add_to_graph: the step's nodes go into a graph the host builds, after its node. */
+static void test_add_to_graph(void *fake) {
+    typedef int (*graph_create)(CUgraph *, unsigned);
+    typedef int (*add_empty)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t);
+    typedef int (*get_nodes)(CUgraph, CUgraphNode *, size_t *);
+    typedef int (*instantiate)(void **, CUgraph, unsigned long long);
+    typedef int (*launch)(void *, CUstream);
+    typedef int (*destroy)(void *);
+    graph_create create = (graph_create)dlsym(fake, "cuGraphCreate");
+    add_empty empty = (add_empty)dlsym(fake, "cuGraphAddEmptyNode");
+    get_nodes nodes = (get_nodes)dlsym(fake, "cuGraphGetNodes");
+    instantiate make = (instantiate)dlsym(fake, "cuGraphInstantiateWithFlags");
+    launch run = (launch)dlsym(fake, "cuGraphLaunch");
+    destroy exec_destroy = (destroy)dlsym(fake, "cuGraphExecDestroy"), graph_destroy = (destroy)dlsym(fake, "cuGraphDestroy");
+    file files[4];
+    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    pipec_pipeline *p = NULL;
+    CHECK(open_files(files, n, NULL, &p) == PIPEC_OK, "open: %s", pipec_last_error());
+    CUgraph host;
+    CUgraphNode first, last;
+    create(&host, 0);
+    empty(&first, host, NULL, 0);
+    CHECK(pipec_add_to_graph(p, host, &first, 1, &last) == PIPEC_OK, "add_to_graph: %s", pipec_last_error());
+    size_t count = 0;
+    nodes(host, NULL, &count);
+    CHECK(count == 4, "the host's node, the kernel, the copy and the join: %zu nodes", count);
+    CHECK(pipec_add_to_graph(p, NULL, NULL, 0, NULL) == PIPEC_ERROR_INVALID_ARGUMENT, "a NULL host graph");
+    double copied = -1;
+    void *exec;
+    make(&exec, host, 0);
+    CHECK(pipec_read_diag(p, "loss", &copied) == PIPEC_OK && copied == 0, "before the host's launch: %g", copied);
+    run(exec, NULL);
+    CHECK(pipec_read_diag(p, "loss", &copied) == PIPEC_OK && copied == 1.5, "the host's graph ran the copy: %g", copied);
+    exec_destroy(exec);
+    graph_destroy(host);
+    pipec_close(p);
+    check_nothing_live("a host graph");
+    free_files(files, n);
+}
+
+/* The host's own stream: the pipeline enqueues on it, and pipec_launch orders replays after
+ * another stream's work. */
+static void test_host_stream(void *fake) {
+    typedef int (*stream_create)(CUstream *, unsigned);
+    typedef int (*stream_destroy)(CUstream);
+    stream_create create = (stream_create)dlsym(fake, "cuStreamCreate");
+    stream_destroy destroy = (stream_destroy)dlsym(fake, "cuStreamDestroy_v2");
+    CUstream mine, other;
+    create(&mine, 1);
+    create(&other, 1);
+    file files[4];
+    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    pipec_options options;
+    pipec_options_init(&options);
+    options.stream = mine;
+    pipec_pipeline *p = NULL;
+    CHECK(open_files(files, n, &options, &p) == PIPEC_OK, "open on the host's stream: %s", pipec_last_error());
+    CHECK(pipec_stream(p) == mine, "the pipeline enqueues on the host's stream");
+    CHECK(pipec_launch(p, other, 1) == PIPEC_OK, "a launch after another stream: %s", pipec_last_error());
+    double copied = -1;
+    CHECK(pipec_read_diag(p, "loss", &copied) == PIPEC_OK && copied == 1.5, "the replay ran: %g", copied);
+    pipec_close(p);
+    destroy(mine);
+    destroy(other);
+    check_nothing_live("the host's stream");
+    free_files(files, n);
+}
+
+int main(void) {
+    const char *driver = getenv("PIPEC_DRIVER_LIBRARY");
+    void *fake = driver ? dlopen(driver, RTLD_NOW) : NULL; /* held, so its counters outlive each pipeline */
+    if (!fake || !(*(void **)&fake_live = dlsym(fake, "fake_cuda_live"))) {
+        fprintf(stderr, "PIPEC_DRIVER_LIBRARY must name the fake driver (fake_cuda)\n");
+        return 1;
+    }
+    char dir[] = "/tmp/pipec-native-XXXXXX";
+    if (!mkdtemp(dir) || chdir(dir) != 0) return 1;
+    test_json();
+    test_sha256();
+    test_tiny_bundle_runs();
+    test_bad_bundles();
+    test_bindings();
+    test_add_to_graph(fake);
+    test_host_stream(fake);
+    dlclose(fake);
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+    else printf("all checks passed\n");
+    return failures != 0;
+}
