@@ -25,8 +25,9 @@ from pipec.compiler import compile_file, load_settings
 from pipec.compiler.bundle import write_bundle
 from pipec.compiler.config import override
 from pipec.compiler.emit import plan_json
-from pipec.compiler.plan_schema import GemmNodeSpec
-from pipec.runtime import load
+from pipec import load
+from pipec.plan.schema import GemmNodeSpec
+from pipec.runtime import Backends
 from pipec.runtime.cli import _short
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +62,7 @@ def _hashes(pipeline) -> dict[str, str]:
 def _python_side(path: Path):
     driver = fake_driver(path)
     library = FakeCublasLt(driver.cu)
-    pipeline = load(path, driver=driver, gemm_library=library)
+    pipeline = load(path, backends=Backends(driver, library))
     return pipeline, driver.cu, library
 
 
