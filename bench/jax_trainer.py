@@ -24,8 +24,10 @@ def init_state(cfg: TrainerConfig) -> dict:
               "b": jnp.zeros((cfg.layers, cfg.width), jnp.float32),
               "w_head": jax.random.uniform(keys[-1], (cfg.out, cfg.width), jnp.float32, -0.06, 0.06),
               "b_head": jnp.zeros((cfg.out,), jnp.float32)}
-    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
-    return {"params": params, "m": zeros, "v": zeros, "t": jnp.zeros((), jnp.int32),
+    def zeros() -> dict:  # a buffer of its own for each moment: the scan donates them all
+        return jax.tree_util.tree_map(jnp.zeros_like, params)
+
+    return {"params": params, "m": zeros(), "v": zeros(), "t": jnp.zeros((), jnp.int32),
             "diag": jnp.zeros((4,), jnp.float32)}
 
 

@@ -74,6 +74,8 @@ class Trainer:
 
     def _train_step(self) -> None:
         cfg = self.cfg
+        if self.mode == "compile":  # a new step for cudagraph trees: the last step's outputs may go
+            torch.compiler.cudagraph_mark_step_begin()
         x = torch.rand(cfg.batch, cfg.width, device=self.device) * 2 - 1
         target = torch.sin(x @ self.w_star.T / math.sqrt(cfg.width))
         loss = F.mse_loss(self.forward(x), target)
