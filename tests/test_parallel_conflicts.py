@@ -30,3 +30,21 @@ def test_a_wide_block_on_elements_of_its_own_has_no_conflict():
     items = _items([(((0, e, e + 2, 2),), 3) for e in order])  # now each overlaps its neighbour
     found, complete = sibling_conflicts(items, 0, members)
     assert complete and len(found) == members - 1
+
+
+def test_the_bound_is_100_plus_2_per_member_and_stops_the_sweep_of_every_buffer():
+    # two nodes before the block; members 0 and 1 of it also overlap on `b`, which the sweep
+    # of `a` (first seen) never reaches once `a` has used the room up
+    both = ((0, 0, 1, 2), (1, 0, 1, 2))
+    items = _items([(((1, 9, 10, 1),), None)] * 2 + [(both, 4)] * 2 + [(((0, 0, 1, 2),), 4)] * 298)
+    found, complete = sibling_conflicts(items, 2, 302)
+    assert not complete and len(found) == 700
+    assert {c.first.buffer.name for c in found} == {"a"}
+
+
+def test_exactly_as_many_pairs_as_the_room_is_all_of_them():
+    # 20 members on one element make 190 pairs; with 25 more on elements of their own the
+    # room is 100 + 2 * 45 = 190
+    items = _items([(((0, 0, 1, 2),), 1)] * 20 + [(((0, e, e + 1, 2),), 1) for e in range(10, 35)])
+    found, complete = sibling_conflicts(items, 0, 45)
+    assert complete and len(found) == 190
