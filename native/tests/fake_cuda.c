@@ -287,6 +287,15 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
     return enqueue(stream, n);
 }
 
+/* A launch with attributes: programmatic stream serialization only, which runs like any launch here. */
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+    if (config->numAttrs != 1 || config->attrs[0].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION ||
+        config->attrs[0].value.programmaticStreamSerializationAllowed != 1)
+        return INVALID;
+    return cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX, config->blockDimY,
+                          config->blockDimZ, config->sharedMemBytes, config->hStream, params, extra);
+}
+
 EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned int flags) {
     (void)flags;
     *graph = (CUgraph)new_graph(1);
@@ -340,6 +349,29 @@ EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph graph, const
     fnode *n = new_node(K_GRAPH);
     n->child = clone_graph((const fgraph *)child);
     *node = (CUgraphNode)append((fgraph *)graph, n, deps, count);
+    return OK;
+}
+
+static int holds(const fgraph *g, const fnode *n) {
+    for (size_t i = 0; i < g->count; i++)
+        if (g->nodes[i] == n) return 1;
+    return 0;
+}
+
+/* CUDA 12.3+: edges with edge data. pipec adds ordinary edges with their nodes, so only
+ * programmatic ones come here, each from a kernel node's programmatic port to a kernel node of
+ * the same graph. */
+EXPORT CUresult cuGraphAddDependencies_v2(CUgraph graph, const CUgraphNode *from, const CUgraphNode *to,
+                                          const CUgraphEdgeData *edges, size_t count) {
+    fgraph *g = (fgraph *)graph;
+    for (size_t i = 0; i < count; i++) {
+        fnode *producer = (fnode *)from[i], *consumer = (fnode *)to[i];
+        if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC ||
+            edges[i].from_port != CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC || edges[i].to_port != 0 ||
+            !holds(g, producer) || !holds(g, consumer) || producer->kind != K_KERNEL || consumer->kind != K_KERNEL)
+            return INVALID;
+        add_programmatic(producer, consumer);
+    }
     return OK;
 }
 
