@@ -156,11 +156,13 @@ def _native_kernel(normal: Normal, event: dict) -> dict:
 
 
 def python_launches(fake, normal: Normal) -> list[dict]:
-    return [_kernel(normal, w.function, w.grid, w.block, w.shared_bytes, w.args) for w in fake.launches]
+    """Every kernel run, and whether it was launched with programmatic stream serialization."""
+    return [{**_kernel(normal, w.function, w.grid, w.block, w.shared_bytes, w.args),
+             "serialized": any(w is s for s in fake.serialized)} for w in fake.launches]
 
 
 def native_launches(log: list[dict], normal: Normal) -> list[dict]:
-    return [_native_kernel(normal, e) for e in log if e["event"] == "run"]
+    return [{**_native_kernel(normal, e), "serialized": e["serialized"]} for e in log if e["event"] == "run"]
 
 
 POINTER_ATTRIBUTES = ("BIAS_POINTER", "EPILOGUE_AUX_POINTER")

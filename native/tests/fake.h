@@ -31,6 +31,7 @@ struct fnode {
     unsigned char *args;
     size_t *arg_sizes, nargs;
     int args_known;
+    int serialized; /* launched with programmatic stream serialization (cuLaunchKernelEx) */
     uint64_t dst, src;
     unsigned element_size;
     uint32_t value;

@@ -278,22 +278,31 @@ EXPORT CUresult cuFuncGetAttribute(int *value, int attribute, CUfunction functio
 }
 EXPORT CUresult cuFuncSetAttribute(CUfunction f, int attribute, int value) { (void)attribute, (void)value; return f ? OK : INVALID; }
 
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                               unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
-    (void)extra;
+static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shared, CUstream stream,
+                       void **params, int serialized) {
     fnode *n = new_node(K_KERNEL);
-    unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
     set_kernel(n, ((ffunction *)f)->name, grid, block, shared, params);
+    n->serialized = serialized;
     return enqueue(stream, n);
 }
 
-/* A launch with attributes: programmatic stream serialization only, which runs like any launch here. */
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
+    (void)extra;
+    unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    return launch(f, grid, block, shared, stream, params, 0);
+}
+
+/* A launch with attributes: programmatic stream serialization only, which runs like any launch
+ * here and is logged as such. */
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+    (void)extra;
     if (config->numAttrs != 1 || config->attrs[0].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION ||
         config->attrs[0].value.programmaticStreamSerializationAllowed != 1)
         return INVALID;
-    return cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX, config->blockDimY,
-                          config->blockDimZ, config->sharedMemBytes, config->hStream, params, extra);
+    unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    return launch(f, grid, block, config->sharedMemBytes, config->hStream, params, 1);
 }
 
 EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned int flags) {

@@ -209,7 +209,7 @@ void execute(const fnode *n) {
     text t = {0};
     put(&t, "{\"event\":\"run\",");
     put_kernel(&t, n);
-    put(&t, "}");
+    put(&t, ",\"serialized\":%s}", n->serialized ? "true" : "false");
     emit(&t);
     if (n->args_known && strncmp(n->function, "pipec_condition_", 16) == 0) decide(n);
 }
