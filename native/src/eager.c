@@ -2,7 +2,8 @@
  * from the "eager" module instance (runtime/eager.py). Everything a launch needs is prepared
  * once. A conditional node is decided by the same generated kernel as in the graph; eager
  * execution waits for it, reads the decision it stored in control[0], and runs the chosen body
- * (a loop body again while the decision stays nonzero). */
+ * (a loop body again while the decision stays nonzero). On sm_90 and later the kernels that the
+ * graph's programmatic edges lead into are launched with programmatic stream serialization. */
 #include <stdlib.h>
 #include <string.h>
 
