@@ -275,6 +275,7 @@ class FakeCuda:
         self.executables: dict[Handle, FakeGraph] = {}
         self.modules: dict[Handle, bytes] = {}
         self.launches: list[KernelLaunch] = []  # kernels launched, eagerly or in a graph
+        self.serialized: list[KernelLaunch] = []  # those launched with programmatic stream serialization
         self.streams: set[Handle] = set()
         self.capturing: dict[Handle, FakeGraph] = {}  # stream -> the graph its capture records
         self._numbers = itertools.count(1)
@@ -614,8 +615,11 @@ class FakeCuda:
         assert config.numAttrs == len(config.attrs)
         grid, block = (config.gridDimX, config.gridDimY, config.gridDimZ), (config.blockDimX, config.blockDimY,
                                                                           config.blockDimZ)
-        self.enqueue(config.hStream, "kernel", self._kernel(function, grid, block, config.sharedMemBytes,
-                                                            kernel_params))
+        work = self._kernel(function, grid, block, config.sharedMemBytes, kernel_params)
+        if any(a.id == CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+               and a.value.programmaticStreamSerializationAllowed for a in config.attrs):
+            self.serialized.append(work)
+        self.enqueue(config.hStream, "kernel", work)
         return (CUresult.CUDA_SUCCESS,)
 
     # --- graphs -----------------------------------------------------------------------------

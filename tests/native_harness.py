@@ -5,7 +5,8 @@ same bundle, and describing what each handed its driver in one normal form.
 native/tests/run_fake.c over a bundle through native/tests/fake_cuda.c, whose log holds the
 instantiated graph, the conditional handles, every kernel that ran and every cuBLASLt matmul.
 `describe_python` and `describe_native` turn both sides into the same description: graphs as
-trees of nodes (kind, dependencies by index, work), device addresses as `buffer+offset`,
+trees of nodes (kind, dependencies by index, the producers of programmatic edges into the node by
+index, work), device addresses as `buffer+offset`,
 conditional handles by creation order, the graphs that hold them by their path in the tree.
 """
 
@@ -105,7 +106,8 @@ def describe_python(fake, root, normal: Normal, paths: dict | None = None, path:
     index = {node.handle: i for i, node in enumerate(root.nodes)}
     nodes = []
     for i, node in enumerate(root.nodes):
-        entry = {"kind": node.kind, "deps": [index[d] for d in node.deps]}
+        entry = {"kind": node.kind, "deps": [index[d] for d in node.deps],
+                 "programmatic": [index[d] for d in node.programmatic]}
         work = node.work
         if node.kind == "kernel":
             entry.update(_kernel(normal, work.function, work.grid, work.block, work.shared_bytes, work.args))
@@ -130,7 +132,7 @@ def describe_native(tree: dict, normal: Normal, paths: dict | None = None, path:
         paths[tree["id"]] = path
     nodes = []
     for i, node in enumerate(tree["nodes"]):
-        entry = {"kind": node["kind"], "deps": node["deps"]}
+        entry = {"kind": node["kind"], "deps": node["deps"], "programmatic": node["programmatic"]}
         if node["kind"] == "kernel":
             entry.update(_native_kernel(normal, node))
         elif node["kind"] == "memset":
@@ -154,11 +156,13 @@ def _native_kernel(normal: Normal, event: dict) -> dict:
 
 
 def python_launches(fake, normal: Normal) -> list[dict]:
-    return [_kernel(normal, w.function, w.grid, w.block, w.shared_bytes, w.args) for w in fake.launches]
+    """Every kernel run, and whether it was launched with programmatic stream serialization."""
+    return [{**_kernel(normal, w.function, w.grid, w.block, w.shared_bytes, w.args),
+             "serialized": any(w is s for s in fake.serialized)} for w in fake.launches]
 
 
 def native_launches(log: list[dict], normal: Normal) -> list[dict]:
-    return [_native_kernel(normal, e) for e in log if e["event"] == "run"]
+    return [{**_native_kernel(normal, e), "serialized": e["serialized"]} for e in log if e["event"] == "run"]
 
 
 POINTER_ATTRIBUTES = ("BIAS_POINTER", "EPILOGUE_AUX_POINTER")

@@ -2,8 +2,9 @@
 (and fixtures with conditional nodes), one bundle, opened by the C runtime through the fake
 driver library native/tests/fake_cuda.c and by the Python runtime through tests/fake_cuda.py.
 Both must hand their driver the same graph (nodes, work, argument bytes, memsets, copies, child
-graphs, edges, conditional nodes and handles), run the same kernels in the same order, make the
-same cuBLASLt calls, leave the same bytes in every buffer and free everything. CMake and a C
+graphs, edges and which are programmatic, conditional nodes and handles), run the same kernels in
+the same order (each launched with programmatic stream serialization or not), make the same
+cuBLASLt calls, leave the same bytes in every buffer and free everything. CMake and a C
 compiler are needed (they exist here and in CI); ctest (.ci/run) runs the unit tests."""
 
 from __future__ import annotations
@@ -45,13 +46,13 @@ def native(tmp_path_factory) -> Path:
     return build_native(tmp_path_factory.mktemp("native-build"))
 
 
-def _bundle(path: Path, folder: Path, defines: dict | None = None):
+def _bundle(path: Path, folder: Path, defines: dict | None = None, archs: tuple[str, ...] = ("sm_90",)):
     settings = load_settings(path)
     if defines:
         settings = override(settings, defines=tuple((k, str(v)) for k, v in defines.items()))
     compilation = compile_file(path, settings)
     assert compilation.plan is not None, [d.message for d in compilation.diagnostics]
-    write_bundle(compilation.plan, ("sm_90",), folder, str(path))
+    write_bundle(compilation.plan, archs, folder, str(path))
     return compilation
 
 
@@ -59,8 +60,8 @@ def _hashes(pipeline) -> dict[str, str]:
     return {name: hashlib.sha256(array.tobytes()).hexdigest() for name, array in pipeline.snapshot().items()}
 
 
-def _python_side(path: Path):
-    driver = fake_driver(path)
+def _python_side(path: Path, **device):
+    driver = fake_driver(path, **device)
     library = FakeCublasLt(driver.cu)
     pipeline = load(path, backends=Backends(driver, library))
     return pipeline, driver.cu, library
@@ -74,10 +75,6 @@ def _normal_python(pipeline, fake) -> Normal:
 def _normal_native(run) -> Normal:
     handles = [e["value"] for e in run.log if e["event"] == "handle"]
     return Normal({name: tuple(v) for name, v in run.result["buffers"].items()}, handles)
-
-
-def _has_gemms(plan) -> bool:
-    return any(isinstance(n, GemmNodeSpec) for g in plan.graphs for n in g.nodes)
 
 
 @pytest.mark.parametrize("path", PIPES, ids=lambda p: p.stem)
@@ -110,12 +107,46 @@ def test_the_c_runtime_hands_the_driver_the_graph_the_python_runtime_does(path, 
     assert native_launches(run.log, c) == py_launches, "the kernels run, eagerly and in graphs, differ"
     assert native_matmuls(run.log, c) == py_matmuls
     assert run.result["open"] == opened, "the buffers differ after the open"
-    if not _has_gemms(pipeline.plan):  # tests/fake_cublaslt.py computes f32 GEMMs; the C fake computes none
+    if not _gemm_count(pipeline.plan):  # tests/fake_cublaslt.py computes f32 GEMMs; the C fake computes none
         assert run.result["steps"] == stepped and run.result["eager"] == eager
     assert {k: v for k, v in run.result["diags"].items()} == pytest.approx(py_diags, nan_ok=True)
     (live,) = [e for e in run.log if e["event"] == "live"]
     assert {k: v for k, v in live.items() if k != "event"} == dict.fromkeys(
         ("allocations", "graphs", "executables", "modules", "streams", "events"), 0)
+
+
+def _programmatic(tree: list[dict]) -> int:
+    """The programmatic edges of a described graph tree."""
+    return sum(len(n["programmatic"]) + sum(_programmatic(t) for t in [n.get("child", []), *n.get("bodies", [])])
+               for n in tree)
+
+
+@pytest.mark.parametrize("capability", [80, 90], ids=["sm_80", "sm_90"])
+def test_programmatic_edges_and_launches_only_where_the_device_has_them(capability, native, tmp_path, monkeypatch):
+    path = ROOT / "pipelines" / "rl_step.pipe"
+    compilation = _bundle(path, tmp_path / "bundle", archs=(f"sm_{capability}",))
+    monkeypatch.setenv("FAKE_CUDA_CAPABILITY", str(capability))
+    run = run_native(native, tmp_path / "bundle", tmp_path / "native", param_sizes(compilation.program),
+                     "--steps", "1", "--eager", "1")
+    pipeline, fake, _ = _python_side(path, capability=divmod(capability, 10))
+    with pipeline:
+        py_graph = describe_python(fake, fake.executables[pipeline.graph.exec], _normal_python(pipeline, fake))
+        pipeline.step(1)
+        pipeline.run_eager(1)
+        py_launches = python_launches(fake, _normal_python(pipeline, fake))
+    (instantiated,) = [e["graph"] for e in run.log if e["event"] == "instantiate"]
+    c_graph = describe_native(instantiated, _normal_native(run))
+    assert c_graph == py_graph and native_launches(run.log, _normal_native(run)) == py_launches
+    serialized = sum(launch["serialized"] for launch in py_launches)
+    child_graph_nodes = sum(node["kind"] == "graph" for node in c_graph)
+    if capability >= 90:  # child graphs opened, library recordings kept whole
+        assert _programmatic(c_graph) > 0 and serialized > 0 and child_graph_nodes == _gemm_count(pipeline.plan)
+    else:
+        assert _programmatic(c_graph) == 0 and serialized == 0 and child_graph_nodes > _gemm_count(pipeline.plan)
+
+
+def _gemm_count(plan) -> int:
+    return sum(isinstance(n, GemmNodeSpec) for g in plan.graphs for n in g.nodes)
 
 
 @pytest.mark.parametrize("name", ["nodes.pipe", "bf16.pipe"])

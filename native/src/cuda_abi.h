@@ -27,6 +27,9 @@ typedef unsigned long long CUgraphConditionalHandle;
 #define CU_MEMORYTYPE_DEVICE 2
 #define CU_GRAPH_COND_ASSIGN_DEFAULT 1
 #define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
+#define CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC 1
+#define CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC 1
+#define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
 
 enum {
     CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
@@ -112,6 +115,36 @@ typedef struct CUgraphNodeParams {
     long long reserved2;
 } CUgraphNodeParams;
 
+/* An edge's kind (CUDA 12.3+): ordinary when zeroed; programmatic from a kernel node's
+ * programmatic port. */
+typedef struct CUgraphEdgeData {
+    unsigned char from_port;
+    unsigned char to_port;
+    unsigned char type;
+    unsigned char reserved[5];
+} CUgraphEdgeData;
+
+typedef struct CUlaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        char pad[64];
+        int programmaticStreamSerializationAllowed;
+    } value;
+} CUlaunchAttribute;
+
+typedef struct CUlaunchConfig {
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+
+_Static_assert(sizeof(CUgraphEdgeData) == 8, "CUgraphEdgeData is 8 bytes in cuda.h");
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes in cuda.h");
+_Static_assert(sizeof(CUlaunchConfig) == 56, "CUlaunchConfig is 56 bytes in cuda.h");
 _Static_assert(sizeof(CUgraphNodeParams) == 256, "CUgraphNodeParams is 256 bytes in cuda.h");
 _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D is 200 bytes in cuda.h");
 
@@ -160,6 +193,8 @@ _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D is 200 bytes in cuda
     X(LaunchKernel, "cuLaunchKernel", (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, \
         unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared, CUstream stream, void **params, \
         void **extra)) \
+    X(LaunchKernelEx, "cuLaunchKernelEx", (const CUlaunchConfig *config, CUfunction f, void **params, \
+        void **extra)) \
     X(GraphCreate, "cuGraphCreate", (CUgraph *graph, unsigned int flags)) \
     X(GraphDestroy, "cuGraphDestroy", (CUgraph graph)) \
     X(GraphAddKernelNode, "cuGraphAddKernelNode_v2", (CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, \
@@ -172,6 +207,10 @@ _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D is 200 bytes in cuda
         const CUgraphNode *deps, size_t count, CUgraph child)) \
     X(GraphAddEmptyNode, "cuGraphAddEmptyNode", (CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, \
         size_t count)) \
+    /* With edge data: cuGraphAddDependencies_v2 in cuda.h 12.3-12.9, which 13.x's maps \
+     * cuGraphAddDependencies to (the unversioned 12.x symbol takes none). */ \
+    X(GraphAddDependencies, "cuGraphAddDependencies_v2", (CUgraph graph, const CUgraphNode *from, \
+        const CUgraphNode *to, const CUgraphEdgeData *edges, size_t count)) \
     X(GraphConditionalHandleCreate, "cuGraphConditionalHandleCreate", (CUgraphConditionalHandle *handle, \
         CUgraph graph, CUcontext context, unsigned int default_value, unsigned int flags)) \
     X(GraphAddNode, "cuGraphAddNode", (CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t count, \

@@ -2,7 +2,8 @@
  * from the "eager" module instance (runtime/eager.py). Everything a launch needs is prepared
  * once. A conditional node is decided by the same generated kernel as in the graph; eager
  * execution waits for it, reads the decision it stored in control[0], and runs the chosen body
- * (a loop body again while the decision stays nonzero). */
+ * (a loop body again while the decision stays nonzero). On sm_90 and later the kernels that the
+ * graph's programmatic edges lead into are launched with programmatic stream serialization. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,19 +53,24 @@ static pipec_status prepare_op(pipec_pipeline *p, const node_spec *n, eager_item
     return PIPEC_OK;
 }
 
-static pipec_status prepare_graph(pipec_pipeline *p, int index, item_list *out, int *branching) {
+/* `root`'s graph tree decides which kernels a programmatic edge leads into: on a device with
+ * programmatic launch those are launched with programmatic stream serialization, overlapping the
+ * launch before them as the graph does. */
+static pipec_status prepare_graph(pipec_pipeline *p, int root, int index, item_list *out, int *branching) {
     const graph_spec *g = &p->plan.graphs[index];
     pipec_status status = PIPEC_OK;
     for (size_t i = 0; i < g->node_count && status == PIPEC_OK; i++) {
         const node_spec *n = &g->nodes[i];
         if (n->kind == NODE_GRAPH) {
-            status = prepare_graph(p, n->graph, out, branching);
+            status = prepare_graph(p, root, n->graph, out, branching);
             continue;
         }
         eager_item *item = append(out);
         if (!item) return fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
         if (n->kind != NODE_CONDITIONAL) {
             status = prepare_op(p, n, item);
+            item->programmatic = n->kind == NODE_KERNEL && supports_programmatic_launch(p->arch) &&
+                                 early_starter(&p->plan, root, n);
             continue;
         }
         *branching = 1;
@@ -75,7 +81,7 @@ static pipec_status prepare_graph(pipec_pipeline *p, int index, item_list *out, 
         item->branch = 1;
         for (size_t b = 0; b < n->body_count && status == PIPEC_OK; b++) {
             item_list body = {0};
-            status = prepare_graph(p, n->bodies[b], &body, branching);
+            status = prepare_graph(p, root, n->bodies[b], &body, branching);
             item->bodies[b] = body.items;
             item->lengths[b] = body.count;
         }
@@ -86,7 +92,7 @@ static pipec_status prepare_graph(pipec_pipeline *p, int index, item_list *out, 
 pipec_status eager_prepare(pipec_pipeline *p, int graph, eager_program *out) {
     item_list list = {0};
     int branching = 0;
-    pipec_status status = prepare_graph(p, graph, &list, &branching);
+    pipec_status status = prepare_graph(p, graph, graph, &list, &branching);
     out->items = list.items;
     out->count = list.count;
     out->branching = branching;
@@ -99,6 +105,25 @@ void eager_free(eager_program *program) {
     memset(program, 0, sizeof *program);
 }
 
+static pipec_status node_failed(pipec_status status, const node_spec *n) {
+    return fail(status, "node `%s` (%s): %s", n->name, n->location, pipec_last_error());
+}
+
+/* cuLaunchKernelEx with programmatic stream serialization: the kernel may start before the
+ * launch before it on the stream has finished, as over a programmatic edge (CUDA 12.3+). */
+static pipec_status launch_programmatic(pipec_pipeline *p, const eager_item *item) {
+    const node_spec *n = item->node;
+    CUlaunchAttribute attribute;
+    memset(&attribute, 0, sizeof attribute);
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config = {n->grid[0], n->grid[1], n->grid[2], n->block[0], n->block[1], n->block[2],
+                             n->shared_bytes, p->stream, &attribute, 1};
+    CUresult result = p->driver.LaunchKernelEx(&config, item->function, item->args.pointers, NULL);
+    if (result == CUDA_SUCCESS) return PIPEC_OK;
+    return node_failed(fail_cuda(&p->driver, "cuLaunchKernelEx", result, NULL), n);
+}
+
 static pipec_status run_op(pipec_pipeline *p, const eager_item *item) {
     const node_spec *n = item->node;
     driver *d = &p->driver;
@@ -107,6 +132,7 @@ static pipec_status run_op(pipec_pipeline *p, const eager_item *item) {
     const char *call;
     switch (n->kind) {
     case NODE_KERNEL:
+        if (item->programmatic) return launch_programmatic(p, item);
         call = "cuLaunchKernel";
         result = d->LaunchKernel(item->function, n->grid[0], n->grid[1], n->grid[2], n->block[0], n->block[1],
                                  n->block[2], n->shared_bytes, s, item->args.pointers, NULL);
@@ -127,8 +153,7 @@ static pipec_status run_op(pipec_pipeline *p, const eager_item *item) {
                                     n->nbytes, s);
     }
     if (result == CUDA_SUCCESS) return PIPEC_OK;
-    pipec_status status = fail_cuda(d, call, result, NULL);
-    return fail(status, "node `%s` (%s): %s", n->name, n->location, pipec_last_error());
+    return node_failed(fail_cuda(d, call, result, NULL), n);
 }
 
 /* The decision the branch's kernel stored, once everything before it has finished. */
@@ -190,6 +215,7 @@ pipec_status eager_update_kernel(pipec_pipeline *p, eager_program *program, cons
         kernel_args_free(&fresh.args);
         return status;
     }
+    fresh.programmatic = item->programmatic; /* launched as before, with its new arguments */
     kernel_args_free(&item->args);
     *item = fresh;
     return PIPEC_OK;

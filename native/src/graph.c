@@ -2,8 +2,11 @@
  * memset and memcpy nodes, cuGraphAddChildGraphNode for child graphs (each built from its own
  * spec), cuGraphAddNode for conditional nodes (whose body graphs the driver creates and pipec
  * fills), each node added after its dependencies in the plan's order; a GEMM node is its one
- * cuBLASLt call recorded (gemm.c) and added as a child graph node. Instantiated and uploaded
- * once; a replay is one cuGraphLaunch. */
+ * cuBLASLt call recorded (gemm.c) and added as a child graph node. On sm_90 and later the plan's
+ * programmatic edges join kernel nodes with edge data (pdl.c); a graph whose programmatic edges
+ * start or end at child graph nodes opens pipec's child graphs into their parent, while each
+ * library recording stays whole in its child graph node. Instantiated and uploaded once; a
+ * replay is one cuGraphLaunch. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +69,7 @@ static pipec_status keep_graph(built_graph *g, CUgraph graph) {
 }
 
 static pipec_status add_body(pipec_pipeline *p, built_graph *g, CUgraph graph, int index, const handles *entry,
-                             handles *out);
+                             const handles *entry_early, handles *out);
 
 static pipec_status build(pipec_pipeline *p, built_graph *g, int index, CUgraph *out) {
     CU(p, p->driver.GraphCreate(out, 0), "cuGraphCreate", p->plan.graphs[index].name);
@@ -76,7 +79,7 @@ static pipec_status build(pipec_pipeline *p, built_graph *g, int index, CUgraph 
         return status;
     }
     handles entry = {0}, ends = {0};
-    status = add_body(p, g, *out, index, &entry, &ends);
+    status = add_body(p, g, *out, index, &entry, &entry, &ends);
     free(ends.items);
     return status;
 }
@@ -162,7 +165,8 @@ static pipec_status add_conditional(pipec_pipeline *p, built_graph *g, CUgraph g
     /* The driver creates the body graphs and owns them with the node: filled, never destroyed. */
     for (size_t i = 0; i < n->body_count; i++) {
         handles entry = {0}, ends = {0};
-        pipec_status status = add_body(p, g, params.u.conditional.phGraph_out[i], n->bodies[i], &entry, &ends);
+        pipec_status status = add_body(p, g, params.u.conditional.phGraph_out[i], n->bodies[i], &entry, &entry,
+                                       &ends);
         free(ends.items);
         if (status != PIPEC_OK) return status;
     }
@@ -205,52 +209,85 @@ static pipec_status add_library(pipec_pipeline *p, built_graph *g, CUgraph graph
     return PIPEC_OK;
 }
 
-static pipec_status add(pipec_pipeline *p, built_graph *g, CUgraph graph, const node_spec *n, const handles *deps,
-                        const char *scope, handles *ends) {
+static int is_kernel_node(const built_graph *g, CUgraphNode node) {
+    for (size_t i = 0; i < g->leaf_count; i++)
+        if (g->leaves[i].node == node && g->leaves[i].kernel) return 1;
+    return 0;
+}
+
+static pipec_status add_node(pipec_pipeline *p, built_graph *g, CUgraph graph, const node_spec *n, const handles *deps,
+                             const char *scope, CUgraphNode *node) {
     pipec_status status;
-    CUgraphNode node;
-    if (n->kind == NODE_KERNEL && (status = create_handles(p, g, graph, n)) != PIPEC_OK) return status;
     if (n->kind == NODE_GRAPH) {
         CUgraph child;
         if ((status = build(p, g, n->graph, &child)) != PIPEC_OK) return status;
-        CU(p, p->driver.GraphAddChildGraphNode(&node, graph, deps->items, deps->count, child),
+        CU(p, p->driver.GraphAddChildGraphNode(node, graph, deps->items, deps->count, child),
            "cuGraphAddChildGraphNode", n->name);
-        if ((status = embed_leaves(p, g, n->graph, node)) != PIPEC_OK) return status;
-    } else if (n->kind == NODE_CONDITIONAL) {
-        if ((status = add_conditional(p, g, graph, n, deps, &node)) != PIPEC_OK) return status;
-    } else if (n->kind == NODE_GEMM || n->kind == NODE_COLLECTIVE) {
-        if ((status = add_library(p, g, graph, n, deps, &node)) != PIPEC_OK) return status;
-    } else {
-        if ((status = add_leaf(p, g, graph, n, deps, scope, &node)) != PIPEC_OK) return status;
-        leaf_handle *l = leaf(g, n->name);
-        if (!l) return oom();
-        l->node = node;
+        return embed_leaves(p, g, n->graph, *node);
     }
+    if (n->kind == NODE_CONDITIONAL) return add_conditional(p, g, graph, n, deps, node);
+    if (n->kind == NODE_GEMM || n->kind == NODE_COLLECTIVE) return add_library(p, g, graph, n, deps, node);
+    if ((status = add_leaf(p, g, graph, n, deps, scope, node)) != PIPEC_OK) return status;
+    leaf_handle *l = leaf(g, n->name);
+    if (!l) return oom();
+    l->node = *node;
+    l->kernel = n->kind == NODE_KERNEL;
+    return PIPEC_OK;
+}
+
+/* One node after `deps`, and after `early` over programmatic edges: those join two kernel nodes,
+ * added after the consumer with edge data; any other is added as an ordinary edge (a child graph
+ * that is not opened). An opened child graph's nodes go into `graph` itself. */
+static pipec_status add(pipec_pipeline *p, built_graph *g, CUgraph graph, const node_spec *n, const handles *deps,
+                        const handles *early, const char *scope, handles *ends) {
+    if (n->kind == NODE_GRAPH && g->open_children) return add_body(p, g, graph, n->graph, deps, early, ends);
+    pipec_status status = PIPEC_OK;
+    if (n->kind == NODE_KERNEL && (status = create_handles(p, g, graph, n)) != PIPEC_OK) return status;
+    handles after = {0}, producers = {0};
+    for (size_t h = 0; h < deps->count && status == PIPEC_OK; h++)
+        if (!push(&after, deps->items[h])) status = oom();
+    for (size_t h = 0; h < early->count && status == PIPEC_OK; h++) {
+        int programmatic = n->kind == NODE_KERNEL && is_kernel_node(g, early->items[h]);
+        if (!push(programmatic ? &producers : &after, early->items[h])) status = oom();
+    }
+    CUgraphNode node;
+    if (status == PIPEC_OK) status = add_node(p, g, graph, n, &after, scope, &node);
+    for (size_t h = 0; h < producers.count && status == PIPEC_OK; h++) {
+        status = add_programmatic_dependency(p, graph, producers.items[h], node, n->name);
+        g->programmatic_edges += status == PIPEC_OK;
+    }
+    free(after.items);
+    free(producers.items);
+    if (status != PIPEC_OK) return status;
     return push(ends, node) ? PIPEC_OK : oom();
 }
 
-/* Adds the graph spec's nodes to `graph`, its first nodes after `entry`; `out` gets the handles
- * later nodes must follow (its last nodes, or `entry` when it has none). */
+/* Adds the graph spec's nodes to `graph`, its first nodes after `entry` (and, over programmatic
+ * edges, `entry_early`); `out` gets the handles later nodes must follow (its last nodes, or
+ * `entry` when it has none). */
 static pipec_status add_body(pipec_pipeline *p, built_graph *g, CUgraph graph, int index, const handles *entry,
-                             handles *out) {
+                             const handles *entry_early, handles *out) {
     const graph_spec *spec = &p->plan.graphs[index];
     handles *ends = calloc(spec->node_count ? spec->node_count : 1, sizeof *ends);
     int *followed = calloc(spec->node_count ? spec->node_count : 1, sizeof *followed);
     pipec_status status = ends && followed ? PIPEC_OK : oom();
     for (size_t e = 0; followed && e < spec->edge_count; e++) followed[spec->edges[e][0]] = 1;
     for (size_t i = 0; i < spec->node_count && status == PIPEC_OK; i++) {
-        handles deps = {0};
+        handles deps = {0}, early = {0};
         int has_predecessor = 0;
         for (size_t e = 0; e < spec->edge_count; e++) {
             if (spec->edges[e][1] != (int)i) continue;
             has_predecessor = 1;
             const handles *before = &ends[spec->edges[e][0]];
+            handles *into = g->programmatic_launch && spec->programmatic[e] ? &early : &deps;
             for (size_t h = 0; h < before->count; h++)
-                if (!push(&deps, before->items[h])) status = oom();
+                if (!push(into, before->items[h])) status = oom();
         }
         if (status == PIPEC_OK)
-            status = add(p, g, graph, &spec->nodes[i], has_predecessor ? &deps : entry, spec->scope, &ends[i]);
+            status = add(p, g, graph, &spec->nodes[i], has_predecessor ? &deps : entry,
+                         has_predecessor ? &early : entry_early, spec->scope, &ends[i]);
         free(deps.items);
+        free(early.items);
     }
     for (size_t i = 0; i < spec->node_count && status == PIPEC_OK; i++)
         for (size_t h = 0; !followed[i] && h < ends[i].count; h++)
@@ -281,8 +318,12 @@ static pipec_status check_driver_for_conditionals(const pipec_pipeline *p, int i
     return PIPEC_OK;
 }
 
-static pipec_status prepare(const pipec_pipeline *p, built_graph *g) {
+static pipec_status prepare(const pipec_pipeline *p, int root, built_graph *g) {
     memset(g, 0, sizeof *g);
+    g->programmatic_launch = supports_programmatic_launch(p->arch);
+    /* An edge between child graph nodes is programmatic between the kernels at their ends, which
+     * only an opened child graph lets the parent join. */
+    g->open_children = g->programmatic_launch && programmatic_at_child_graphs(&p->plan, root);
     size_t count = 1;
     for (size_t i = 0; i < p->plan.graph_count; i++)
         for (size_t n = 0; n < p->plan.graphs[i].node_count; n++) {
@@ -299,7 +340,7 @@ static pipec_status prepare(const pipec_pipeline *p, built_graph *g) {
 }
 
 pipec_status graph_build(pipec_pipeline *p, int root, built_graph *out) {
-    pipec_status status = prepare(p, out);
+    pipec_status status = prepare(p, root, out);
     if (status == PIPEC_OK) status = check_driver_for_conditionals(p, root);
     if (status == PIPEC_OK) status = build(p, out, root, &out->root);
     if (status != PIPEC_OK) return status;
@@ -310,12 +351,12 @@ pipec_status graph_build(pipec_pipeline *p, int root, built_graph *out) {
 
 pipec_status graph_embed(pipec_pipeline *p, CUgraph host, const CUgraphNode *deps, size_t ndeps, built_graph *out,
                          CUgraphNode *out_last) {
-    pipec_status status = prepare(p, out);
+    pipec_status status = prepare(p, p->plan.step, out);
     if (status == PIPEC_OK) status = check_driver_for_conditionals(p, p->plan.step);
-    handles entry = {0}, ends = {0};
+    handles entry = {0}, none = {0}, ends = {0};
     for (size_t i = 0; i < ndeps && status == PIPEC_OK; i++)
         if (!push(&entry, deps[i])) status = oom();
-    if (status == PIPEC_OK) status = add_body(p, out, host, p->plan.step, &entry, &ends);
+    if (status == PIPEC_OK) status = add_body(p, out, host, p->plan.step, &entry, &none, &ends);
     if (status == PIPEC_OK && out_last) {
         CUresult result = p->driver.GraphAddEmptyNode(out_last, host, ends.items, ends.count);
         if (result != CUDA_SUCCESS) status = fail_cuda(&p->driver, "cuGraphAddEmptyNode", result, p->plan.pipe);

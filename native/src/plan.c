@@ -225,6 +225,25 @@ static void parse_node(reader *r, const plan *p, const json *o, node_spec *n) {
     }
 }
 
+/* Which edges are programmatic: `edge_kinds`, one per edge in its order (a plan without it has
+ * ordinary edges only). */
+static void parse_edge_kinds(reader *r, const json *o, graph_spec *g) {
+    const json *kinds = json_get(o, "edge_kinds");
+    g->programmatic = calloc(g->edge_count ? g->edge_count : 1, 1);
+    if (!kinds || r->failed) return;
+    if (kinds->kind != JSON_ARRAY || kinds->count != g->edge_count) {
+        bad(r, g->name, "edge_kinds", "one per edge");
+        return;
+    }
+    for (size_t i = 0; i < g->edge_count && !r->failed; i++) {
+        const json *k = &kinds->items[i];
+        const json *programmatic = field(r, k, g->name, "programmatic", JSON_BOOL, "a boolean");
+        if (integer(r, k, g->name, "src") != g->edges[i][0] || integer(r, k, g->name, "dst") != g->edges[i][1])
+            bad(r, g->name, "edge_kinds", "in the order of `edges`");
+        g->programmatic[i] = programmatic && programmatic->boolean;
+    }
+}
+
 static void parse_graph(reader *r, const plan *p, const json *o, graph_spec *g) {
     g->name = text(r, o, "a graph", "name");
     g->scope = text(r, o, g->name, "scope");
@@ -248,6 +267,7 @@ static void parse_graph(reader *r, const plan *p, const json *o, graph_spec *g) 
         g->edges[i][0] = (int)e->items[0].integer;
         g->edges[i][1] = (int)e->items[1].integer;
     }
+    parse_edge_kinds(r, o, g);
 }
 
 static void parse_buffer(reader *r, const json *o, buffer_spec *b) {
@@ -356,6 +376,7 @@ void plan_free(plan *p) {
         for (size_t i = 0; i < p->graphs[g].node_count; i++) free_node(&p->graphs[g].nodes[i]);
         free(p->graphs[g].nodes);
         free(p->graphs[g].edges);
+        free(p->graphs[g].programmatic);
         free(p->graphs[g].name);
         free(p->graphs[g].scope);
     }

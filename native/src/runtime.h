@@ -111,6 +111,7 @@ typedef struct graph_spec {
     node_spec *nodes;
     size_t node_count;
     int (*edges)[2];
+    unsigned char *programmatic; /* per edge: 1 for a programmatic edge (`edge_kinds`) */
     size_t edge_count;
 } graph_spec;
 
@@ -200,6 +201,7 @@ struct eager_item {
     const node_spec *node;
     int branch;          /* a conditional node: `bodies` run on the decision */
     CUfunction function; /* kernels */
+    int programmatic;    /* a kernel a programmatic edge leads into: launched with cuLaunchKernelEx */
     kernel_args args;
     eager_item **bodies;  /* branch: body_count lists, each `lengths[i]` items */
     size_t *lengths;
@@ -214,6 +216,7 @@ typedef struct eager_program {
 typedef struct leaf_handle {
     const char *name;
     CUgraphNode node;
+    int kernel; /* a kernel node: one end of a programmatic edge */
     CUgraphNode *embedded_in; /* child graph nodes embedding it, innermost first */
     size_t embedded_count;
 } leaf_handle;
@@ -230,6 +233,9 @@ typedef struct built_graph {
     size_t leaf_count, leaf_capacity;
     kernel_args *args; /* kept alive with the graph */
     size_t args_count, args_capacity;
+    int programmatic_launch; /* the device has programmatic dependent launch: sm_90 and later */
+    int open_children;       /* pipec's child graphs added to their parent (programmatic edges at them) */
+    size_t programmatic_edges;
 } built_graph;
 
 typedef struct gemms gemms; /* gemm.c */
@@ -300,6 +306,13 @@ pipec_status eager_prepare(pipec_pipeline *p, int graph, eager_program *out);
 pipec_status eager_run(pipec_pipeline *p, eager_program *program);
 pipec_status eager_update_kernel(pipec_pipeline *p, eager_program *program, const node_spec *node);
 void eager_free(eager_program *program);
+
+/* pdl.c (runtime/graph.py's and eager.py's programmatic dependent launch) */
+int supports_programmatic_launch(const char *arch);
+int programmatic_at_child_graphs(const plan *pl, int index);
+pipec_status add_programmatic_dependency(pipec_pipeline *p, CUgraph graph, CUgraphNode producer, CUgraphNode consumer,
+                                         const char *name);
+int early_starter(const plan *pl, int index, const node_spec *target);
 
 /* graph.c (runtime/graph.py) */
 pipec_status graph_build(pipec_pipeline *p, int root, built_graph *out);

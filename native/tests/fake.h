@@ -23,12 +23,15 @@ struct fnode {
     int kind;
     fnode **deps;
     size_t ndeps;
+    fnode **programmatic; /* producers of programmatic edges into this node (cuGraphAddDependencies_v2) */
+    size_t nprogrammatic;
     const fnode *origin; /* the node this one was cloned from */
     char *function;
     unsigned grid[3], block[3], shared;
     unsigned char *args;
     size_t *arg_sizes, nargs;
     int args_known;
+    int serialized; /* launched with programmatic stream serialization (cuLaunchKernelEx) */
     uint64_t dst, src;
     unsigned element_size;
     uint32_t value;
@@ -78,6 +81,7 @@ CUresult do_memcpy(uint64_t dst, uint64_t src, size_t bytes);
 
 /* fake_graph.c */
 fnode *new_node(int kind);
+void add_programmatic(fnode *producer, fnode *consumer);
 void set_kernel(fnode *n, const char *function, const unsigned grid[3], const unsigned block[3], unsigned shared,
                 void **params);
 fhandle *find_handle(uint64_t value);

@@ -278,13 +278,31 @@ EXPORT CUresult cuFuncGetAttribute(int *value, int attribute, CUfunction functio
 }
 EXPORT CUresult cuFuncSetAttribute(CUfunction f, int attribute, int value) { (void)attribute, (void)value; return f ? OK : INVALID; }
 
+static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned shared, CUstream stream,
+                       void **params, int serialized) {
+    fnode *n = new_node(K_KERNEL);
+    set_kernel(n, ((ffunction *)f)->name, grid, block, shared, params);
+    n->serialized = serialized;
+    return enqueue(stream, n);
+}
+
 EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
     (void)extra;
-    fnode *n = new_node(K_KERNEL);
     unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-    set_kernel(n, ((ffunction *)f)->name, grid, block, shared, params);
-    return enqueue(stream, n);
+    return launch(f, grid, block, shared, stream, params, 0);
+}
+
+/* A launch with attributes: programmatic stream serialization only, which runs like any launch
+ * here and is logged as such. */
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) {
+    (void)extra;
+    if (config->numAttrs != 1 || config->attrs[0].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION ||
+        config->attrs[0].value.programmaticStreamSerializationAllowed != 1)
+        return INVALID;
+    unsigned grid[3] = {config->gridDimX, config->gridDimY, config->gridDimZ};
+    unsigned block[3] = {config->blockDimX, config->blockDimY, config->blockDimZ};
+    return launch(f, grid, block, config->sharedMemBytes, config->hStream, params, 1);
 }
 
 EXPORT CUresult cuGraphCreate(CUgraph *graph, unsigned int flags) {
@@ -340,6 +358,29 @@ EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode *node, CUgraph graph, const
     fnode *n = new_node(K_GRAPH);
     n->child = clone_graph((const fgraph *)child);
     *node = (CUgraphNode)append((fgraph *)graph, n, deps, count);
+    return OK;
+}
+
+static int holds(const fgraph *g, const fnode *n) {
+    for (size_t i = 0; i < g->count; i++)
+        if (g->nodes[i] == n) return 1;
+    return 0;
+}
+
+/* CUDA 12.3+: edges with edge data. pipec adds ordinary edges with their nodes, so only
+ * programmatic ones come here, each from a kernel node's programmatic port to a kernel node of
+ * the same graph. */
+EXPORT CUresult cuGraphAddDependencies_v2(CUgraph graph, const CUgraphNode *from, const CUgraphNode *to,
+                                          const CUgraphEdgeData *edges, size_t count) {
+    fgraph *g = (fgraph *)graph;
+    for (size_t i = 0; i < count; i++) {
+        fnode *producer = (fnode *)from[i], *consumer = (fnode *)to[i];
+        if (edges[i].type != CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC ||
+            edges[i].from_port != CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC || edges[i].to_port != 0 ||
+            !holds(g, producer) || !holds(g, consumer) || producer->kind != K_KERNEL || consumer->kind != K_KERNEL)
+            return INVALID;
+        add_programmatic(producer, consumer);
+    }
     return OK;
 }
 

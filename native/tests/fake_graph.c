@@ -54,12 +54,20 @@ void put_kernel(text *t, const fnode *n) {
     put(t, "]");
 }
 
-static void put_node(text *t, const fgraph *g, const fnode *n) {
-    put(t, "{\"kind\":\"%s\",\"deps\":[", KIND_NAMES[n->kind]);
-    for (size_t d = 0; d < n->ndeps; d++)
+/* Nodes of `g` by their index in it. */
+static void put_indices(text *t, const fgraph *g, fnode *const *nodes, size_t count) {
+    put(t, "[");
+    for (size_t d = 0; d < count; d++)
         for (size_t i = 0; i < g->count; i++)
-            if (g->nodes[i] == n->deps[d]) put(t, "%s%zu", d ? "," : "", i);
+            if (g->nodes[i] == nodes[d]) put(t, "%s%zu", d ? "," : "", i);
     put(t, "]");
+}
+
+static void put_node(text *t, const fgraph *g, const fnode *n) {
+    put(t, "{\"kind\":\"%s\",\"deps\":", KIND_NAMES[n->kind]);
+    put_indices(t, g, n->deps, n->ndeps);
+    put(t, ",\"programmatic\":");
+    put_indices(t, g, n->programmatic, n->nprogrammatic);
     switch (n->kind) {
     case K_KERNEL: put(t, ","); put_kernel(t, n); break;
     case K_MEMSET:
@@ -201,7 +209,7 @@ void execute(const fnode *n) {
     text t = {0};
     put(&t, "{\"event\":\"run\",");
     put_kernel(&t, n);
-    put(&t, "}");
+    put(&t, ",\"serialized\":%s}", n->serialized ? "true" : "false");
     emit(&t);
     if (n->args_known && strncmp(n->function, "pipec_condition_", 16) == 0) decide(n);
 }
@@ -249,6 +257,7 @@ fgraph *new_graph(int top) {
 
 void free_node(fnode *n) {
     free(n->deps);
+    free(n->programmatic);
     free(n->function);
     free(n->args);
     free(n->arg_sizes);
@@ -282,11 +291,17 @@ fnode *append(fgraph *g, fnode *n, const CUgraphNode *deps, size_t count) {
     return n;
 }
 
+void add_programmatic(fnode *producer, fnode *consumer) {
+    consumer->programmatic = realloc(consumer->programmatic, (consumer->nprogrammatic + 1) * sizeof *consumer->programmatic);
+    consumer->programmatic[consumer->nprogrammatic++] = producer;
+}
+
 static fnode *clone_node(const fnode *n) {
     fnode *c = new_node(n->kind);
     *c = *n;
     c->origin = n;
     c->deps = NULL;
+    c->programmatic = NULL, c->nprogrammatic = 0;
     c->function = n->function ? strdup(n->function) : NULL;
     size_t total = 0;
     for (size_t i = 0; i < n->nargs; i++) total += n->arg_sizes[i];
@@ -310,6 +325,9 @@ fgraph *clone_graph(const fgraph *g) {
             for (size_t j = 0; j < i; j++)
                 if (g->nodes[j] == g->nodes[i]->deps[d]) deps[count++] = (CUgraphNode)c->nodes[j];
         append(c, n, deps, count);
+        for (size_t d = 0; d < g->nodes[i]->nprogrammatic; d++)
+            for (size_t j = 0; j < i; j++)
+                if (g->nodes[j] == g->nodes[i]->programmatic[d]) add_programmatic(c->nodes[j], n);
     }
     return c;
 }
