@@ -8,6 +8,7 @@ stderr, never a traceback. Nothing here touches a GPU or a driver.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import sys
@@ -102,7 +103,9 @@ def parser() -> argparse.ArgumentParser:
         prog="pipec",
         description="Check a .pipe pipeline's graph-safety rules and emit its CUDA-graph plan. "
                     "Needs no GPU.",
-        epilog="docs/cli.md describes every option and exit code; docs/rules.md every rule.",
+        epilog="Commands: `pipec format FILE...` (the one layout of .pipe files), `pipec lsp` (a "
+               "language server on stdio), `pipec init [DIR]` (a starter project). docs/cli.md "
+               "describes every option and exit code; docs/rules.md every rule.",
     )
     p.add_argument("files", nargs="*", type=Path, metavar="FILE",
                    help=".pipe files to check (a folder means every .pipe file below it; - reads stdin)")
@@ -134,8 +137,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# `pipec COMMAND ...`: the commands beside checking, each a module with its own `main(argv)`.
+# A file or folder of one of these names is still checked as `pipec ./format`.
+SUBCOMMANDS = {"format": "format_cli", "lsp": "lsp", "init": "init_project"}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv and argv[0] in SUBCOMMANDS:
+            module = importlib.import_module(f"{__package__}.{SUBCOMMANDS[argv[0]]}")
+            return module.main(argv[1:])
         return _main(parser().parse_args(argv))
     finally:
         finish_stdout()
