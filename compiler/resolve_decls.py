@@ -201,9 +201,14 @@ class Declarations(KernelImports, ImportBindings):
 
     def _refuse(self, what: str, span: Span) -> None:
         """PC110; the file is never read, so nothing of it can appear in a report."""
-        self.sink.add("PC110", f"`{what}` lies outside the project", span,
-                      f"imports and `load` files stay inside {self.allowed_dirs[0]} and the include "
-                      "folders; list more folders in `allow-paths` under [tool.pipec]")
+        hint = (f"imports and `load` files stay inside {self.allowed_dirs[0]} and the include "
+                "folders; list more folders in `allow-paths` under [tool.pipec]")
+        if self.options.project_root is None:
+            hint = (f"without a pyproject.toml the project is the pipeline's folder, {self.allowed_dirs[0]}: "
+                    "add a pyproject.toml with a [tool.pipec] table (for example `include-dirs = "
+                    "[\"kernels\"]`) in the folder that holds the pipelines and their kernels, "
+                    "or start one with `pipec init`")
+        self.sink.add("PC110", f"`{what}` lies outside the project", span, hint)
 
     def _buffer(self, module: LoadedModule, decl: ast.BufferDecl) -> Buffer:
         type_name = decl.dtype.text
