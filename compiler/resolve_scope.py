@@ -111,6 +111,7 @@ class Scope:
                 raise Abort
             if symbol is None:
                 raise ConstError(f"undefined name `{ident.text}`", ident.span,
+                                 _quoting_hint(ident) or
                                  self._suggest(ident.text, list(env) + list(module.scope), "declarations"),
                                  code="PC103")
             if symbol.kind == "const":
@@ -200,3 +201,13 @@ def names_read(expr: ast.Expr) -> tuple[str, ...]:
 
 def _is_expression(value) -> bool:
     return is_dataclass(value) and not isinstance(value, (Span, ast.Ident))
+
+
+def _quoting_hint(ident: ast.Ident) -> str | None:
+    """For `-D MODE=fast`, where a string was meant: the shell took the quotes."""
+    source = ident.span.source
+    define = source.path.name.removeprefix("<-D ").removesuffix(">")
+    if define == source.path.name or source.text.strip() != ident.text:
+        return None
+    return (f"`-D {define}={ident.text}` reads `{ident.text}` as a name; if you meant the string, quote it "
+            f"past the shell: -D {define}='\"{ident.text}\"'")

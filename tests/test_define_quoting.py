@@ -1,0 +1,27 @@
+"""`-D NAME=word` where a string was meant: the shell ate the quotes, and the finding says how
+to keep them."""
+
+from __future__ import annotations
+
+import json
+
+from pipec.compiler.cli import main
+
+
+def test_a_bare_word_for_a_string_constant_gets_the_quoting_hint(tmp_path, capsys):
+    pipe = tmp_path / "p.pipe"
+    pipe.write_text('const MODE = "slow"\n')
+    assert main(["--check", "--format", "json", str(pipe), "-D", "MODE=fast"]) == 1
+    [finding] = json.loads(capsys.readouterr().out)
+    assert finding["code"] == "PC103" and finding["message"] == "undefined name `fast`"
+    assert finding["hint"] == ("`-D MODE=fast` reads `fast` as a name; if you meant the string, quote it "
+                               "past the shell: -D MODE='\"fast\"'")
+    assert main(["--check", str(pipe), "-D", 'MODE="fast"']) == 0
+
+
+def test_a_misspelt_name_in_a_larger_definition_gets_the_spelling_hint(tmp_path, capsys):
+    pipe = tmp_path / "p.pipe"
+    pipe.write_text("const BASE = 4\nconst N = 8\n")
+    assert main(["--check", "--format", "json", str(pipe), "-D", "N=BASS * 2"]) == 1
+    [finding] = json.loads(capsys.readouterr().out)
+    assert finding["hint"] == "a name with a similar spelling exists: `BASE`"
