@@ -22,6 +22,7 @@ from .config import CompileOptions, ConfigError, Settings, load_settings, overri
 from .diagnostics import Diagnostic
 from .driver import compile_file, without_cycle_collection
 from .emit import plan_dot, plan_json
+from .picture import ProfileError, plan_svg, read_profile
 from .render import RENDERERS, statistics_json, statistics_text
 from .render.terminal import COLOR_CHOICES, finish_stdout, say, use_color, write_stdout
 from .toolchain import ToolchainUnavailable, get_toolchain
@@ -111,7 +112,10 @@ def parser() -> argparse.ArgumentParser:
                    help=".pipe files to check (a folder means every .pipe file below it; - reads stdin)")
     p.add_argument("--check", action="store_true",
                    help="check only (the default when --emit is not given)")
-    p.add_argument("--emit", choices=("plan", "dot"), help="write the plan as JSON, or the DAG as DOT")
+    p.add_argument("--emit", choices=("plan", "dot", "svg"),
+                   help="write the plan as JSON, or the DAG as DOT or as an SVG picture")
+    p.add_argument("--profile", type=Path, metavar="TRACE.json",
+                   help="with --emit svg: mark node times and the critical path of `piperun --trace`'s trace")
     p.add_argument("-o", "--output", type=Path, help="write --emit output (or the report) to this file")
     p.add_argument("--output-format", "--format", dest="output_format", choices=sorted(RENDERERS),
                    help="diagnostic format (default: $PIPEC_OUTPUT_FORMAT, else text)")
@@ -188,6 +192,8 @@ def _check_usage(args: argparse.Namespace) -> None:
         raise UsageError("give at least one FILE, - for stdin, or --explain CODE")
     if args.emit and len(args.files) != 1:
         raise UsageError("--emit takes exactly one FILE")
+    if args.profile and args.emit != "svg":
+        raise UsageError("--profile goes with --emit svg")
     if args.files.count(STDIN) > 1:
         raise UsageError("stdin (-) can be read only once")
     if args.lanes is not None and args.lanes < 1:
@@ -266,6 +272,12 @@ def _compile_one(args: argparse.Namespace, path: Path, text: str | None,
     result = compile_file(path, settings, until="plan" if args.emit else "check", text=text)
     if not args.emit or result.plan is None:
         return result.diagnostics, None
+    if args.emit == "svg":
+        try:
+            profile = read_profile(args.profile) if args.profile else None
+        except ProfileError as error:
+            raise UsageError(str(error)) from None
+        return result.diagnostics, plan_svg(result.plan, profile)
     return result.diagnostics, plan_json(result.plan) if args.emit == "plan" else plan_dot(result.plan)
 
 
