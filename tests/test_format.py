@@ -197,3 +197,12 @@ def test_cli_errors_exit_2(tmp_path):
     (tmp_path / "empty").mkdir()
     status, _, err = _run(["format", str(tmp_path / "empty")])
     assert status == 2 and "no .pipe file in" in err
+
+
+def test_the_example_of_docs_cli_md():
+    from test_doc_examples import blocks
+
+    document = blocks(ROOT / "docs" / "cli.md")
+    before = next(i for i, b in enumerate(document) if b.language == "text" and b.text.startswith("const N=1<<20"))
+    assert document[before + 1].language == "pipe"
+    assert format_text(document[before].text) == document[before + 1].text

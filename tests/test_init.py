@@ -39,3 +39,21 @@ def test_sibling_kernel_folder_without_a_pyproject_gets_the_hint(tmp_path, capsy
     assert finding["code"] == "PC110"
     assert "without a pyproject.toml the project is the pipeline's folder" in finding["hint"]
     assert "[tool.pipec]" in finding["hint"] and "pipec init" in finding["hint"]
+
+
+def test_the_session_of_docs_cli_md(tmp_path, monkeypatch, capsys):
+    """The `pipec init` session in docs/cli.md, run word for word."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from test_doc_examples import blocks
+
+    root = Path(__file__).resolve().parent.parent
+    session = next(b.text for b in blocks(root / "docs" / "cli.md")
+                   if b.language == "console" and "$ pipec init demo" in b.text)
+    monkeypatch.chdir(tmp_path)
+    for command, expected in re.findall(r"^\$ (.*)\n((?:[^$].*\n)*)", session, re.M):
+        args = shlex.split(command)
+        assert args[0] == "pipec" and main(args[1:]) == 0
+        assert capsys.readouterr().out == expected
