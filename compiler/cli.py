@@ -105,7 +105,7 @@ def parser() -> argparse.ArgumentParser:
         description="Check a .pipe pipeline's graph-safety rules and emit its CUDA-graph plan. "
                     "Needs no GPU.",
         epilog="Commands: `pipec format FILE...` (the one layout of .pipe files), `pipec lsp` (a "
-               "language server on stdio), `pipec init [DIR]` (a starter project). docs/cli.md "
+               "language server on stdio), `pipec init [DIR]` (a starter project), `pipec completion SHELL`. docs/cli.md "
                "describes every option and exit code; docs/rules.md every rule.",
     )
     p.add_argument("files", nargs="*", type=Path, metavar="FILE",
@@ -143,7 +143,7 @@ def parser() -> argparse.ArgumentParser:
 
 # `pipec COMMAND ...`: the commands beside checking, each a module with its own `main(argv)`.
 # A file or folder of one of these names is still checked as `pipec ./format`.
-SUBCOMMANDS = {"format": "format_cli", "lsp": "lsp", "init": "init_project"}
+SUBCOMMANDS = {"format": "format_cli", "lsp": "lsp", "init": "init_project", "completion": "completion"}
 
 
 def main(argv: list[str] | None = None) -> int:

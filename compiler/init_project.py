@@ -70,11 +70,15 @@ FILES = {"pyproject.toml": PYPROJECT, "kernels/saxpy.cu": KERNEL, "pipelines/ste
          ".pre-commit-config.yaml": PRE_COMMIT}
 
 
-def main(argv: list[str]) -> int:
+def parser() -> OneLineParser:
     p = OneLineParser(prog="pipec init", description="Create a starter pipec project (docs/cli.md).")
     p.add_argument("dir", nargs="?", type=Path, default=Path("."), metavar="DIR",
                    help="the project's folder, created if missing (default: the current folder)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     existing = [name for name in FILES if (args.dir / name).exists()]
     if existing:
         say("pipec init", "error", f"{args.dir} already has {', '.join(existing)}; nothing was written",

@@ -7,11 +7,15 @@ from ..cli import EXIT_USAGE, OneLineParser
 from ..render.terminal import say
 
 
-def main(argv: list[str]) -> int:
+def parser() -> OneLineParser:
     p = OneLineParser(prog="pipec lsp", description="Serve the Language Server Protocol on stdin and stdout: "
                       "findings as you type, hover, go to definition, completion, symbols, quick fixes.")
     p.add_argument("--stdio", action="store_true", help="talk over stdin and stdout (the default and only way)")
-    p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    parser().parse_args(argv)
     try:
         from .server import build
     except ImportError as error:
