@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
 def _preflight(args) -> None:
     """What stops a run before any GPU work: the configuration, the kernel compiler, and for a
     profile, CUPTI."""
+    if not args.file.is_file():  # worded as pipec words it, before looking for a GPU
+        reason = "No such file or directory" if not args.file.exists() else "Is a directory"
+        raise UsageError(f"cannot read {args.file}: {reason}")
     check_toolchain(load_settings(args.file).compile)
     if args.profile or args.trace:
         from .profile_cupti import load_cupti

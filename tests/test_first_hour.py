@@ -1,11 +1,15 @@
-"""`-D NAME=word` where a string was meant: the shell ate the quotes, and the finding says how
-to keep them."""
+"""Stumbles of a first hour: `-D NAME=word` where a string was meant (the shell ate the
+quotes: the finding says how to keep them), and `piperun` on a missing file, which says it as
+`pipec` does."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
 from pipec.compiler.cli import main
+from pipec.runtime.cli import main as piperun
 
 
 def test_a_bare_word_for_a_string_constant_gets_the_quoting_hint(tmp_path, capsys):
@@ -25,3 +29,11 @@ def test_a_misspelt_name_in_a_larger_definition_gets_the_spelling_hint(tmp_path,
     assert main(["--check", "--format", "json", str(pipe), "-D", "N=BASS * 2"]) == 1
     [finding] = json.loads(capsys.readouterr().out)
     assert finding["hint"] == "a name with a similar spelling exists: `BASE`"
+
+
+@pytest.mark.parametrize("command", [main, piperun], ids=["pipec", "piperun"])
+def test_a_missing_file_is_one_line_naming_it(command, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert command(["missing.pipe"]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("error: cannot read missing.pipe: No such file or directory\n") and err.count("\n") == 1
