@@ -154,7 +154,7 @@ def test_a_suppression_keeps_its_line_or_the_formatter_refuses():
 
 
 def test_syntax_errors_are_the_compiler_s():
-    with pytest.raises(PipeSyntaxError, match="unexpected end of file"):
+    with pytest.raises(PipeSyntaxError, match="the `{` of `step` is never closed"):
         format_text("step {\n")
 
 
@@ -192,7 +192,7 @@ def test_cli_errors_exit_2(tmp_path):
     broken = tmp_path / "broken.pipe"
     broken.write_text("step {\n")
     status, _, err = _run(["format", str(broken)])
-    assert status == 2 and "broken.pipe:2:1: error[PC101]: unexpected end of file" in err
+    assert status == 2 and "broken.pipe:1:6: error[PC101]: the `{` of `step` is never closed" in err
     assert _run(["format", str(tmp_path / "missing.pipe")])[0] == 2
     (tmp_path / "empty").mkdir()
     status, _, err = _run(["format", str(tmp_path / "empty")])

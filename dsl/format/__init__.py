@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from lark.exceptions import UnexpectedInput
+
 from ...errors import Error
 from ..parser import parse
 from ..source import SourceFile
@@ -78,10 +80,14 @@ def _join(lines: list[OutLine]) -> str:
 
 def _verify(source: SourceFile, toks: list[Tok], formatted: str) -> None:
     where = source.display_path()
-    if lex_tokens(formatted) != [(t.type, t.value) for t in toks]:
+    try:
+        same = lex_tokens(formatted) == [(t.type, t.value) for t in toks]
+        after, _ = concrete_tokens(formatted)
+    except UnexpectedInput:
+        same = False
+    if not same:
         raise FormatError(f"{where}: formatting would change the tokens of the file; "
                           "please report this with the file")
-    after, _ = concrete_tokens(formatted)
     before_targets, after_targets = _suppressed_lines(source.text, toks), _suppressed_lines(formatted, after)
     for before, now in zip(before_targets, after_targets):
         if not before <= now:

@@ -20,8 +20,7 @@ _LINE_HOLDERS = frozenset({"start", "block", "switch_stmt"})
 @dataclass(frozen=True)
 class Comment:
     text: str
-    line: int       # 1-based, in the original text
-    column: int     # 1-based
+    column: int     # 1-based, in the original text
     trailing: bool  # after code on its line (else alone on its line)
     blank_before: bool  # a blank line separates it from what precedes it
 
@@ -78,20 +77,17 @@ def _flatten(tree: Tree) -> tuple[list[Token], list[str], list[bool]]:
     return tokens, parents, starts
 
 
-def _gap_comments(text: str, start: int, end: int, line: int) -> tuple[list[Comment], bool]:
-    """The comments in text[start:end] (whitespace and comments only; `line` is the line at
-    `start`, 0 at the start of the file), and whether a blank line follows the last of them
-    (or the previous token, without comments)."""
+def _gap_comments(text: str, start: int, end: int, after_token: bool) -> tuple[list[Comment], bool]:
+    """The comments in text[start:end] (whitespace and comments only; `after_token`: a token
+    ends at `start`), and whether a blank line follows the last of them (or the previous
+    token, without comments)."""
     comments = []
-    after_token = line > 0
-    line = max(line, 1)
     cursor = start
     for match in _COMMENT.finditer(text, start, end):
         newlines = text.count("\n", cursor, match.start())
-        line += newlines
         column = match.start() - (text.rfind("\n", 0, match.start()) + 1) + 1
         trailing = newlines == 0 and cursor == start and after_token
-        comments.append(Comment(match.group().rstrip(), line, column, trailing, newlines > 1))
+        comments.append(Comment(match.group().rstrip(), column, trailing, newlines > 1))
         cursor = match.end()
     return comments, text.count("\n", cursor, end) > 1
 
@@ -101,7 +97,7 @@ def concrete_tokens(text: str) -> tuple[list[Tok], list[Comment]]:
     token. Raises lark's errors on text that does not parse; callers parse with dsl.parser
     first, which reports them as pipec errors."""
     raw, parents, starts = _flatten(_cst_parser().parse(text))
-    leading, blank = _gap_comments(text, 0, raw[0].start_pos if raw else len(text), 0)
+    leading, blank = _gap_comments(text, 0, raw[0].start_pos if raw else len(text), False)
     toks: list[Tok] = []
     depth = 0
     for index, token in enumerate(raw):
@@ -118,6 +114,6 @@ def concrete_tokens(text: str) -> tuple[list[Tok], list[Comment]]:
         if token.type == "LBRACE":
             depth += 1
         end = raw[index + 1].start_pos if index + 1 < len(raw) else len(text)
-        tok.comments, blank = _gap_comments(text, token.end_pos, end, token.end_line)
+        tok.comments, blank = _gap_comments(text, token.end_pos, end, True)
         toks.append(tok)
     return toks, leading
