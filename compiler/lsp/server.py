@@ -1,6 +1,7 @@
 """`pipec lsp`'s protocol side, on pygls: documents in, the check's findings and index.py's and
 features.py's answers out. Columns: the protocol counts UTF-16 code units and spans count code
-points; pygls converts between the two with the document's text."""
+points; a position the client sends is converted with pygls's codec, the ranges sent back are
+code points (the same units for text within the Basic Multilingual Plane)."""
 
 from __future__ import annotations
 
@@ -143,6 +144,10 @@ def _register_queries(server: PipeServer) -> None:
         return [types.DocumentSymbol(s.name, _SYMBOL_KIND[s.kind], _range(s.span), _range(s.selection))
                 for s in document_symbols(index.tree if index else None)]
 
+    _register_fixes(server)
+
+
+def _register_fixes(server: PipeServer) -> None:
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
                     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
     def on_code_action(ls: PipeServer, params: types.CodeActionParams) -> list[types.CodeAction]:
