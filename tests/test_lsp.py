@@ -189,3 +189,18 @@ def test_without_pygls_the_command_names_the_extra(monkeypatch, capsys):
     monkeypatch.setattr(builtins, "__import__", no_pygls)
     assert main(["lsp"]) == 2
     assert "install it with `pip install 'pipec[lsp]'`" in capsys.readouterr().err
+
+
+def test_a_broken_configuration_is_one_message(project):
+    (project / "pyproject.toml").write_text("[tool.pipec]\ncolour = 1\n")
+    uri = (project / "main.pipe").as_uri()
+
+    async def scenario(s: Session) -> None:
+        shown: asyncio.Queue = asyncio.Queue()
+        s.client.feature(types.WINDOW_SHOW_MESSAGE)(lambda ls, params: shown.put_nowait(params))
+        s.client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "pipe", 1, PIPE)))
+        message = await asyncio.wait_for(shown.get(), TIMEOUT)
+        assert message.type == types.MessageType.Error
+        assert message.message.startswith("pipec: ") and "unknown key in [tool.pipec]: colour" in message.message
+
+    asyncio.run(_session(project, scenario))

@@ -12,6 +12,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from ..._version import __version__
+from ...errors import Error
 from ...dsl import Span
 from ..codes import Severity
 from ..diagnostics import Diagnostic
@@ -59,7 +60,11 @@ def recheck(server: PipeServer, uri: str) -> None:
     """Check one open document and publish its findings, file by file: a finding may lie in
     an imported file or a kernel source; files that had findings and have none are cleared."""
     document = server.workspace.get_text_document(uri)
-    index = check_document(Path(to_fs_path(uri)), document.source, server.indexes.get(uri))
+    try:
+        index = check_document(Path(to_fs_path(uri)), document.source, server.indexes.get(uri))
+    except (Error, OSError) as error:  # no NVRTC, an invalid [tool.pipec], an unreadable import
+        server.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"pipec: {error}"))
+        return
     server.indexes[uri] = index
     by_file: dict[str, list[types.Diagnostic]] = {uri: []}
     for d in index.diagnostics:
