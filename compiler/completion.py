@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from importlib.metadata import entry_points
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,14 +42,19 @@ def options(parser: argparse.ArgumentParser) -> list[Option]:
 
 
 def parsers() -> dict[str, dict[str, argparse.ArgumentParser]]:
-    """Command -> subcommand ("" for none) -> its parser."""
-    from ..runtime.cli import parser as piperun
+    """Command -> subcommand ("" for none) -> its parser: `pipec` with its commands, and every
+    other command the installed distribution declares (`piperun`), found through its entry
+    points, so that this module names no other part of pipec."""
     from .cli import parser as pipec
 
     commands = {"": pipec()}
     for name, module in SUBCOMMANDS.items():
         commands[name] = importlib.import_module(f"{__package__}.{module}").parser()
-    return {"pipec": commands, "piperun": {"": piperun()}}
+    found = {"pipec": commands}
+    for script in entry_points(group="console_scripts"):
+        if script.dist is not None and script.dist.name == "pipec" and script.name not in found:
+            found[script.name] = {"": importlib.import_module(script.module).parser()}
+    return found
 
 
 def _bash_command(command: str, subcommands: dict[str, argparse.ArgumentParser]) -> str:

@@ -114,14 +114,17 @@ def main(argv: list[str] | None = None) -> int:
 def _preflight(args) -> None:
     """What stops a run before any GPU work: the configuration, the kernel compiler, and for a
     profile, CUPTI."""
-    if not args.file.is_file():  # worded as pipec words it, before looking for a GPU
-        reason = "No such file or directory" if not args.file.exists() else "Is a directory"
-        raise UsageError(f"cannot read {args.file}: {reason}")
     check_toolchain(load_settings(args.file).compile)
     if args.profile or args.trace:
         from .profile_cupti import load_cupti
 
         load_cupti()
+
+
+def _unreadable(args, error: OSError) -> str:
+    """A file that cannot be read, worded as pipec words it (the path as given when it is FILE)."""
+    path = args.file if Path(error.filename).resolve() == args.file.resolve() else error.filename
+    return f"cannot read {path}: {error.strerror or error}"
 
 
 def _error(args, message: str, label: str = "error") -> None:
@@ -181,7 +184,7 @@ def _main(args) -> int:
         sys.stderr.write(error.render(color=sys.stderr.isatty() and "NO_COLOR" not in os.environ))
         return EXIT_USAGE
     except (NoDevice, OSError, DistributedError) as error:
-        _error(args, str(error))
+        _error(args, _unreadable(args, error) if isinstance(error, OSError) and error.filename else str(error))
         return EXIT_USAGE
     except (OutOfMemory, BindError, StateError, CudaError, NodeFailed, CollectiveFailed) as error:
         _error(args, str(error))
