@@ -289,7 +289,7 @@ class Declarations(KernelImports, ImportBindings):
             problem = representable(args[0], dtype)
             if problem:
                 self.sink.add("PC107", f"fill value {problem}", expr.args[0].span,
-                              f"choose a value a `{dtype.name}` can hold")
+                              f"choose a value that fits `{dtype.name}`")
                 raise Abort
         else:
             self._check_random(kind, args, expr, dtype)

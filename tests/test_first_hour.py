@@ -37,3 +37,14 @@ def test_a_missing_file_is_one_line_naming_it(command, tmp_path, capsys, monkeyp
     assert command(["missing.pipe"]) == 2
     err = capsys.readouterr().err
     assert err.endswith("error: cannot read missing.pipe: No such file or directory\n") and err.count("\n") == 1
+
+
+def test_messages_count_one_in_the_singular_and_need_no_article_before_a_type(tmp_path, capsys):
+    (tmp_path / "k.cu").write_text('/// pipec: extent x = n\nextern "C" __global__ void k(float* x, unsigned char n) {}\n')
+    pipe = tmp_path / "p.pipe"
+    pipe.write_text('from "k.cu" import k\nbuffer a: f32[2]\nbuffer b: f32[1]\n'
+                    "step {\n    copy b -> a[0 : 2]\n    launch k<<<1, 1>>>(a, 300)\n}\n")
+    assert main(["--check", "--format", "json", str(pipe)]) == 1
+    found = {f["code"]: f for f in json.loads(capsys.readouterr().out)}
+    assert found["PC303"]["message"] == "copy of 1 element into 2"
+    assert found["PC204"]["hint"] == "pass a value that fits `unsigned char`"
