@@ -15,9 +15,9 @@ from pathlib import Path
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse
 from ..config import Settings, load_settings
 from ..diagnostics import Diagnostic
-from ..stages import compile_file
 from ..model import Buffer, Kernel, Program
 from ..source_scan import scan_declarations
+from ..stages import compile_file
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _STRING = re.compile(r'"([^"\\\n]|\\.)*"')
