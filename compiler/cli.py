@@ -8,6 +8,7 @@ stderr, never a traceback. Nothing here touches a GPU or a driver.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from . import codes
 from .config import Settings, load_settings, override
 from .diagnostics import Diagnostic
 from .emit import plan_dot, plan_json
+from .picture import plan_svg, read_profile
 from .render import RENDERERS, statistics_json, statistics_text
 from .stages import compile_file, without_cycle_collection
 
@@ -50,14 +52,19 @@ def parser() -> argparse.ArgumentParser:
         prog="pipec",
         description="Check a .pipe pipeline's graph-safety rules and emit its CUDA-graph plan. "
                     "Needs no GPU.",
-        epilog="`pipec build FILE -o DIR` writes a bundle (docs/native.md). docs/cli.md describes every "
-               "option and exit code; docs/rules.md every rule.",
+        epilog="Commands: `pipec build FILE -o DIR` (a bundle, docs/native.md), `pipec format FILE...` (the "
+               "one layout of .pipe files), `pipec lsp` (a language server on stdio), `pipec init [DIR]` (a "
+               "starter project), `pipec completion SHELL`. docs/cli.md describes every option and exit code; "
+               "docs/rules.md every rule.",
     )
     p.add_argument("files", nargs="*", type=Path, metavar="FILE",
                    help=".pipe files to check (a folder means every .pipe file below it; - reads stdin)")
     p.add_argument("--check", action="store_true",
                    help="check only (the default when --emit is not given)")
-    p.add_argument("--emit", choices=("plan", "dot"), help="write the plan as JSON, or the DAG as DOT")
+    p.add_argument("--emit", choices=("plan", "dot", "svg"),
+                   help="write the plan as JSON, or the DAG as DOT or as an SVG picture")
+    p.add_argument("--profile", type=Path, metavar="TRACE.json",
+                   help="with --emit svg: mark node times and the critical path of `piperun --trace`'s trace")
     p.add_argument("-o", "--output", type=Path, help="write --emit output (or the report) to this file")
     p.add_argument("--output-format", "--format", dest="output_format", choices=sorted(RENDERERS),
                    help="diagnostic format (default: $PIPEC_OUTPUT_FORMAT, else text)")
@@ -83,14 +90,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# `pipec COMMAND ...`: the commands beside checking, each a module with its own `main(argv)`.
+# A file or folder of one of these names is still checked as `pipec ./format`.
+SUBCOMMANDS = {
+    "build": "build_cli", "format": "format_cli", "lsp": "lsp", "init": "init_project", "completion": "completion",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         try:
-            if argv[:1] == ["build"]:  # `pipec build FILE -o DIR` (a file named build: `./build`)
-                from .build_cli import main as build
-
-                return build(argv[1:])
+            if argv and argv[0] in SUBCOMMANDS:
+                module = importlib.import_module(f"{__package__}.{SUBCOMMANDS[argv[0]]}")
+                return module.main(argv[1:])
             return _main(parser().parse_args(argv))
         finally:
             finish_stdout()
@@ -131,6 +144,8 @@ def _check_usage(args: argparse.Namespace) -> None:
         raise UsageError("give at least one FILE, - for stdin, or --explain CODE")
     if args.emit and len(args.files) != 1:
         raise UsageError("--emit takes exactly one FILE")
+    if args.profile and args.emit != "svg":
+        raise UsageError("--profile goes with --emit svg")
     if args.files.count(STDIN) > 1:
         raise UsageError("stdin (-) can be read only once")
     if args.lanes is not None and args.lanes < 1:
@@ -213,6 +228,9 @@ def _compile_one(args: argparse.Namespace, path: Path, text: bytes | None,
     _refuse_overwriting(args.output, [source.path for source in result.sources])
     if not args.emit or result.plan is None:
         return result.diagnostics, None
+    if args.emit == "svg":
+        profile = read_profile(args.profile) if args.profile else None
+        return result.diagnostics, plan_svg(result.plan, profile)
     return result.diagnostics, plan_json(result.plan) if args.emit == "plan" else plan_dot(result.plan)
 
 

@@ -13,6 +13,11 @@ from ..dsl.source import Span
 from .codes import BY_CODE, Rule, Severity
 
 
+def counted(count: int, noun: str) -> str:
+    """`1 element`, `2 elements`: a count with its noun, for messages."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 @dataclass(frozen=True)
 class Label:
     """A secondary location that explains the primary one ("first write here")."""

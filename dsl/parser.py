@@ -13,6 +13,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from . import ast
 from .errors import MAX_NESTING, MAX_PIPE_CHARS, InputLimitError, PipeSyntaxError
 from .source import SourceFile, Span
+from .syntax_causes import cause, expected_phrase
 from .transform import _ToAst
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
@@ -121,14 +122,13 @@ def _describe_terminal(name: str) -> str:
 
 
 def _expected_phrase(expected: set[str]) -> str:
-    words = sorted({_describe_terminal(name) for name in expected})
-    if len(words) > 6:
-        words = [w for w in words if not w.startswith("`")][:4] + ["..."]
-    if not words:
-        return ""
-    if len(words) == 1:
-        return f"expected {words[0]}"
-    return "expected one of " + ", ".join(words)
+    return expected_phrase(expected, _describe_terminal)
+
+
+def _at_cause(source: SourceFile, offset: int, token: str, expected: set[str]) -> PipeSyntaxError | None:
+    launch_close = any(_describe_terminal(name) == "`>>>`" for name in expected)
+    found = cause(source, offset, token, expected, launch_close)
+    return PipeSyntaxError(found.message, found.span, found.hint) if found else None
 
 
 def _syntax_error(source: SourceFile, error: UnexpectedInput, base: int = 0) -> PipeSyntaxError:
@@ -136,9 +136,12 @@ def _syntax_error(source: SourceFile, error: UnexpectedInput, base: int = 0) -> 
         error = UnexpectedEOF(error.expected)
     if isinstance(error, UnexpectedEOF):
         end = len(source.text) if base == 0 else base
+        located = _at_cause(source, end, "", set(error.expected)) if base == 0 else None
+        if located is not None:
+            return located
         span = Span(source, end, end)
         expected = _expected_phrase(set(error.expected))
-        return PipeSyntaxError(f"unexpected end of file; {expected}", span, _hint_for_eof(source))
+        return PipeSyntaxError(f"unexpected end of file; {expected}", span)
     if isinstance(error, UnexpectedCharacters):
         offset = base + error.pos_in_stream
         char = source.text[offset] if offset < len(source.text) else ""
@@ -153,6 +156,9 @@ def _syntax_error(source: SourceFile, error: UnexpectedInput, base: int = 0) -> 
     assert isinstance(error, UnexpectedToken)
     token = error.token
     start = base + (token.start_pos if token.start_pos is not None else 0)
+    located = _at_cause(source, start, str(token), set(error.expected)) if base == 0 else None
+    if located is not None:
+        return located
     span = Span(source, start, start + len(str(token)))
     expected = _expected_phrase(set(error.expected))
     message = f"unexpected `{token}`"
@@ -172,10 +178,4 @@ def _hint_for_token(token: Token, expected: set[str]) -> str | None:
     if token.type == "NAME" and "RBRACE" in expected:
         return ("a statement starts with `launch`, `fill`, `copy`, `gemm`, `for`, `if`, `switch`, `every`, "
                 "`while`, `repeat`, `parallel` or a graph name")
-    return None
-
-
-def _hint_for_eof(source: SourceFile) -> str | None:
-    if source.text.count("{") > source.text.count("}"):
-        return "a `{` is never closed"
     return None

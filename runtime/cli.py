@@ -132,6 +132,7 @@ def _preflight(args) -> None:
     if is_bundle(args.file):
         refuse_compiling_options(args)
     else:
+        args.file.open("rb").close()  # unreadable: said as pipec says it, before a GPU is looked for
         settings = load_settings(args.file)
         check_toolchain(settings.compile)
         if args.updates:
@@ -156,6 +157,14 @@ def _check_updated_names(args, settings) -> None:
             raise UsageError(f"--set {name}: {args.file} declares no constant `{name}`"
                              + (f"; did you mean `{close[0]}`?" if close else
                                 f" (its constants: {', '.join(declared) or 'none'})"))
+
+
+def _worded(args, error: Error | OSError) -> Error | OSError:
+    """A file that cannot be read, worded as pipec words it (the path as given when it is FILE)."""
+    if not isinstance(error, OSError) or not error.filename:
+        return error
+    path = args.file if Path(error.filename).resolve() == args.file.resolve() else error.filename
+    return OSError(f"cannot read {path}: {error.strerror or error}")
 
 
 def _error(args, message: str, label: str = "error") -> None:
@@ -184,7 +193,7 @@ def _main(args) -> int:
                 steps_per_launch=args.steps_per_launch, unroll=args.unroll, launch=launch,
                 tune_gemms=args.tune_gemms))
     except (Error, OSError) as error:
-        return report(args.prog, error, color=use_color(args.color, sys.stderr))
+        return report(args.prog, _worded(args, error), color=use_color(args.color, sys.stderr))
     with pipeline:
         try:
             status = _run_reported(args, pipeline)

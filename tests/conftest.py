@@ -13,9 +13,14 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+# The tests never write into the user's own cache (~/.cache/pipec): they keep one of their own
+# beside pytest's, reused between runs; a PIPEC_CACHE_DIR set for the run is kept.
+os.environ.setdefault("PIPEC_CACHE_DIR", str(Path(__file__).resolve().parent.parent / ".pytest_cache" / "pipec"))
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])

@@ -310,11 +310,13 @@ def test_load_turns_a_gemm_that_cannot_run_into_one_pipeline_error(monkeypatch):
     assert seen["gemm"].tune and seen["gemm"].library is None
 
 
-def test_piperun_tune_gemms_reaches_the_load(monkeypatch, capsys):
+def test_piperun_tune_gemms_reaches_the_load(monkeypatch, capsys, tmp_path):
     import sys
 
     from pipec.runtime import PipelineError, cli
 
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "any.pipe").write_text("# read by piperun's preflight only: the load is stubbed\n")
     seen = {}
 
     def stop(path, options):
@@ -326,11 +328,13 @@ def test_piperun_tune_gemms_reaches_the_load(monkeypatch, capsys):
     assert seen["options"].tune_gemms is True and capsys.readouterr().err == "stopped\n"
 
 
-def test_piperun_reports_a_gemm_that_fails_eagerly_in_one_line(monkeypatch, capsys):
+def test_piperun_reports_a_gemm_that_fails_eagerly_in_one_line(monkeypatch, capsys, tmp_path):
     import sys
 
     from pipec.runtime import cli
 
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gemm.pipe").write_text("# read by piperun's preflight only: the load is stubbed\n")
     built, _, library = pipeline(dense())
     library.failing = True
     monkeypatch.setattr(sys.modules["pipec.runtime.load"], "load", lambda path, options: built)

@@ -73,7 +73,22 @@ def test_every_node_has_the_span_of_its_text():
     ("buffer x f32[3]", (1, 10), "unexpected `f32`; expected `:`", None),
     ("graph g { launch k(x) }", (1, 19), "unexpected `(`", "launch kernel<<<grid, block>>>"),
     ("const X = 'a'", (1, 11), "unexpected character `'`", "double quotes"),
-    ("step {\n  launch k<<<1, 1>>>(x)\n", (3, 1), "unexpected end of file", "never closed"),
+    ("step {\n  launch k<<<1, 1>>>(x)\n", (1, 6), "the `{` of `step` is never closed",
+     "before the end of the file"),
+    # at their cause: `>>` for `>>>`, an unclosed `{` at the brace with its block's name (by
+    # indentation when a later `}` closes an outer block), a missing `)` at the launch
+    ("step {\n    launch k<<<1, 32>>(x)\n}\n", (2, 21), "`>>` closes the launch configuration, which takes `>>>`",
+     "`>>` is a right shift"),
+    ("graph g {\n    fill x = 0\n\nstep {\n    g\n}\n", (1, 9), "the `{` of `graph g` is never closed",
+     "before line 4"),
+    ("graph g {\n    if x > 0 {\n        fill a = 0\n\n    fill b = 1\n}\nstep {\n}\n", (2, 14),
+     "the `{` of `if x > 0` is never closed", "before line 7"),
+    ("step {\n    launch k<<<1, 32>>>(x, y\n    fill x = 0\n}\n", (2, 24),
+     "the arguments of `launch k` are never closed: a `)` is missing", "`)`"),
+    ("graph g { 5 }\n", (1, 11), "unexpected `5`; expected a statement or `}`", None),
+    # expected tokens in words, every one of them
+    ("const A =\n", (2, 1), "unexpected end of file; expected an expression", None),
+    ("step { fill x = 1 2 }", (1, 19), "unexpected `2`; expected an operator, a name, `(`,", None),
     ("const A = 3;", (1, 12), "unexpected character `;`", "no `;`"),
     ("step { if x = 3 {} }", (1, 13), "unexpected `=`", "comparisons use `==`"),
 ])

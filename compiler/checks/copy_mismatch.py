@@ -4,7 +4,7 @@ ranges of one buffer."""
 from __future__ import annotations
 
 from ..codes import PC303
-from ..diagnostics import Label
+from ..diagnostics import Label, counted
 from ..model import CopyNode
 from .context import CheckContext
 
@@ -24,9 +24,10 @@ def _check(ctx: CheckContext, node: CopyNode) -> None:
         return
     src_count, dst_count = src.stop - src.start, dst.stop - dst.start
     if src_count != dst_count:
-        ctx.sink.add(PC303, f"copy of {src_count} elements into {dst_count}", node.span,
+        ctx.sink.add(PC303, f"copy of {counted(src_count, 'element')} into {dst_count}", node.span,
                      "slice both ends to the same number of elements",
-                     labels=(Label(src.span, f"{src_count} elements"), Label(dst.span, f"{dst_count} elements")))
+                     labels=(Label(src.span, counted(src_count, "element")),
+                             Label(dst.span, counted(dst_count, "element"))))
     elif src.buffer is dst.buffer and src.start < dst.stop and dst.start < src.stop:
         ctx.sink.add(PC303, f"copy between overlapping ranges of `{src.buffer.name}`", node.span,
                      "a copy's result is undefined when its ends overlap; copy through a second buffer")

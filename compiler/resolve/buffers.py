@@ -97,7 +97,7 @@ def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.Buf
         problem = representable(args[0], dtype)
         if problem:
             ctx.sink.add(PC107, f"fill value {problem}", expr.args[0].span,
-                         f"choose a value a `{dtype.name}` can hold")
+                         f"choose a value that fits `{dtype.name}`")
             raise Abort
     else:
         _check_random(ctx, kind, args, expr, dtype)

@@ -81,6 +81,7 @@ class Context:
                     raise Abort
                 case None:
                     raise ConstError(f"undefined name `{ident.text}`", ident.span,
+                                     _quoting_hint(ident) or
                                      self.suggest(ident.text, list(env) + list(module.scope), "declarations"),
                                      rule=PC103)
                 case ConstSymbol():
@@ -150,3 +151,13 @@ class Context:
                           "use an integer expression")
             raise Abort
         return value
+
+
+def _quoting_hint(ident: ast.Ident) -> str | None:
+    """For `-D MODE=fast`, where a string was meant: the shell took the quotes."""
+    source = ident.span.source
+    define = source.path.name.removeprefix("<-D ").removesuffix(">")
+    if define == source.path.name or source.text.strip() != ident.text:
+        return None
+    return (f"`-D {define}={ident.text}` reads `{ident.text}` as a name; if you meant the string, quote it "
+            f"past the shell: -D {define}='\"{ident.text}\"'")

@@ -20,6 +20,7 @@ SHIPPED_KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 class ProjectFiles:
     def __init__(self, options: CompileOptions, sink: DiagnosticSink, main: Path) -> None:
         self.sink = sink
+        self.has_project = options.project_root is not None
         self.include_dirs = options.include_dirs
         root = options.project_root or main.parent
         self.allowed_dirs = (root, *options.include_dirs, *options.allow_paths, SHIPPED_KERNELS)
@@ -40,6 +41,11 @@ class ProjectFiles:
         return None, refused
 
     def refuse(self, what: str, span: Span) -> None:
-        self.sink.add(PC110, f"`{what}` lies outside the project", span,
-                      f"imports and `load` files stay inside {self.allowed_dirs[0]} and the include "
-                      "folders; list more folders in `allow-paths` under [tool.pipec]")
+        hint = (f"imports and `load` files stay inside {self.allowed_dirs[0]} and the include "
+                "folders; list more folders in `allow-paths` under [tool.pipec]")
+        if not self.has_project:
+            hint = (f"without a pyproject.toml the project is the pipeline's folder, {self.allowed_dirs[0]}: "
+                    "add a pyproject.toml with a [tool.pipec] table (for example `include-dirs = "
+                    "[\"kernels\"]`) in the folder that holds the pipelines and their kernels, "
+                    "or start one with `pipec init`")
+        self.sink.add(PC110, f"`{what}` lies outside the project", span, hint)

@@ -10,7 +10,7 @@ from .context import Context
 from .scope import Abort, LoadedModule
 
 MAX_GEMM_WORKSPACE = 1 << 30  # per GEMM node; cuBLASLt's heuristics ask for tens of MiB at most
-_OPTIONS = ("lanes", "copy", "share_modules", "gemm_workspace", "pdl")
+OPTION_NAMES = ("lanes", "copy", "share_modules", "gemm_workspace", "pdl")
 
 
 def program_options(ctx: Context, module: LoadedModule) -> Options:
@@ -37,7 +37,7 @@ def program_options(ctx: Context, module: LoadedModule) -> Options:
         elif (name == "gemm_workspace" and isinstance(value, int) and not isinstance(value, bool)
               and 0 < value <= MAX_GEMM_WORKSPACE and value % 256 == 0):
             values["gemm_workspace"] = value
-        elif name in _OPTIONS:
+        elif name in OPTION_NAMES:
             expected = {"lanes": "an integer from 1 to 1024", "copy": '"memcpy" or "kernel"',
                         "share_modules": "true or false", "pdl": '"auto" or "off"',
                         "gemm_workspace": "a positive multiple of 256 bytes up to 1 GiB"}[name]
@@ -45,7 +45,7 @@ def program_options(ctx: Context, module: LoadedModule) -> Options:
                          f"`{name}` takes {expected}")
         else:
             ctx.sink.add(PC108, f"unknown option `{name}`", decl.name.span,
-                         ctx.suggest(name, list(_OPTIONS), "options"))
+                         ctx.suggest(name, list(OPTION_NAMES), "options"))
     if ctx.options.lanes is not None:
         values["lanes"] = ctx.options.lanes
     return Options(**values, share_modules_span=share_span)
