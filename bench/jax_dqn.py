@@ -35,6 +35,7 @@ from dqn_spec import (ACT, DISC, FORCE_MAG, GRAVITY, LENGTH, MASSPOLE, MAX_EPISO
                       Config, config_of, diagnostics, nstep_return_matrix, param_count,
                       param_slices, parser, print_summary, train)
 from jax import lax
+from jax_scan import ScanTrainer
 
 jax.config.update("jax_enable_x64", True)
 
@@ -301,7 +302,7 @@ def train_step(cfg: Config, s: State, net: Network = DQN) -> State:
     return s._replace(ret_ring=ring, episodes=s.episodes + rank[-1])
 
 
-class Trainer:
+class Trainer(ScanTrainer):
     """``advance(k)`` enqueues k steps as k / K dispatches of a jitted ``lax.scan`` over K
     steps (K = ``steps_per_dispatch``; a shorter tail compiles its own scan) and returns
     without waiting; ``diagnostics()`` waits and reads them."""
@@ -309,26 +310,12 @@ class Trainer:
     net = DQN
 
     def __init__(self, cfg: Config, steps_per_dispatch: int = 1000) -> None:
+        super().__init__(steps_per_dispatch)
         self.cfg = cfg
-        self.steps_per_dispatch = steps_per_dispatch
         self.state = init_state(cfg, self.net)
-        self._scans = {}
 
-    def _scan(self, length: int):
-        if length not in self._scans:
-            def run(state):
-                state, _ = lax.scan(lambda s, _: (train_step(self.cfg, s, self.net), None), state, None,
-                                    length=length)
-                return state
-            self._scans[length] = jax.jit(run, donate_argnums=0)
-        return self._scans[length]
-
-    def advance(self, steps: int) -> None:
-        k = self.steps_per_dispatch
-        for _ in range(steps // k):
-            self.state = self._scan(k)(self.state)
-        if steps % k:
-            self.state = self._scan(steps % k)(self.state)
+    def one_step(self, state):
+        return train_step(self.cfg, state, self.net)
 
     def diagnostics(self) -> dict:
         s = self.state
@@ -336,9 +323,6 @@ class Trainer:
             (s.step, s.ret_ring, s.episodes, s.last_loss, s.loss_ema, s.lr, s.size))
         return diagnostics(self.cfg, step=step, ret_ring=ring, episodes=episodes, loss=loss,
                            loss_ema=ema, lr=lr, replay_size=size)
-
-    def synchronize(self) -> None:
-        jax.block_until_ready(self.state)
 
 
 def jax_parser(description: str, config_class=Config):

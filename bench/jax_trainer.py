@@ -13,7 +13,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # pipec and PyT
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+from jax_scan import ScanTrainer
 from trainer_spec import TrainerConfig
 
 
@@ -63,29 +63,13 @@ def train_step(cfg: TrainerConfig, w_star: jnp.ndarray, state: dict) -> dict:
             "diag": jnp.stack([t.astype(jnp.float32), loss, norm, lr])}
 
 
-class Trainer:
+class Trainer(ScanTrainer):
     def __init__(self, cfg: TrainerConfig, steps_per_dispatch: int = 100) -> None:
+        super().__init__(steps_per_dispatch)
         jax.config.update("jax_default_matmul_precision", "tensorfloat32" if cfg.compute == "tf32" else "highest")
-        self.cfg, self.steps_per_dispatch = cfg, steps_per_dispatch
+        self.cfg = cfg
         self.w_star = jnp.cos(jnp.arange(cfg.out)[:, None] * 7.0 + jnp.arange(cfg.width)[None, :])
         self.state = init_state(cfg)
-        self._scans: dict = {}
 
-    def _scan(self, length: int):
-        if length not in self._scans:
-            def run(state):
-                state, _ = lax.scan(lambda s, _: (train_step(self.cfg, self.w_star, s), None), state, None,
-                                    length=length)
-                return state
-            self._scans[length] = jax.jit(run, donate_argnums=0)
-        return self._scans[length]
-
-    def advance(self, steps: int) -> None:
-        k = self.steps_per_dispatch
-        for _ in range(steps // k):
-            self.state = self._scan(k)(self.state)
-        if steps % k:
-            self.state = self._scan(steps % k)(self.state)
-
-    def synchronize(self) -> None:
-        jax.block_until_ready(self.state)
+    def one_step(self, state: dict) -> dict:
+        return train_step(self.cfg, self.w_star, state)
