@@ -24,6 +24,7 @@ from ..cli.terminal import finish_stdout, say, stdout_failures, use_color
 from ..compiler import compile_file
 from ..compiler.config import load_settings
 from ..dsl import ast
+from ..dsl.source import open_regular
 from ..errors import Error
 from .bundle_cli import is_bundle, refuse_compiling_options
 from .cli_reports import plot_run, profile_report, verify_report
@@ -132,7 +133,7 @@ def _preflight(args) -> None:
     if is_bundle(args.file):
         refuse_compiling_options(args)
     else:
-        args.file.open("rb").close()  # unreadable: said as pipec says it, before a GPU is looked for
+        open_regular(args.file).close()  # unreadable or a FIFO: said as pipec says it, before any GPU
         settings = load_settings(args.file)
         check_toolchain(settings.compile)
         if args.updates:

@@ -54,3 +54,11 @@ def test_a_regular_file_still_reads(tmp_path):
     (tmp_path / "t.pipe").write_text('from "tiny.cu" import tiny\nbuffer x: u32[1]\nstep {\n'
                                      '    launch tiny<<<1, 32>>>(x)\n}\n')
     assert _check("t.pipe", cwd=tmp_path).returncode == 0
+
+
+def test_piperun_refuses_a_fifo_as_its_file_before_looking_for_a_gpu(tmp_path):
+    os.mkfifo(tmp_path / "step.pipe")
+    result = subprocess.run([sys.executable, "-m", "pipec.runtime.cli", "step.pipe", "--steps", "1"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert REFUSED in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
