@@ -28,8 +28,8 @@ status=0
 if [[ $what == all || $what == tests ]]; then
     python3 -m pytest -m gpu -q -rs --junitxml="$OUT/gpu-tests.xml" "$@" 2>&1 | tee "$OUT/gpu-tests.log"
     status=${PIPESTATUS[0]}
-    # the baselines' tests need PyTorch and JAX, which this machine has
-    python3 -m pytest -q -rs tests/test_torch_dqn.py tests/test_jax_dqn.py 2>&1 | tee -a "$OUT/gpu-tests.log"
+    # the baselines' tests (the DQN twins and the trainer twins) need PyTorch and JAX, which this machine has
+    python3 -m pytest -q -rs tests/test_torch_dqn.py tests/test_jax_dqn.py tests/test_trainer_bench.py 2>&1 | tee -a "$OUT/gpu-tests.log"
     [[ ${PIPESTATUS[0]} == 0 ]] || status=1
     # two GPUs: the tests start their own ranks with torchrun (skipped, with the reason, on one)
     python3 -m pytest -m gpu2 -q -rs tests/gpu2 2>&1 | tee -a "$OUT/gpu-tests.log"
