@@ -194,6 +194,52 @@ $L_table:
     assert branch.target == 0
 
 
+def test_a_register_declared_in_a_scope_is_that_scopes_own():
+    # `__syncthreads_or` declares `%p1` in braces of its own; `%r<3>` declares %r0 to %r2 there
+    m = module("""
+  setp.ne.s32 %p1, %r1, 0;
+  { .reg .pred %p1;
+    .reg .b32 %r<3>;
+    setp.eq.s32 %p1, %r2, %r3;
+    { .reg .pred %p1;
+      @%p1 mov.u32 %r1, %r10; }
+    { .reg .b32 q;
+      mov.u32 q, %r1; }
+    @%p1 bar.red.popc.u32 %r1, 0, %p1; }
+  @%p1 bra $L_out;
+$L_out:
+""")
+    read = m.functions["k"].instructions
+    assert [(i.guard, i.operands) for i in read[:6]] == [
+        (None, ("%p1", "%r1", "0")),
+        (None, ("%p1$1", "%r2$1", "%r3")),
+        ("%p1$2", ("%r1$1", "%r10")),
+        (None, ("q$3", "%r1$1")),
+        ("%p1$1", ("%r1$1", "0", "%p1$1")),
+        ("%p1", ("$L_out",)),
+    ]
+    assert [i.text for i in read[1:3]] == ["setp.eq.s32 %p1, %r2, %r3", "@%p1 mov.u32 %r1, %r10"]
+    assert read[0].written is None and read[5].written is None
+    assert ptx.ir.registers(m.functions["k"], "q$3") == ["q$3"]
+
+
+@pytest.mark.parametrize("text, written, read", [
+    ("bar.red.popc.u32 %r1, 0, %p1", ["%r1"], ["%p1"]),
+    ("barrier.cta.red.or.aligned.pred %p2, 1, 64, !%p1", ["%p2"], ["%p1"]),
+    ("bar.sync 0, %r2", [], ["%r2"]),
+    ("barrier.arrive %r1, %r2", [], ["%r1", "%r2"]),
+    ("multimem.ld_reduce.global.add.f32 %f1, [%rd1]", ["%f1"], ["%rd1"]),
+    ("multimem.st.global.f32 [%rd1], %f1", [], ["%rd1", "%f1"]),
+    ("@%p3 st.global.u32 [%rd1], %r1", [], ["%rd1", "%r1", "%p3"]),
+    ("add.s32 %r1, %r2, %r3", ["%r1"], ["%r2", "%r3"]),
+])
+def test_what_an_instruction_writes_and_reads(text, written, read):
+    (instruction,) = module(f"  {text};").functions["k"].instructions[:1]
+    function = ptx.parse(".entry k()\n{\n}\n").functions["k"]
+    assert ptx.ir.destinations(function, instruction) == written
+    assert ptx.ir.sources(function, instruction) == read
+
+
 def test_operands_split_at_top_level_commas_only():
     assert ptx.split_operands("[%rd1+8], {%r1, %r2}, (p0, p1), %r3, ") == [
         "[%rd1+8]", "{%r1, %r2}", "(p0, p1)", "%r3"]

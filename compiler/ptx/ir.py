@@ -6,6 +6,9 @@ PTX is the ground truth for what a kernel does: an atomic hidden in a macro, a t
 inline device helper or inline assembly is an `atom`/`red` instruction here all the same.
 Instructions are split at `;`, so a line of inline assembly holding several instructions, a
 `{ }` scope of its own, or a `call` whose operands span several lines are read like any other.
+A register declared inside a `{ }` scope is that scope's own (`__syncthreads_or` and inline
+assembly declare `%p1` there, shadowing the function's `%p1`): its operands are renamed
+`%p1$N`, N the scope, so data flow never mixes the two; the text shows them as written.
 Loops (cfg.py), calls (calls.py) and pointer provenance (writes.py) build on this, through
 analysis.py; nothing here imports them.
 """
@@ -85,9 +88,12 @@ class Instruction:
     operands: tuple[str, ...]  # split at top-level commas
     location: Location | None  # with the chain of inlined call sites that reached it
     target: int | None = None  # a branch's resolved label position
+    written: str | None = None  # the text before a scope's own registers were renamed
 
     @property
     def text(self) -> str:
+        if self.written is not None:
+            return self.written
         guard = f"@{self.guard} " if self.guard else ""
         return f"{guard}{self.opcode} {', '.join(self.operands)}".strip()
 
@@ -193,7 +199,8 @@ class _BodyReader:
         self.parents: dict[int, int] = {0: 0}
         self.labels: dict[tuple[int, str], int] = {}
         self.branches: list[tuple[int, str, int]] = []  # (position, label, scope)
-        self.pending = ""
+        self.declared: dict[int, dict[str, int | None]] = {}  # a nested scope's registers: name or
+        self.pending = ""                                      # `%r<5>` prefix -> None or count
 
     def read(self, body: list[str]) -> None:
         for text in body[1:-1] if len(body) > 1 else []:
@@ -245,8 +252,7 @@ class _BodyReader:
             return
         if text.startswith("."):
             if m := _REG_DECL.match(text):
-                self.function.registers.update(
-                    name.strip() for name in m.group(1).split(",") if "<" not in name)
+                self._declare([name.strip() for name in m.group(1).split(",")])
             return
         guard = None
         if m := _GUARD.match(text):
@@ -254,9 +260,46 @@ class _BodyReader:
         opcode, _, rest = text.partition(" ")
         position = len(self.function.instructions)
         instruction = Instruction(position, guard, opcode, tuple(split_operands(rest)), self.location)
+        if any(scope in self.declared for scope in self.scopes):
+            instruction = self._scoped(instruction)
         self.function.instructions.append(instruction)
         if opcode.split(".")[0] in ("bra", "brx") and instruction.operands:
             self.branches.append((position, instruction.operands[-1], self.scopes[-1]))
+
+    def _declare(self, names: list[str]) -> None:
+        scope = self.scopes[-1]
+        self.function.registers.update(name for name in names if "<" not in name)
+        if scope == 0:
+            return
+        for name in names:
+            prefix, _, count = name.partition("<")
+            self.declared.setdefault(scope, {})[prefix] = int(count.rstrip(">")) if count else None
+
+    def _owner(self, name: str) -> int | None:
+        """The innermost open nested scope that declares a register of this name."""
+        for scope in reversed(self.scopes[1:]):
+            for prefix, count in self.declared.get(scope, {}).items():
+                if name == prefix if count is None else (
+                        name.startswith(prefix) and name[len(prefix):].isdigit()
+                        and int(name[len(prefix):]) < count):
+                    return scope
+        return None
+
+    def _scoped(self, instruction: Instruction) -> Instruction:
+        """The instruction with the registers its scopes declare renamed `name$scope`."""
+        def rename(match: re.Match) -> str:
+            name = match.group(0)
+            scope = self._owner(name)
+            if scope is None:
+                return name
+            self.function.registers.add(f"{name}${scope}")
+            return f"{name}${scope}"
+
+        operands = tuple(_REGISTER.sub(rename, operand) for operand in instruction.operands)
+        guard = instruction.guard and _REGISTER.sub(rename, instruction.guard)
+        if (operands, guard) == (instruction.operands, instruction.guard):
+            return instruction
+        return replace(instruction, operands=operands, guard=guard, written=instruction.text)
 
     def _resolve(self, label: str, scope: int) -> int | None:
         while True:
@@ -309,16 +352,24 @@ NO_DESTINATION = ("st", "red", "bra", "brx", "call", "ret", "exit", "bar", "barr
                   "tensormap")
 
 
+def _has_destination(instruction: Instruction) -> bool:
+    """Whether the first operand is a result: not for the heads above, except a barrier's
+    reduction (`bar.red.or.pred %p2, 0, %p1`, `__syncthreads_or`) and a multicast load
+    (`multimem.ld_reduce`)."""
+    parts = instruction.opcode.split(".")
+    if parts[0] in ("bar", "barrier"):
+        return "red" in parts
+    return parts[0] not in NO_DESTINATION or instruction.opcode.startswith("multimem.ld_reduce")
+
+
 def destinations(function: Function, instruction: Instruction) -> list[str]:
-    head = instruction.opcode.split(".")[0]
-    if head in NO_DESTINATION or not instruction.operands:
+    if not instruction.operands or not _has_destination(instruction):
         return []
     return registers(function, instruction.operands[0])
 
 
 def sources(function: Function, instruction: Instruction) -> list[str]:
     """Registers the instruction reads (its guard included)."""
-    head = instruction.opcode.split(".")[0]
-    operands = instruction.operands if head in NO_DESTINATION else instruction.operands[1:]
+    operands = instruction.operands[1:] if _has_destination(instruction) else instruction.operands
     found = [r for operand in operands for r in registers(function, operand)]
     return found + ([instruction.guard] if instruction.guard else [])
