@@ -1,8 +1,9 @@
 """The soundness corpus: small kernels, each a mutation of a clean one that hides an atomic, a
 fence, a spin wait, a grid sync, a call that cannot be followed or a write through a read-only
 pointer (in a `__noinline__` helper, recursion, a header in a subfolder, inline PTX with several
-instructions per line, braces or macro-built strings, a function pointer), and clean twins
-under clean/ that must stay silent.
+instructions per line, braces or macro-built strings, a function pointer; a wait whose value
+reaches the loop through shared memory, a barrier reduction or a helper's reference), and
+clean twins under clean/ that must stay silent.
 
 Each file marks the line where it expects a diagnostic with `// expect: PC3xx[, PC3xx]`: the
 line of the kernel's own body that reaches the instruction, through every inlined function and

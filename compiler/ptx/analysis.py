@@ -1,5 +1,5 @@
 """A PTX module with its analyses: the findings of each function (the body scan of ir.py, spin
-waits, grid barriers) and, per entry, what it writes through its pointer parameters and where
+waits of spin.py, grid barriers) and, per entry, what it writes through its pointer parameters and where
 it waits for its predecessor (programmatic dependent launch, pdl.py).
 
 The analyses import the IR (ir.py) and never the reverse; this module is where they meet.
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from .calls import reachable_findings
-from .cfg import spin_waits
 from .ir import Finding, Location, PtxModule
 from .ir import parse as read
 from .pdl import LaunchControl, launch_control
+from .spin import spin_waits
 from .writes import Written, grid_barriers, module_writes, parameter_writes
 
 
@@ -41,8 +41,9 @@ def parse(ptx: str) -> AnalysedModule:
     its grid barriers (accesses to the grid-sync workspace are the barrier's, not the kernel's)."""
     structure = read(ptx)
     module = AnalysedModule(**{f.name: getattr(structure, f.name) for f in fields(PtxModule)})
+    waits = spin_waits(module)
     for function in module.functions.values():
         barriers, workspace = grid_barriers(function)
-        findings = function.findings + spin_waits(function, module)
+        findings = function.findings + waits.get(function.name, [])
         function.findings = [f for f in findings if (f.instruction, f.location) not in workspace] + barriers
     return module
