@@ -38,6 +38,7 @@ _MARK = re.compile(r"//\s*(expect|note):\s*(PC\d+(?:\s*,\s*PC\d+)*)")
 NVCC_SAMPLE = ("atomic_header_subfolder.cu", "atomic_call_chain.cu", "atomic_noinline_header.cu",
                "fence_header.cu", "spin_header.cu", "spin_relaxed_asm.cu", "write_const_header.cu",
                "write_const_helper.cu", "grid_sync_noinline.cu", "atomic_asm_macro.cu",
+               "spin_syncthreads_and.cu", "spin_shared_copy.cu", "spin_noinline_out_ref.cu",
                "clean/pure_header.cu")
 
 

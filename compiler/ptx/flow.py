@@ -4,9 +4,10 @@ block memory that other threads of its block may fill with values read from glob
 
 The graph's nodes are registers and what stands between them: ("read", i) is the value
 instruction i reads (a load, an atomic's old value, a barrier reduction's result, a call's
-result), ("write", i, k) what it writes, ("cell", c) a cell of memory.py, ("param", i) the
-function's parameter i, ("return",) its result, ("outside", reader) what the rest of the block
-(or a caller) leaves in the memory a reader reads. An edge runs from a value to what it is
+result), ("write", i) what it writes (("write", i, k): a call's k-th write), ("cell", c) a
+cell of memory.py, ("param", i) the function's parameter i, ("return",) its result,
+("outside", reader) what the rest of the block (or a caller) leaves in the memory a reader
+reads. An edge runs from a value to what it is
 computed from (flow-insensitive: every definition of a register feeds every use). Memory
 carries values like registers: a read of a cell depends on every write in the graph to a cell
 that may overlap it (the same word, an unknown offset of its variable, any shared memory, a
@@ -31,14 +32,14 @@ its callees' writes included), ANY counting as any shared memory.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Union
 
 from .calls import KNOWN_EXTERNALS, address_taken, call_target
 from .graph import components
 from .ir import Function, Instruction, PtxModule, destinations, sources
-from .memory import ANY, Access, Base, Bases, Cell, access, place
+from .memory import ANY, Access, Bases, Cell, access, place
 
 Node = Union[str, tuple]  # a register, or one of the tuples above
 Label = tuple  # ("param", i) | ("poll", kind) | ("cell", c)
@@ -86,20 +87,19 @@ class Facts:
         slots: dict[str, list[str]] = {}
         call: int | None = None
         for instruction in function.instructions:
-            slot = _SLOT.match(instruction.operands[0 if instruction.opcode.startswith("st") else -1]) \
-                if instruction.operands else None
+            slot = _slot(instruction)
             if instruction.opcode.startswith("st.param") and slot:
-                if "retval" in slot.group(1):
+                if "retval" in slot:
                     self.returns.add(instruction.position)
                 else:
-                    slots.setdefault(slot.group(1), []).extend(sources(function, instruction))
+                    slots.setdefault(slot, []).extend(sources(function, instruction))
             elif instruction.opcode.startswith("ld.param") and slot:
-                if (m := own.fullmatch(slot.group(1))) and not function.is_entry:
+                if (m := own.fullmatch(slot)) and not function.is_entry:
                     self.params[instruction.position] = int(m.group(1))
-                elif "retval" in slot.group(1) and call is not None:
+                elif "retval" in slot and call is not None:
                     self.results[instruction.position] = call
             elif (target := call_target(instruction)) is not None:
-                listed = next((o for o in instruction.operands[instruction.operands.index(target) + 1:]
+                listed = next((o for o in instruction.operands[instruction.operands.index(target):]
                                if o.startswith("(")), "()")
                 names = [n.strip() for n in listed.strip("()").split(",") if n.strip()]
                 self.arguments[instruction.position] = [tuple(slots.get(n, ())) for n in names]
@@ -107,11 +107,7 @@ class Facts:
 
     def pointed(self, argument: tuple[str, ...]) -> tuple[Cell, ...]:
         """The memory an argument points to, in this function's cells (none: global)."""
-        base: Base | None = None
-        for register in argument:
-            found = self.bases.of.get(register)
-            base = found if base is None else (base.join(found) if found else base)
-        return place(None, base, None)[0]
+        return place(None, self.bases.base(*argument), None)[0]
 
 
 class Dependence:
@@ -130,6 +126,7 @@ class Dependence:
             self._add(function.instructions[position])
         for node, cell in self.written:
             self._link(("cell", cell), [node])
+        for cell in {cell for _, cell in self.written}:
             for group in _groups(cell):
                 self._link(group, [("cell", cell)])
 
@@ -141,9 +138,8 @@ class Dependence:
         if found:
             self.labels.setdefault(node, set()).update(found)
 
-    def _read(self, reader: Node, cells: Iterable[Cell]) -> None:
+    def _read(self, reader: Node, cells: Sequence[Cell]) -> None:
         """A reader depends on every write that may overlap the cells, and on what others leave there."""
-        cells = tuple(cells)
         self._link(reader, [a for cell in cells for a in _aliases(cell)] + [("outside", reader)])
         self._label(("outside", reader), [label for cell in cells for label in self.outside(cell)])
 
@@ -171,7 +167,7 @@ class Dependence:
         position = instruction.position
         results = destinations(self.function, instruction)
         if memory.writes:
-            write = ("write", position, 0)
+            write = ("write", position)
             self._link(write, [*memory.data, *memory.address, *guard])
             if memory.reads and (memory.modifies or not results):
                 self._read(write, memory.reads)  # an atomic's new value, a copy's source
@@ -240,6 +236,14 @@ class Dependence:
                 bits[member] = found
         names = list(index)
         return {root: {names[i] for i in range(bits[root].bit_length()) if bits[root] >> i & 1} for root in roots}
+
+
+def _slot(instruction: Instruction) -> str | None:
+    """The `.param` slot an `st.param` writes or an `ld.param` reads: `param0`, `retval0`, `f_param_1`."""
+    if not instruction.opcode.startswith(("st.param", "ld.param")) or len(instruction.operands) < 2:
+        return None
+    m = _SLOT.match(instruction.operands[0 if instruction.opcode.startswith("st") else 1])
+    return m.group(1) if m else None
 
 
 def _effect(labels: set[Label]) -> Effect:

@@ -2,13 +2,15 @@
 generic address of unknown origin), or memory of the block and the thread (shared, local, a
 barrier's reduction), resolved to a cell as finely as the addresses allow.
 
-An address's base is found by data flow over the registers (flow-insensitive, so a pointer a
-loop moves keeps its base): a symbol (`mov.u32 %r1, smem;`, `[smem+4]`; NVRTC names every
+An address's origins are found by data flow over the registers (flow-insensitive, so a pointer
+a loop moves keeps them): a symbol (`mov.u32 %r1, smem;`, `[smem+4]`; NVRTC names every
 `__shared__` variable and the local frame `__local_depot`), a parameter of a device function
-(memory the caller passes), or a kernel's parameter (global memory); `cvta` says which space a
-generic address is in, address arithmetic keeps the most specific base (a symbol plus a loaded
-index still points into the symbol) and a constant offset while it stays constant, and a value
-loaded from memory points anywhere. Two bases that differ join to what they have in common.
+(memory the caller passes), or a kernel's parameter (global memory), each at a constant offset
+while it stays constant; `cvta` says which space a generic address is in, and a value loaded
+from memory may point anywhere. `add`, `sub` and `mad` keep a symbol's or a parameter's origin
+and drop the others (a symbol plus a loaded index still points into the symbol); `selp` and
+the bitwise operations keep them all. An access points where all its origins agree (two
+different symbols: some shared memory; shared and global: anywhere).
 
 A cell is ("shared", symbol, word) (None for what is not known: ("shared", None, None) is any
 shared memory; an access at a known offset covers the 4-byte words its width reaches, so a
@@ -25,8 +27,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import reduce
 
-from .ir import Function, Instruction, destinations, registers, sources
+from .ir import Function, Instruction, destinations, registers
 
 Cell = tuple  # ("shared", symbol, offset) | ("local", offset) | ("param", i) | ("any",) | ("barrier", f, key)
 ANY: Cell = ("any",)
@@ -35,31 +38,34 @@ _ADDRESS = re.compile(r"^\[\s*([%\w$.]+)\s*(?:([+-])\s*(0[xX][0-9a-fA-F]+|\d+))?
 _SYMBOL = re.compile(r"^[A-Za-z_$][\w$]*$")
 _ZERO = re.compile(r"^(0[xX]0+|0+|0[fFdD][08]0*)$")  # 0, 0x0, 0f00000000 and -0.0 as 0f80000000
 _ADVANCING = ("add", "sub", "inc", "dec")
-_ARITHMETIC = ("mov", "cvt", "add", "sub", "mad", "selp", "and", "or", "xor")  # keep an address's base
+_ARITHMETIC = ("add", "sub", "mad", "selp", "and", "or", "xor")  # keep an address's origins
 
 
 @dataclass(frozen=True)
 class Base:
+    """Where an address points: what all its origins have in common."""
+
     space: str | None  # shared | local | global | const, None where a generic address keeps it open
     root: str | int | None  # a symbol, a device function's parameter index, None: unknown
     offset: int | None
 
-    def rank(self) -> int:
-        """How specific: a symbol, a parameter, a space alone, nothing."""
-        return 3 if isinstance(self.root, str) else 2 if isinstance(self.root, int) else 1 if self.space else 0
-
-    def join(self, other: Base | None) -> Base:
-        if other is None:
-            return self
+    def join(self, other: Base) -> Base:
         same_root = self.root == other.root
         return Base(self.space if self.space == other.space else None, self.root if same_root else None,
                     self.offset if same_root and self.offset == other.offset else None)
 
-    def moved(self, by: int | None) -> Base:
-        return Base(self.space, self.root, None if by is None or self.offset is None else self.offset + by)
+
+Origins = dict  # (space, root) -> offset (None: not constant); {(None, None): None} is anything
+UNKNOWN: Origins = {(None, None): None}
 
 
-UNKNOWN = Base(None, None, None)
+def _rooted(key: tuple) -> bool:
+    """Whether an origin is a variable or a parameter, not a space alone or anything."""
+    return key[1] is not None
+
+
+def _shifted(origins: Origins, by: int | None) -> Origins:
+    return {key: None if by is None or offset is None else offset + by for key, offset in origins.items()}
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,8 @@ class Access:
 
 
 def _space(parts: list[str]) -> str | None:
-    for part in parts[1:]:
+    """The first state space among an opcode's parts."""
+    for part in parts:
         for space in ("shared", "local", "global", "param", "const"):
             if part == space or part.startswith(space + "::"):
                 return space
@@ -95,75 +102,75 @@ def _number(text: str) -> int | None:
 
 
 class Bases:
-    """The base of every register of one function that may hold an address."""
+    """The origins of every register of one function that may hold an address: passes in
+    program order until nothing changes (a pointer a loop moves comes round once more)."""
 
     def __init__(self, function: Function) -> None:
         self.function = function
-        self.of: dict[str, Base] = {}
+        self.of: dict[str, Origins] = {}
         self._own_param = re.compile(re.escape(function.name) + r"_param_(\d+)")
-        users: dict[str, list[Instruction]] = {}
-        for instruction in function.instructions:
-            for register in sources(function, instruction):
-                users.setdefault(register, []).append(instruction)
-        pending = list(function.instructions)
-        while pending:
-            instruction = pending.pop()
-            base = self._computed(instruction)
-            if base is None:
-                continue
-            for register in destinations(function, instruction):
-                joined = base.join(self.of.get(register))
-                if self.of.get(register) != joined:
-                    self.of[register] = joined
-                    pending.extend(users.get(register, []))
+        changed = True
+        while changed:
+            changed = False
+            for instruction in function.instructions:
+                origins = self._computed(instruction)
+                if origins:
+                    for register in destinations(function, instruction):
+                        changed |= _merge(self.of.setdefault(register, {}), origins)
+
+    def base(self, *registers: str) -> Base | None:
+        """Where the registers point, together."""
+        merged: Origins = {}
+        for register in registers:
+            _merge(merged, self.of.get(register, {}))
+        return _resolved(merged)
 
     def operand(self, operand: str) -> Base | None:
-        """The base of an address operand: `[%rd1+8]`, `[smem+4]`, `[%rd1, {%r1, %r2}]`."""
+        """Where an address operand points: `[%rd1+8]`, `[smem+4]`, `[%rd1, {%r1, %r2}]`."""
         m = _ADDRESS.match(operand.strip())
         if not m:
             return None
         name, sign, amount = m.groups()
         offset = (int(amount, 0) * (-1 if sign == "-" else 1)) if amount else 0
-        base = self._value(name)
-        return base.moved(offset) if base else None
+        return _resolved(_shifted(self._origins(name), offset))
 
-    def _value(self, operand: str) -> Base | None:
-        """A register's base, or a variable's own address."""
+    def _origins(self, operand: str) -> Origins:
+        """A register's origins, or a variable's own address."""
         if operand.startswith("%") or operand in self.function.registers:
-            return self.of.get(operand)
-        return Base(None, operand, 0) if _SYMBOL.match(operand) else None
+            return self.of.get(operand, {})
+        return {(None, operand): 0} if _SYMBOL.match(operand) else {}
 
-    def _computed(self, instruction: Instruction) -> Base | None:
+    def _computed(self, instruction: Instruction) -> Origins | None:
         parts = instruction.opcode.split(".")
         head, operands = parts[0], instruction.operands
-        if head == "ld" and "param" in parts and len(operands) > 1:
+        if len(operands) < 2:
+            return None
+        if head == "ld" and "param" in parts:
             if m := self._own_param.search(operands[1]):
-                return Base("global", None, None) if self.function.is_entry else Base(None, int(m.group(1)), 0)
+                return {("global", None): None} if self.function.is_entry else {(None, int(m.group(1))): 0}
             return UNKNOWN if "retval" in operands[1] else None  # a call's result, or a constant
         if head in ("ld", "ldu", "atom", "suld") or instruction.opcode.startswith("multimem.ld_reduce"):
             return UNKNOWN  # a value from memory may be any pointer
-        if head == "cvta" and len(operands) > 1:
-            source = self._value(operands[1]) or UNKNOWN
-            return Base(_space(parts), source.root, source.offset)
-        if head not in _ARITHMETIC or len(operands) < 2:
+        if head == "cvta":
+            return {(_space(parts), root): offset for (_, root), offset in self._origins(operands[1]).items()}
+        if head in ("mov", "cvt"):
+            return self._origins(operands[1])
+        if head not in _ARITHMETIC:
             return None  # an index, a predicate: no address
-        if head == "mov":
-            return self._value(operands[1])
-        named = operands[3:4] if head == "mad" else operands[1:]  # `mad`: a * b is the index
-        found = [self.of[r] for o in named for r in registers(self.function, o) if r in self.of]
-        if not found:
-            return None
-        best = max(candidate.rank() for candidate in found)
-        top = [candidate for candidate in found if candidate.rank() == best]
-        base = top[0]
-        for other in top[1:]:
-            base = base.join(other)
-        return base.moved(self._step(head, operands, len(found)))
+        named = operands[3:] if head == "mad" else operands[1:]  # `mad`: a * b is the index
+        found = [origins for o in named if (origins := self._origins(o))]
+        merged: Origins = {}
+        for origins in found:
+            _merge(merged, origins)
+        if head in ("add", "sub", "mad") and any(_rooted(key) for key in merged):
+            merged = {key: offset for key, offset in merged.items() if _rooted(key)}  # pointer plus index
+        return _shifted(merged, self._step(head, operands, len(found)))
 
     @staticmethod
     def _step(head: str, operands: tuple[str, ...], based: int) -> int | None:
-        """How far `cvt` and `add`/`sub` of a constant move an address; None: unknown."""
-        if head == "cvt":
+        """How far an instruction moves an address: `selp` not at all, `add`/`sub` by a
+        constant; None: by an unknown amount."""
+        if head == "selp":
             return 0
         if head in ("add", "sub") and based == 1 and len(operands) == 3:
             amount = _number(operands[2])
@@ -174,13 +181,32 @@ class Bases:
         return None
 
 
+def _merge(into: Origins, origins: Origins) -> bool:
+    """Add origins, an origin met at two offsets becoming one at an unknown offset; whether
+    anything changed."""
+    changed = False
+    for key, offset in origins.items():
+        if key not in into:
+            into[key] = offset
+            changed = True
+        elif into[key] is not None and into[key] != offset:
+            into[key] = None
+            changed = True
+    return changed
+
+
+def _resolved(origins: Origins) -> Base | None:
+    bases = [Base(space, root, offset) for (space, root), offset in origins.items()]
+    return reduce(Base.join, bases) if bases else None
+
+
 def access(function: Function, instruction: Instruction, bases: Bases) -> Access | None:
     """The memory an instruction reads or writes, None when it touches none that matters here
     (registers only, a kernel's parameters, read-only memory, a call's argument list)."""
     parts = instruction.opcode.split(".")
     head, operands = parts[0], instruction.operands
     if head in ("bar", "barrier"):
-        if "red" not in parts or len(operands) < 2:
+        if "red" not in parts or len(operands) < 3:  # `d, a, c` at least
             return None
         key = instruction.position if head == "bar" or "aligned" in parts else operands[1]
         cell = ("barrier", function.name, key)
@@ -204,15 +230,15 @@ def access(function: Function, instruction: Instruction, bases: Bases) -> Access
                       _registers(function, operands[at:at + 1]), _registers(function, operands[at + 1:]),
                       modifies, advances)
     if head == "cp" and parts[1] in ("async", "reduce"):
-        spaces = [s for p in parts[1:] if (s := _space(["", p]))]
-        if not spaces or spaces[0] != "shared":
+        spaces = [s for p in parts if (s := _space([p]))]  # the destination's, then the source's
+        if spaces[:1] != ["shared"]:
             return None  # a copy out to global memory
         width = _number(operands[2]) if len(operands) > 2 and "bulk" not in parts else None
         cells, _ = place("shared", bases.operand(operands[0]), width)
-        source = spaces[1] if len(spaces) > 1 else "global"
-        read = place("shared", bases.operand(operands[1]), width)[0] if source == "shared" else ()
-        return Access(read, cells, "plain" if source == "global" else None, _registers(function, operands[:1]),
-                      _registers(function, operands[1:]), parts[1] == "reduce")
+        if spaces[-1] == "global":
+            return Access((), cells, "plain", _registers(function, operands[:1]), _registers(function, operands[1:]))
+        read = place("shared", bases.operand(operands[1]), width)[0]
+        return Access(read, cells, None, _registers(function, operands[:1]), _registers(function, operands[1:]))
     return None
 
 
@@ -226,7 +252,7 @@ def _width(parts: list[str]) -> int | None:
     if parts[0] in ("ldmatrix", "stmatrix"):
         return 16
     count, element = 1, None
-    for part in parts[1:]:
+    for part in parts:
         if m := _VECTOR.fullmatch(part):
             count = int(m.group(1))
         elif m := _TYPE.fullmatch(part):
@@ -237,7 +263,7 @@ def _width(parts: list[str]) -> int | None:
 def place(space: str | None, base: Base | None, width: int | None) -> tuple[tuple[Cell, ...], bool]:
     """The cells an address names in a space (none: global or constant memory), and whether
     other blocks can write what is there (global memory, or a generic address that may be)."""
-    base = base or UNKNOWN
+    base = base or Base(None, None, None)
     generic = space is None
     space = space or base.space
     if space in ("global", "const"):

@@ -104,10 +104,8 @@ def _definite(node: Node) -> bool:
     """Whether a node is one value, not a gathering of memory that may overlap."""
     if isinstance(node, str) or node[0] in ("read", "write", "param"):
         return True
-    if node[0] != "cell":
-        return False
-    cell = node[1]
-    return cell[0] == "barrier" or (cell[0] in ("shared", "local") and cell[-1] is not None)
+    cell = node[1]  # of a ("cell", c); ("all", ...) and ("outside", reader) gather
+    return node[0] == "cell" and (cell[0] == "barrier" or cell[0] in ("shared", "local") and cell[-1] is not None)
 
 
 def _carried(graph: Dependence, reached: set[Node]) -> bool:
