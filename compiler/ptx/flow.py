@@ -25,8 +25,9 @@ address is taken) reads and writes anything with a plain poll.
 
 Shared memory and barriers belong to the whole block, whose threads may run any code of the
 kernel at the same time: a function's block taint is every block cell that some function of a
-kernel reaching it writes with a value that depends on a poll (the kernel's summary names them,
-its callees' writes included), ANY counting as any shared memory.
+kernel reaching it writes with a value that depends on a poll (the kernel's summary names them:
+its graph holds every write of its threads, its callees' included, so a copy of a polled value
+from one variable to another is polled too), ANY counting as any shared memory.
 """
 
 from __future__ import annotations
@@ -366,16 +367,12 @@ class ModuleFlow:
                 return
 
     def _entry_taint(self, entry: str) -> BlockTaint:
-        """The block cells a kernel's threads may write with polled values, its callees' included."""
+        """The block cells a kernel's threads may write with polled values, its callees' included:
+        its summary holds every write of its threads, so a copy of a polled value is polled too."""
         taint = BlockTaint()
-        writes = self.summaries[entry].writes
-        changed = True
-        while changed:
-            changed = False
-            for cell, effect in writes.items():
-                if cell not in taint.cells and (effect.polls or any(taint.reads(c) for c in effect.cells)):
-                    taint.add(cell)
-                    changed = True
+        for cell, effect in self.summaries[entry].writes.items():
+            if effect.polls:
+                taint.add(cell)
         return taint
 
     def _spread(self, entry: str, taint: BlockTaint) -> None:

@@ -131,7 +131,7 @@ class Bases:
         if not m:
             return None
         name, sign, amount = m.groups()
-        offset = (int(amount, 0) * (-1 if sign == "-" else 1)) if amount else 0
+        offset = int(sign + amount, 0) if amount else 0
         return _resolved(_shifted(self._origins(name), offset))
 
     def _origins(self, operand: str) -> Origins:
@@ -235,10 +235,10 @@ def access(function: Function, instruction: Instruction, bases: Bases) -> Access
             return None  # a copy out to global memory
         width = _number(operands[2]) if len(operands) > 2 and "bulk" not in parts else None
         cells, _ = place("shared", bases.operand(operands[0]), width)
+        copied = _registers(function, operands)  # what lands where: all of it goes into the write
         if spaces[-1] == "global":
-            return Access((), cells, "plain", _registers(function, operands[:1]), _registers(function, operands[1:]))
-        read = place("shared", bases.operand(operands[1]), width)[0]
-        return Access(read, cells, None, _registers(function, operands[:1]), _registers(function, operands[1:]))
+            return Access((), cells, "plain", (), copied)
+        return Access(place("shared", bases.operand(operands[1]), width)[0], cells, None, (), copied)
     return None
 
 
