@@ -205,21 +205,23 @@ def test_a_register_declared_in_a_scope_is_that_scopes_own():
       @%p1 mov.u32 %r1, %r10; }
     { .reg .b32 q;
       mov.u32 q, %r1; }
-    @%p1 bar.red.popc.u32 %r1, 0, %p1; }
+    @%p1 bar.red.popc.u32 %r1, 0, %p1;
+    mov.u32 %r10, %r11; }
   @%p1 bra $L_out;
 $L_out:
 """)
     read = m.functions["k"].instructions
-    assert [(i.guard, i.operands) for i in read[:6]] == [
+    assert [(i.guard, i.operands) for i in read[:7]] == [
         (None, ("%p1", "%r1", "0")),
         (None, ("%p1$1", "%r2$1", "%r3")),
         ("%p1$2", ("%r1$1", "%r10")),
         (None, ("q$3", "%r1$1")),
         ("%p1$1", ("%r1$1", "0", "%p1$1")),
+        (None, ("%r10", "%r11")),  # %r<3> in the scope: none of these
         ("%p1", ("$L_out",)),
     ]
     assert [i.text for i in read[1:3]] == ["setp.eq.s32 %p1, %r2, %r3", "@%p1 mov.u32 %r1, %r10"]
-    assert read[0].written is None and read[5].written is None
+    assert read[0].written is None and read[5].written is None and read[6].written is None
     assert ptx.ir.registers(m.functions["k"], "q$3") == ["q$3"]
 
 

@@ -256,7 +256,7 @@ def _effect(labels: set[Label]) -> Effect:
 def _groups(cell: Cell) -> list[Node]:
     """The nodes that gather the writes a read of unknown offset, or of any shared memory, meets."""
     if cell[0] == "shared":
-        return [("all", "shared", cell[1]), ("all", "shared")] if cell[1] is not None else [("all", "shared")]
+        return [("all", "shared", cell[1]), ("all", "shared")]  # ("all", "shared", None): read by nothing
     if cell[0] in ("local", "param"):
         return [("all", cell[0])]
     return []

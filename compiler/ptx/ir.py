@@ -277,7 +277,7 @@ class _BodyReader:
 
     def _owner(self, name: str) -> int | None:
         """The innermost open nested scope that declares a register of this name."""
-        for scope in reversed(self.scopes[1:]):
+        for scope in reversed(self.scopes):
             for prefix, count in self.declared.get(scope, {}).items():
                 if name == prefix if count is None else (
                         name.startswith(prefix) and name[len(prefix):].isdigit()
