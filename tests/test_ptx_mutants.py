@@ -63,12 +63,17 @@ def test_cluster_dimensions_are_read_from_the_entry_header():
 {
   ret;
 }
+.visible .entry line()
+.reqnctapercluster 8
+{
+  ret;
+}
 .visible .entry plain()
 {
   ret;
 }
 """)
-    assert {f.name: f.cluster for f in m.entries} == {"clustered": (4, 2, 1), "plain": None}
+    assert {f.name: f.cluster for f in m.entries} == {"clustered": (4, 2, 1), "line": (8, 1, 1), "plain": None}
 
 
 def test_launch_bounds_multiply_their_dimensions_and_the_tightest_wins():
