@@ -1,6 +1,6 @@
 """The Rust crate's example (native/rust/pipec/examples/run_bundle.rs) on the GPU, against
 piperun on the same bundle: after the same steps every buffer of the saved states is
-bit-identical, the diagnostics lines are the same, and the Rust replay's steps/s is piperun's
+bit-identical, the diagnostics line is the same, and the Rust replay's steps/s is piperun's
 within the noise. The GPU machines have no cargo, so the binary is built where cargo is
 (`cargo build --release --offline --manifest-path native/rust/Cargo.toml --example run_bundle`)
 and carried: the test takes `$PIPEC_RUST_RUN_BUNDLE`, else the release build's path in the
@@ -54,15 +54,15 @@ def _cublaslt() -> dict[str, str]:
     return {"PIPEC_CUBLASLT_LIBRARY": found[0]} if found else {}
 
 
-def _run(command: list[str]) -> tuple[float, list[str]]:
-    """Runs one replay; its steps/s, and its other lines (the diagnostics) without the program's
-    name."""
+def _run(command: list[str]) -> tuple[float, str]:
+    """Runs one replay; its steps/s and the diagnostics line that follows its summary (piperun
+    prints more around them: the device, where it saved the state)."""
     done = subprocess.run(command, capture_output=True, text=True, timeout=600,
                           env={**os.environ, **_cublaslt(), "PIPEC_NO_CACHE": "1"})
     assert done.returncode == 0, f"{command[0]} failed:\n{done.stdout}{done.stderr}"
     lines = [line.split(": ", 1)[1] for line in done.stdout.splitlines() if ": " in line]
-    summary = next(SUMMARY.search(line) for line in lines if SUMMARY.search(line))
-    return float(summary.group(2)), [line for line in lines if not SUMMARY.search(line)]
+    at = next(i for i, line in enumerate(lines) if SUMMARY.search(line))
+    return float(SUMMARY.search(lines[at]).group(2)), lines[at + 1]
 
 
 def _state(folder: Path) -> dict[str, np.ndarray]:
@@ -81,16 +81,16 @@ def test_the_rust_example_replays_bit_identical_to_piperun(name, tmp_path):
     assert build.returncode == 0, build.stdout + build.stderr
     steps = STEPS[name]
     rates: dict[str, list[float]] = {"rust": [], "piperun": []}
-    diagnostics: dict[str, list[str]] = {}
+    diagnostics: dict[str, str] = {}
     for round_ in range(ROUNDS):
         for runner in rates:
             state = tmp_path / f"{runner}-{round_}"
             common = [str(bundle), "--steps", str(steps), "--log-every", str(LOG_EVERY), "--save-state", str(state)]
             command = ([str(BINARY), *common] if runner == "rust"
                        else [sys.executable, "-m", "pipec.runtime.cli", *common, "--no-progress"])
-            rate, lines = _run(command)
+            rate, line = _run(command)
             rates[runner].append(rate)
-            diagnostics.setdefault(runner, lines)
+            diagnostics.setdefault(runner, line)
     rust, python = _state(tmp_path / "rust-0"), _state(tmp_path / "piperun-0")
     assert sorted(rust) == sorted(python)
     differing = [key for key in python if rust[key].dtype != python[key].dtype
