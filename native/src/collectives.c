@@ -42,9 +42,10 @@ struct collectives {
     nccl_comm comm;
     double timeout_s;
     const node_spec **sequence; /* the collectives of the init, then of one step, in program order */
-    size_t count;
+    size_t count, init_count; /* the init's come first */
     const node_spec *last_issued; /* by an eager run since the last finished wait */
     int graph_launched;           /* the step graph, since the last finished wait */
+    int checking;                 /* the collective-sequence check at open is in flight */
     int failed;                   /* the communicator is being aborted: nothing may reach it */
     /* the abort, begun on failure */
     int abort_started, abort_done;
@@ -123,10 +124,13 @@ static pipec_status gather_sequence(pipec_pipeline *p, collectives *c) {
         return fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
     }
     size_t at = 0;
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 2; r++) {
+        size_t start = at;
         if (roots[r] >= 0) at += plan_leaves(pl, roots[r], leaves + at, total - at);
-    for (size_t i = 0; i < at; i++)
-        if (leaves[i]->kind == NODE_COLLECTIVE) c->sequence[c->count++] = leaves[i];
+        for (size_t i = start; i < at; i++)
+            if (leaves[i]->kind == NODE_COLLECTIVE) c->sequence[c->count++] = leaves[i];
+        if (r == 0) c->init_count = c->count;
+    }
     free(leaves);
     return PIPEC_OK;
 }
@@ -172,10 +176,13 @@ void collectives_launched(pipec_pipeline *p) {
 static void pending(const pipec_pipeline *p, char *out, size_t size) {
     const collectives *c = p->collectives;
     const node_spec *n = c->last_issued;
-    if (n) snprintf(out, size, "%s `%s` (%s)", n->collective->collective, n->name, n->location);
-    else if (c->graph_launched && c->count)
-        snprintf(out, size, "the step graph (its collectives: %s `%s` (%s)%s)", c->sequence[0]->collective->collective,
-                 c->sequence[0]->name, c->sequence[0]->location, c->count > 1 ? " and more" : "");
+    if (c->checking) snprintf(out, size, "the ranks' collective-sequence check (one allreduce at open)");
+    else if (n) snprintf(out, size, "%s `%s` (%s)", n->collective->collective, n->name, n->location);
+    else if (c->graph_launched && c->count > c->init_count) {
+        const node_spec *first = c->sequence[c->init_count];
+        snprintf(out, size, "the step graph (its collectives: %s `%s` (%s)%s)", first->collective->collective,
+                 first->name, first->location, c->count - c->init_count > 1 ? " and more" : "");
+    }
     else snprintf(out, size, "the pipeline's stream");
 }
 
@@ -321,7 +328,9 @@ static pipec_status check_sequence(pipec_pipeline *p) {
             status = fail(PIPEC_ERROR_LIBRARY, "%s: the collective-sequence check: NCCL refused ncclAllReduce: %s",
                           p->plan.pipe, nccl_error(&c->nccl, r));
     }
+    c->checking = 1;
     if (status == PIPEC_OK) status = stream_wait(p, "the collective-sequence check");
+    c->checking = 0;
     if (status == PIPEC_OK && (cr = p->driver.MemcpyDtoH(agreed, scratch, sizeof agreed)) != CUDA_SUCCESS)
         status = fail_cuda(&p->driver, "cuMemcpyDtoH", cr, "the collective-sequence check");
     p->driver.MemFree(scratch);
