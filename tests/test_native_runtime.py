@@ -165,6 +165,34 @@ def test_collectives_reach_nccl_as_the_python_runtime_issues_them(path, world_si
     assert set(live.values()) == {"live", 0}
 
 
+def test_the_data_parallel_host_program_saves_the_state_the_python_runtime_reaches(native, tmp_path):
+    """native/examples/data_parallel.c on the fakes, one rank: it creates the communicator itself,
+    replays the bundle of collectives.pipe and saves the state, which the Python runtime loads as
+    its own after the same steps; opened as another rank, it stops with one line."""
+    path = FIXTURES / "collectives.pipe"
+    compilation = _bundle(path, tmp_path / "bundle", {"WORLD_SIZE": 1, "RANK": 0})
+    env = fake_environment(native, tmp_path / "native", param_sizes(compilation.program))
+    command = [str(native / "data_parallel"), str(tmp_path / "bundle"), "--steps", "5", "--sync-every", "2",
+               "--id-file", str(tmp_path / "id"), "--save-state", str(tmp_path / "c-state")]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("data_parallel[rank 0]: ran 5 steps in ")
+    driver = fake_driver(path, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, 1, 0)
+    ranks = lambda plan, launch: connect(plan, launch, LocalChannel(), FakeLibrary(communicator))  # noqa: E731
+    with load(path, backends=Backends(driver, connect_ranks=ranks)) as pipeline:
+        pipeline.step(5)
+        expected = _hashes(pipeline)
+        pipeline.load_state(tmp_path / "c-state")
+        assert _hashes(pipeline) == expected
+
+    wrong = subprocess.run(command, capture_output=True, text=True, env={**env, "RANK": "1", "WORLD_SIZE": "2"},
+                           timeout=300)
+    assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1, wrong.stderr
+    assert wrong.stderr.startswith(f"data_parallel[rank 1]: error: {tmp_path / 'bundle'} was built for rank 0 of 1, "
+                                   "and the host's communicator is rank 1 of 2")
+
+
 def _programmatic(tree: list[dict]) -> int:
     """The programmatic edges of a described graph tree."""
     return sum(len(n["programmatic"]) + sum(_programmatic(t) for t in [n.get("child", []), *n.get("bodies", [])])

@@ -177,6 +177,7 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; re
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext context) { return context ? OK : INVALID; }
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *context) { *context = (CUcontext)&primary_context; return OK; }
 EXPORT CUresult cuCtxGetDevice(CUdevice *device) { *device = 0; return OK; }
+EXPORT CUresult cuCtxSetCurrent(CUcontext context) { return context ? OK : INVALID; }
 
 EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
     (void)flags;
