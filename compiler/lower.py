@@ -296,4 +296,5 @@ def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
         buffers=buffers, modules=tuple(lowering.modules.values()),
         graphs=tuple(lowering.graphs), step=step, init=init,
         gemm_groups=gemm_groups(lowering.gemms),
+        world_size=int(program.consts["WORLD_SIZE"]), rank=int(program.consts["RANK"]),
     )

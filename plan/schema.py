@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import types
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from functools import cache
 from typing import Union, get_args, get_origin, get_type_hints
 
@@ -314,6 +314,10 @@ class Plan:
     step: int | None
     init: int | None
     gemm_groups: tuple[GemmGroupSpec, ...] = ()  # computed from the graphs; for people and tools
+    # The launcher constants the plan was compiled with: a runtime given a communicator checks
+    # it is rank `rank` of `world_size` (a plan reading RANK differs between the ranks).
+    world_size: int = 1
+    rank: int = 0
 
     def buffer(self, name: str) -> BufferSpec:
         return next(b for b in self.buffers if b.name == name)
@@ -399,7 +403,9 @@ def _hints(cls) -> dict:
 def _decode(annotation, value):
     if is_dataclass(annotation):
         hints = _hints(annotation)
-        return annotation(**{f.name: _decode(hints[f.name], value[f.name]) for f in fields(annotation)})
+        # a field with a default may be absent: written by a pipec from before the field
+        return annotation(**{f.name: _decode(hints[f.name], value[f.name]) for f in fields(annotation)
+                             if f.name in value or f.default is MISSING})
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:

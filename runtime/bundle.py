@@ -119,6 +119,7 @@ def load_bundle(directory: str | Path, *, device: int = 0, bind: Mapping[str, ob
     if bundle.plan.step is None:
         raise PipelineError([], f"{directory}: there is no `step` block to run")
     initial = bundle.initial_contents()
+    _check_rank(bundle, launch)
     with ExitStack() as until_built:
         opened = open_device(device, backends.driver)
         until_built.callback(release_device, opened)
@@ -134,6 +135,20 @@ def load_bundle(directory: str | Path, *, device: int = 0, bind: Mapping[str, ob
         raise PipelineError([], f"{directory}: {error}") from None
     except LaunchLimitsExceeded as error:  # no sources to point into: the plan's locations
         raise PipelineError([], "; ".join(f"{f.location}: {f.message}" for f in error.findings)) from None
+
+
+def _check_rank(bundle: Bundle, launch: Launch | None) -> None:
+    """A bundle is compiled for one rank of one world size (`pipec build -D RANK=R -D
+    WORLD_SIZE=N`): under a launcher, or with collectives (a communicator of one rank without
+    one), it runs only as that rank, as the C runtime checks against its communicator."""
+    plan = bundle.plan
+    if launch is None and not collective_sequence(plan):
+        return
+    launch = launch or SINGLE
+    if (plan.rank, plan.world_size) != (launch.rank, launch.world_size):
+        raise BundleError(f"{bundle.directory} was built for rank {plan.rank} of {plan.world_size}, and this "
+                          f"process is rank {launch.rank} of {launch.world_size}: build one bundle per rank "
+                          f"(`pipec build -D RANK={launch.rank} -D WORLD_SIZE={launch.world_size}`)")
 
 
 def _manifest(directory: Path) -> dict:

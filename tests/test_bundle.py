@@ -16,9 +16,11 @@ from fake_cublaslt import FakeCublasLt
 from fake_cuda import Conditional, KernelLaunch, Memcpy, Memset, fake_driver
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.bundle import write_bundle
+from pipec.compiler.config import override
 from pipec.plan.bundle_format import BundleError
 from pipec.runtime import Backends, LoadOptions, load
 from pipec.runtime.bundle import load_bundle
+from pipec.runtime.process_launchers import Launch
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe"
@@ -201,3 +203,16 @@ def test_the_package_offers_load_bundle_and_its_error():
     assert issubclass(pipec.BundleError, pipec.Error) and "load_bundle" in pipec.__all__
     with pytest.raises(pipec.BundleError, match="is not a bundle"):
         pipec.load_bundle(ROOT / "docs")
+
+
+@pytest.mark.parametrize("launch, world", [(None, "rank 0 of 1"), (Launch("torchrun", 1, 2, 1), "rank 1 of 2")])
+def test_a_bundle_runs_only_as_the_rank_it_was_built_for(launch, world, tmp_path):
+    """A plan records the RANK and WORLD_SIZE it was compiled with; as another rank (or with
+    collectives and no launcher, a world of one) the bundle is refused before the device."""
+    path = ROOT / "tests" / "fixtures" / "runtime" / "collectives.pipe"
+    compilation = compile_file(path, override(load_settings(path), defines=(("RANK", "0"), ("WORLD_SIZE", "2"))))
+    assert (compilation.plan.rank, compilation.plan.world_size) == (0, 2)
+    write_bundle(compilation.plan, ("sm_90",), tmp_path / "bundle", str(path))
+    with pytest.raises(BundleError, match=f"was built for rank 0 of 2, and this process is {world}: build one "
+                                          "bundle per rank"):
+        load_bundle(tmp_path / "bundle", launch=launch, backends=Backends(fake_driver(path)))

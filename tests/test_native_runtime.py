@@ -4,7 +4,8 @@ driver library native/tests/fake_cuda.c and by the Python runtime through tests/
 Both must hand their driver the same graph (nodes, work, argument bytes, memsets, copies, child
 graphs, edges and which are programmatic, conditional nodes and handles), run the same kernels in
 the same order (each launched with programmatic stream serialization or not), make the same
-cuBLASLt calls, leave the same bytes in every buffer and free everything. CMake and a C
+cuBLASLt calls and, for plans with collective nodes, the same NCCL calls (native/tests/fake_nccl.c
+against tests/fake_nccl.py), leave the same bytes in every buffer and free everything. CMake and a C
 compiler are needed (they exist here and in CI); ctest (.ci/run) runs the unit tests."""
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pytest
 
 from fake_cublaslt import FakeCublasLt
 from fake_cuda import fake_driver, param_sizes
+from fake_nccl import CapturingCuda, FakeCommunicator, FakeLibrary
 from native_harness import (
-    Normal, build_native, describe_native, describe_python, fake_environment, native_launches, native_matmuls,
-    native_tools_missing, python_launches, python_matmuls, run_native,
+    Normal, build_native, describe_native, describe_python, fake_environment, native_collectives, native_launches,
+    native_matmuls, native_tools_missing, python_collectives, python_launches, python_matmuls, run_native,
 )
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.bundle import write_bundle
@@ -30,6 +32,8 @@ from pipec import load
 from pipec.plan.schema import GemmNodeSpec
 from pipec.runtime import Backends
 from pipec.runtime.cli import _short
+from pipec.runtime.distributed import LocalChannel, connect
+from pipec.runtime.process_launchers import Launch
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "runtime"
@@ -113,6 +117,80 @@ def test_the_c_runtime_hands_the_driver_the_graph_the_python_runtime_does(path, 
     (live,) = [e for e in run.log if e["event"] == "live"]
     assert {k: v for k, v in live.items() if k != "event"} == dict.fromkeys(
         ("allocations", "graphs", "executables", "modules", "streams", "events"), 0)
+
+
+# Every pipeline with collective nodes, as (file, WORLD_SIZE, RANK): rl_step has them only with
+# several ranks; rank 1 reads another slice in reducescatter.
+COLLECTIVE_RUNS = [(ROOT / "pipelines" / "rl_step.pipe", 2, 0), (FIXTURES / "collectives.pipe", 1, 0),
+                   (FIXTURES / "collectives.pipe", 2, 1)]
+
+
+@pytest.mark.parametrize("path, world_size, rank", COLLECTIVE_RUNS, ids=lambda v: getattr(v, "stem", str(v)))
+def test_collectives_reach_nccl_as_the_python_runtime_issues_them(path, world_size, rank, native, tmp_path):
+    """The host's communicator (the fake NCCL's, rank `rank` of `world_size`) against the Python
+    runtime's fake communicator: the same graph with the same recorded collectives, the same NCCL
+    calls in the same order (eager, recorded, grouped), the same bytes everywhere. The C runtime
+    issues one more collective first: the check that every rank's plan has the same collectives."""
+    defines = {"WORLD_SIZE": world_size, "RANK": rank}
+    compilation = _bundle(path, tmp_path / "bundle", defines)
+    run = run_native(native, tmp_path / "bundle", tmp_path / "native", param_sizes(compilation.program),
+                     "--nccl", f"{rank}/{world_size}", "--steps", str(STEPS), "--eager", str(EAGER))
+    driver = fake_driver(path, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, world_size, rank)
+    ranks = lambda plan, launch: connect(plan, launch, LocalChannel(), FakeLibrary(communicator))  # noqa: E731
+    pipeline = load(path, launch=Launch("torchrun", rank, world_size, rank),
+                    backends=Backends(driver, FakeCublasLt(driver.cu), connect_ranks=ranks))
+    with pipeline:
+        python, fake = _normal_python(pipeline, driver.cu), driver.cu
+        opened = _hashes(pipeline)
+        py_graph = describe_python(fake, fake.executables[pipeline.graph.exec], python)
+        pipeline.step(STEPS)
+        stepped = _hashes(pipeline)
+        pipeline.run_eager(EAGER)
+        eager = _hashes(pipeline)
+        py_launches, py_calls = python_launches(fake, python), python_collectives(communicator, python)
+    assert len(py_calls) >= 3 and not _gemm_count(pipeline.plan)
+
+    c = _normal_native(run)
+    (instantiated,) = [e["graph"] for e in run.log if e["event"] == "instantiate"]
+    assert describe_native(instantiated, c) == py_graph
+    check, *c_calls = native_collectives(run.log, c)
+    assert {k: check[k] for k in ("call", "count", "dtype", "detail", "captured", "grouped")} == {
+        "call": "allreduce", "count": 16, "dtype": "u32", "detail": "max", "captured": False, "grouped": False}
+    assert c_calls == py_calls
+    check_kernel, *c_launches = native_launches(run.log, c)
+    assert check_kernel["function"] == "ncclDevKernel_allreduce" and c_launches == py_launches
+    assert (run.result["open"], run.result["steps"], run.result["eager"]) == (opened, stepped, eager)
+    (live,) = [e for e in run.log if e["event"] == "live"]
+    assert set(live.values()) == {"live", 0}
+
+
+def test_the_data_parallel_host_program_saves_the_state_the_python_runtime_reaches(native, tmp_path):
+    """native/examples/data_parallel.c on the fakes, one rank: it creates the communicator itself,
+    replays the bundle of collectives.pipe and saves the state, which the Python runtime loads as
+    its own after the same steps; opened as another rank, it stops with one line."""
+    path = FIXTURES / "collectives.pipe"
+    compilation = _bundle(path, tmp_path / "bundle", {"WORLD_SIZE": 1, "RANK": 0})
+    env = fake_environment(native, tmp_path / "native", param_sizes(compilation.program))
+    command = [str(native / "data_parallel"), str(tmp_path / "bundle"), "--steps", "5", "--sync-every", "2",
+               "--id-file", str(tmp_path / "id"), "--save-state", str(tmp_path / "c-state")]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("data_parallel[rank 0]: ran 5 steps in ")
+    driver = fake_driver(path, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, 1, 0)
+    ranks = lambda plan, launch: connect(plan, launch, LocalChannel(), FakeLibrary(communicator))  # noqa: E731
+    with load(path, backends=Backends(driver, connect_ranks=ranks)) as pipeline:
+        pipeline.step(5)
+        expected = _hashes(pipeline)
+        pipeline.load_state(tmp_path / "c-state")
+        assert _hashes(pipeline) == expected
+
+    wrong = subprocess.run(command, capture_output=True, text=True, env={**env, "RANK": "1", "WORLD_SIZE": "2"},
+                           timeout=300)
+    assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1, wrong.stderr
+    assert wrong.stderr.startswith(f"data_parallel[rank 1]: error: {tmp_path / 'bundle'} was built for rank 0 of 1, "
+                                   "and the host's communicator is rank 1 of 2")
 
 
 def _programmatic(tree: list[dict]) -> int:

@@ -5,12 +5,14 @@
  * buffers/<name>.bin (initial contents the host cannot recompute cheaply). This library opens a
  * bundle and builds, instantiates and replays the graph the Python runtime builds for the same
  * plan: the same kernel, memset, memcpy, child graph and conditional nodes, the same edges, in
- * the same order, explicitly (stream capture only for the one library call of a GEMM node, as
- * runtime/library.py records it).
+ * the same order, explicitly (stream capture only for the one library call of a GEMM or
+ * collective node, as runtime/library.py records it).
  *
  * It depends on the CUDA driver API only, loaded at run time (dlopen of libcuda.so.1, or of
  * `pipec_options.driver_library`, or of $PIPEC_DRIVER_LIBRARY). cuBLASLt is loaded only when the
- * plan has GEMM nodes (libcublasLt.so.13, then .12; or `cublaslt_library` / $PIPEC_CUBLASLT_LIBRARY).
+ * plan has GEMM nodes (libcublasLt.so.13, then .12; or `cublaslt_library` / $PIPEC_CUBLASLT_LIBRARY),
+ * NCCL only when it has collective nodes (libnccl.so.2; or `nccl_library` / $PIPEC_NCCL_LIBRARY),
+ * which run over the communicator the host created (`nccl_comm`; docs/native.md, "Collectives").
  *
  * Errors: every function returns a pipec_status; on failure `pipec_last_error()` gives one line
  * saying what went wrong and where (the buffer, the node, its .pipe location). Nothing prints,
@@ -61,7 +63,10 @@ typedef enum pipec_status {
     PIPEC_ERROR_OUT_OF_MEMORY = 8,
     PIPEC_ERROR_UPDATE_REFUSED = 9,   /* an update that would need a new graph */
     PIPEC_ERROR_STATE = 10,           /* a saved state that does not match the pipeline */
-    PIPEC_ERROR_LAUNCH_LIMITS = 11    /* a kernel asks for more than the device has */
+    PIPEC_ERROR_LAUNCH_LIMITS = 11,   /* a kernel asks for more than the device has */
+    PIPEC_ERROR_COLLECTIVE = 12       /* NCCL failed, or a wait outlasted the timeout (a rank stopped): pipec
+                                         has aborted the host's communicator (ncclCommAbort), which the host
+                                         must neither use nor destroy again */
 } pipec_status;
 
 /* Element types of buffers (the plan's dtype names). */
@@ -81,7 +86,7 @@ typedef struct pipec_binding {
     pipec_dtype dtype;
 } pipec_binding;
 
-#define PIPEC_OPTIONS_VERSION 1
+#define PIPEC_OPTIONS_VERSION 2
 
 typedef struct pipec_options {
     uint32_t version;              /* PIPEC_OPTIONS_VERSION; pipec_options_init sets it */
@@ -90,10 +95,15 @@ typedef struct pipec_options {
     CUstream stream;               /* NULL: a non-blocking stream of the pipeline's own */
     const pipec_binding *bindings; /* binding_count entries, each a distinct buffer */
     size_t binding_count;
-    void *nccl_comm;               /* an ncclComm_t for plans with collectives; this version refuses such
-                                      plans at open (PIPEC_ERROR_UNSUPPORTED, naming the node) */
+    void *nccl_comm;               /* the host's ncclComm_t, needed by a plan with collective nodes: rank
+                                      RANK of WORLD_SIZE as the bundle was built (checked at open). The
+                                      host destroys it after pipec_close; after a failed collective pipec
+                                      has aborted it (ncclCommAbort), and the host must not use it again */
     const char *driver_library;    /* NULL: $PIPEC_DRIVER_LIBRARY, else libcuda.so.1 */
     const char *cublaslt_library;  /* NULL: $PIPEC_CUBLASLT_LIBRARY, else libcublasLt.so.13/.12 */
+    const char *nccl_library;      /* NULL: $PIPEC_NCCL_LIBRARY, else libnccl.so.2 */
+    double nccl_timeout_s;         /* 0: $PIPEC_NCCL_TIMEOUT, else 120: the longest a wait for work with
+                                      collectives may take before pipec aborts the communicator */
 } pipec_options;
 
 /* One file of an in-memory bundle: its path relative to the bundle folder ("plan.json",

@@ -5,8 +5,7 @@
  * heuristic's first answer within the node's workspace, chosen once per node when the eager
  * program is prepared, followed by one call outside any recording (its outputs saved and
  * restored) so that the library's lazy set-up happens before the recording. The graph records
- * the call on a private stream (the only stream capture in pipec, THREAD_LOCAL, scoped to the
- * call) and refuses a recording holding anything but kernel and memset nodes. */
+ * the call as library.c records every library node. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,8 +244,8 @@ static pipec_status first_call(pipec_pipeline *p, const node_spec *n, const gemm
         CUresult r = p->driver.MemcpyDtoDAsync(saved[i][0], saved[i][1], saved[i][2], p->stream);
         if (r != CUDA_SUCCESS && status == PIPEC_OK) status = fail_cuda(&p->driver, "cuMemcpyDtoDAsync", r, n->name);
     }
-    CUresult r = p->driver.StreamSynchronize(p->stream);
-    if (r != CUDA_SUCCESS && status == PIPEC_OK) status = fail_cuda(&p->driver, "cuStreamSynchronize", r, n->name);
+    pipec_status waited = stream_wait(p, n->name);
+    if (status == PIPEC_OK) status = waited;
     for (size_t i = 0; i < count; i++) p->driver.MemFree(saved[i][1]);
     free(saved);
     return status;
@@ -290,49 +289,9 @@ pipec_status gemm_enqueue(pipec_pipeline *p, const node_spec *n, CUstream stream
     return enqueue(p, n, op, stream);
 }
 
-/* library.py `_inspect`: a recording may hold kernel and memset nodes only. */
-static pipec_status inspect(pipec_pipeline *p, const node_spec *n, CUgraph graph) {
-    size_t count = 0;
-    CU(p, p->driver.GraphGetNodes(graph, NULL, &count), "cuGraphGetNodes", n->name);
-    CUgraphNode *nodes = calloc(count ? count : 1, sizeof *nodes);
-    if (!nodes) return fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
-    CUresult r = p->driver.GraphGetNodes(graph, nodes, &count);
-    pipec_status status = r == CUDA_SUCCESS ? PIPEC_OK : fail_cuda(&p->driver, "cuGraphGetNodes", r, n->name);
-    for (size_t i = 0; i < count && status == PIPEC_OK; i++) {
-        int type;
-        r = p->driver.GraphNodeGetType(nodes[i], &type);
-        if (r != CUDA_SUCCESS) status = fail_cuda(&p->driver, "cuGraphNodeGetType", r, n->name);
-        else if (type != CU_GRAPH_NODE_TYPE_KERNEL && type != CU_GRAPH_NODE_TYPE_MEMSET)
-            status = fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s): the library call recorded a node of type %d; a library "
-                          "node may hold kernel, memset nodes only", n->name, n->location, type);
-    }
-    free(nodes);
-    return status;
-}
-
 pipec_status gemm_record(pipec_pipeline *p, const node_spec *n, CUgraph *out) {
-    const gemm_op *op = find_op(p, n->name);
-    if (!op) return fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s) was not prepared", n->name, n->location);
-    CUstream stream;
-    CU(p, p->driver.StreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", n->name);
-    CUgraph graph = NULL;
-    pipec_status status = PIPEC_OK;
-    CUresult r = p->driver.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-    if (r != CUDA_SUCCESS) status = fail_cuda(&p->driver, "cuStreamBeginCapture", r, n->name);
-    if (status == PIPEC_OK) {
-        pipec_status called = enqueue(p, n, op, stream);
-        r = p->driver.StreamEndCapture(stream, &graph); /* ended whatever happened, or the stream stays unusable */
-        if (called != PIPEC_OK) status = called;
-        else if (r != CUDA_SUCCESS || !graph)
-            status = fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s): the library call could not be recorded: "
-                          "cuStreamEndCapture failed with %d (the call did something stream capture forbids)",
-                          n->name, n->location, r);
-    }
-    if (status == PIPEC_OK) status = inspect(p, n, graph);
-    if (status != PIPEC_OK && graph) p->driver.GraphDestroy(graph);
-    p->driver.StreamDestroy(stream);
-    if (status == PIPEC_OK) *out = graph;
-    return status;
+    if (!find_op(p, n->name)) return fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s) was not prepared", n->name, n->location);
+    return library_record(p, n, "gemm", gemm_enqueue, 0, out);
 }
 
 void gemms_close(pipec_pipeline *p) {

@@ -3,8 +3,11 @@
  * with the Python runtime as JSON: every buffer's address and size, the SHA-256 of every
  * buffer after the open, after the graph steps and after the eager steps, and the labelled
  * diagnostics. Options, in order of use: --load DIR (a saved state), --update PLAN (a new plan
- * applied live), --steps N, --eager N, --verify N, --save DIR.
- *   run_fake BUNDLE OUT.json [options] */
+ * applied live), --steps N, --eager N, --verify N, --save DIR. With `--nccl RANK/SIZE` first, the
+ * pipeline runs over a communicator this host creates through $PIPEC_NCCL_LIBRARY (the fake
+ * NCCL in the CPU tests), destroyed after the pipeline is closed.
+ *   run_fake BUNDLE OUT.json [--nccl RANK/SIZE] [options] */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,13 +83,47 @@ static int option(pipec_pipeline *p, FILE *out, const char *name, const char *va
     return 0;
 }
 
+typedef struct { char internal[128]; } unique_id;
+
+/* A communicator of rank `rank` of `size` (one process: every rank's part is this one's). */
+static void *communicator(const char *ranks, void **library) {
+    int rank, size;
+    const char *path = getenv("PIPEC_NCCL_LIBRARY");
+    *library = path && sscanf(ranks, "%d/%d", &rank, &size) == 2 ? dlopen(path, RTLD_NOW) : NULL;
+    int (*get_id)(unique_id *) = *library ? (int (*)(unique_id *))dlsym(*library, "ncclGetUniqueId") : NULL;
+    int (*init)(void **, int, unique_id, int) =
+        *library ? (int (*)(void **, int, unique_id, int))dlsym(*library, "ncclCommInitRank") : NULL;
+    unique_id id;
+    void *comm = NULL;
+    if (!get_id || !init || get_id(&id) != 0 || init(&comm, size, id, rank) != 0) return NULL;
+    return comm;
+}
+
 int main(int argc, char **argv) {
     if (argc < 3 || argc % 2 == 0) {
-        fprintf(stderr, "usage: run_fake BUNDLE OUT.json [--option VALUE]...\n");
+        fprintf(stderr, "usage: run_fake BUNDLE OUT.json [--nccl RANK/SIZE] [--option VALUE]...\n");
         return 2;
     }
+    pipec_options options;
+    pipec_options_init(&options);
+    void *nccl = NULL;
+    int first = 3;
+    if (argc > 4 && strcmp(argv[3], "--nccl") == 0) {
+        if (!(options.nccl_comm = communicator(argv[4], &nccl))) {
+            fprintf(stderr, "run_fake: cannot create the communicator %s through $PIPEC_NCCL_LIBRARY\n", argv[4]);
+            return 2;
+        }
+        first = 5;
+    }
+    int (*destroy)(void *) = nccl ? (int (*)(void *))dlsym(nccl, "ncclCommDestroy") : NULL;
     pipec_pipeline *p;
-    if (pipec_open_dir(argv[1], NULL, &p) != PIPEC_OK) return failed("pipec_open_dir");
+    pipec_status opened = pipec_open_dir(argv[1], &options, &p);
+    if (opened != PIPEC_OK) {
+        int code = failed("pipec_open_dir");
+        if (destroy && opened != PIPEC_ERROR_COLLECTIVE) destroy(options.nccl_comm); /* else pipec aborted it */
+        if (nccl) dlclose(nccl);
+        return code;
+    }
     FILE *out = fopen(argv[2], "w");
     if (!out) return failed("fopen");
     fprintf(out, "{\"buffers\":{");
@@ -98,7 +135,7 @@ int main(int argc, char **argv) {
     }
     fprintf(out, "}");
     int status = hashes(p, out, "open");
-    for (int i = 3; status == 0 && i + 1 < argc; i += 2) status = option(p, out, argv[i], argv[i + 1]);
+    for (int i = first; status == 0 && i + 1 < argc; i += 2) status = option(p, out, argv[i], argv[i + 1]);
     fprintf(out, ",\"diags\":{");
     for (size_t i = 0; i < pipec_diag_count(p); i++) {
         const char *label;
@@ -110,5 +147,9 @@ int main(int argc, char **argv) {
     fprintf(out, "}}\n");
     fclose(out);
     pipec_close(p);
+    if (nccl) {
+        destroy(options.nccl_comm);
+        dlclose(nccl);
+    }
     return status;
 }

@@ -29,7 +29,7 @@ pub type CUdeviceptr = u64;
 
 pub const PIPEC_ABI_VERSION: c_int = 1;
 pub const PIPEC_BUNDLE_FORMAT_VERSION: c_int = 1;
-pub const PIPEC_OPTIONS_VERSION: u32 = 1;
+pub const PIPEC_OPTIONS_VERSION: u32 = 2;
 
 /// `enum pipec_status` (a C enum: an `int`).
 pub type pipec_status = c_int;
@@ -45,6 +45,7 @@ pub const PIPEC_ERROR_OUT_OF_MEMORY: pipec_status = 8;
 pub const PIPEC_ERROR_UPDATE_REFUSED: pipec_status = 9;
 pub const PIPEC_ERROR_STATE: pipec_status = 10;
 pub const PIPEC_ERROR_LAUNCH_LIMITS: pipec_status = 11;
+pub const PIPEC_ERROR_COLLECTIVE: pipec_status = 12;
 
 /// `enum pipec_dtype`.
 pub type pipec_dtype = c_int;
@@ -80,6 +81,8 @@ pub struct pipec_options {
     pub nccl_comm: *mut c_void,
     pub driver_library: *const c_char,
     pub cublaslt_library: *const c_char,
+    pub nccl_library: *const c_char,
+    pub nccl_timeout_s: f64,
 }
 
 #[repr(C)]
