@@ -73,6 +73,8 @@ def _arith(op: str, a: Value, b: Value) -> Value:
         if op == "%":
             return a - c_div(a, b) * b
     if op == "%":
+        if isinstance(a, float) and math.isinf(a) and not math.isnan(b):  # math.fmod's domain error
+            raise ValueProblem("the remainder of an infinite number", "check the dividend's value")
         return math.fmod(a, b)
     return {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}[op](a, b)
 
