@@ -205,6 +205,25 @@ def test_an_update_that_needs_a_new_graph_is_refused_in_one_line(native, tmp_pat
 
 
 @pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the C++ example is not built")
+def test_the_cpp_example_sets_constants_as_the_python_runtime_does(native, tmp_path):
+    path = ROOT / "pipelines" / "rl_step.pipe"
+    compilation = _bundle(path, tmp_path / "bundle")
+    env = fake_environment(native, tmp_path / "native", param_sizes(compilation.program))
+    done = subprocess.run([str(native / "run_bundle"), str(tmp_path / "bundle"), "5", "GAMMA=0.5", "EPS_DECAY_STEPS=3"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    pipeline, _ = _bundle_side(path, tmp_path / "bundle")
+    with pipeline:
+        assert pipeline.update(GAMMA=0.5, EPS_DECAY_STEPS=3) == ["step/act/mlp_act_push"]
+        pipeline.step(5)
+        expected = "run_bundle: " + _short(pipeline.readback())
+    assert done.stdout.splitlines()[1] == expected
+    refused = subprocess.run([str(native / "run_bundle"), str(tmp_path / "bundle"), "5", "LR=0.5"], capture_output=True,
+                             text=True, env=env, timeout=300)
+    assert refused.returncode == 1 and refused.stderr.startswith("run_bundle: `LR` cannot change in place: it reaches ")
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the C++ example is not built")
 def test_the_cpp_example_prints_the_diagnostics_piperun_prints(native, tmp_path):
     path = ROOT / "pipelines" / "rl_step.pipe"
     compilation = _bundle(path, tmp_path / "bundle")
