@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..dsl import Span, ast
+from ..errors import Error
 from ..plan.arithmetic import FUNCTIONS, Value
 from ..plan.live import MAX_DEPTH, LiveProblem, encode, evaluate
 from ..plan.schema import Expression
@@ -63,7 +64,7 @@ Resolved = tuple[str, object] | None
 Resolve = Callable[[ast.Ident], Resolved]
 
 
-class _NotHeld(Exception):
+class _NotHeld(Error):
     """The expression has a part the record's language does not hold."""
 
 
