@@ -9,7 +9,7 @@ through a derived one, is marked with that use (a buffer's size, a compile-time 
 bound, ...) and can then only change with a new graph. Three kinds of evaluation say otherwise
 and take the expression's record form (`LiveTerm`) instead: a constant's definition and an import
 binding, whose values flow on (`Context.flow`), and a step kernel node's scalar argument or
-launch shape, a *site* (`Context.live`). compiler/live_record.py turns what is tracked here into
+launch shape, a *site* (`Context.live_value`). compiler/live_record.py turns what is tracked here into
 the plan's record once the nodes have their places in the plan.
 """
 
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 from ..dsl import Span, ast
 from ..errors import Error
-from ..plan.arithmetic import FUNCTIONS, Value
+from ..plan.arithmetic import BINARY, FUNCTIONS, Value
 from ..plan.live import MAX_DEPTH, LiveProblem, encode, evaluate
 from ..plan.schema import Expression
 
-_OPERATORS = ("+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^", "==", "!=", "<", "<=", ">", ">=", "and", "or")
+_OPERATORS = (*BINARY, "and", "or")
 
 
 @dataclass(frozen=True)
