@@ -111,7 +111,8 @@ def load_bundle(directory: str | Path, *, device: int = 0, bind: Mapping[str, ob
                 launch: Launch | None = None, backends: Backends = Backends()) -> Pipeline:
     """Load the pipeline a bundle holds, as `pipec.load` loads a `.pipe` file, with the same
     options but those that need the compiler: constants are the build's (`pipec build -D`),
-    `update` is refused, and the step runs once a launch. GEMM algorithms are chosen on the
+    `update` applies the plan's live-update record (numbers only), and the step runs once a
+    launch. GEMM algorithms are chosen on the
     device, by the heuristic (a bundle is built without a GPU). `backends` replaces the driver,
     cuBLASLt or the ranks' connection, as for `pipec.load`. Raises BundleError for a bundle
     that is not sound or has no code for the device."""

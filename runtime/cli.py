@@ -26,7 +26,7 @@ from ..compiler.config import load_settings
 from ..dsl import ast
 from ..dsl.source import open_regular
 from ..errors import Error
-from .bundle_cli import is_bundle, refuse_compiling_options
+from .bundle_cli import check_bundle_updates, is_bundle, refuse_compiling_options
 from .cli_reports import plot_run, profile_report, verify_report
 from .distributed import nccl_environment, stop_other_ranks
 from .process_launchers import Launch, launch_from_environment
@@ -132,6 +132,7 @@ def _preflight(args) -> None:
     needs none, nor the options that compile), and for a profile, CUPTI."""
     if is_bundle(args.file):
         refuse_compiling_options(args)
+        check_bundle_updates(args)
     else:
         open_regular(args.file).close()  # unreadable or a FIFO: said as pipec says it, before any GPU
         settings = load_settings(args.file)

@@ -30,6 +30,7 @@ from .profile_analysis import ProfileError, ReplayProfile
 from .profile_collect import profile
 from .resources import LaunchLimitsExceeded, check_launch_resources
 from .state import load_state, save_state
+from .live import live_update, new_values
 from .update import UpdateRefused, changed_kernels
 from .verify import VerifyReport, Writer, verify
 from .views import BufferViews, ClosedError, stream_handle
@@ -39,8 +40,8 @@ class Pipeline:
     """The plan made real on `device`, which it takes over (and releases on close), with the
     ranks' connection `distributed` if any. `binaries` holds one compiled module per plan module,
     built for `device.arch`. Raises `LaunchLimitsExceeded` when a kernel node asks for more than
-    the device has. `recompile` gives the plan for new constant values (`pipec.load` passes it):
-    what `update` needs. `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the
+    the device has. `recompile` gives the plan for new constant values (`pipec.load` passes it),
+    which `update` compares; without it, `update` applies the plan's live-update record. `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the
     algorithm cache, tuning); raises `GemmError` when one cannot be. `initial` holds
     buffers' initial bytes (a bundle's), uploaded instead of the values computed from their
     declarations."""
@@ -150,16 +151,21 @@ class Pipeline:
         """New values for constants of the file (`update(GAMMA=0.95)`) that only reach kernel
         scalar arguments and launch shapes: the executable graph's kernel nodes and the eager
         launches change in place for the launches enqueued from now on, with no new graph.
-        Returns the kernel nodes changed. Raises `UpdateRefused` (naming the first difference)
-        when the values change anything else, and `PipelineError` when the file no longer
-        checks with them."""
-        values = constants("update", values)
+        Returns the kernel nodes changed. A pipeline loaded from a `.pipe` file compiles it again
+        with the new values (any `-D` expression) and compares the plans; one from a bundle
+        computes them from the plan's live-update record (numbers and booleans). Raises
+        `UpdateRefused` (naming the first difference, or the constant's structural use) when the
+        values change anything else, `PipelineError` when the file no longer checks with them,
+        and `ArgumentError` for a bundle's unknown constant. Nothing changes on a refusal."""
         self._check_open()
         if self._recompile is None:
-            raise UpdateRefused("this pipeline was not loaded from a .pipe file; nothing to compile again")
-        defines = {**self._defines, **values}
-        plan = self._recompile(defines)
-        changed = changed_kernels(self.plan, plan, ", ".join(values))
+            plan, changed = live_update(self.plan, new_values("update", values))
+            defines = self._defines
+        else:
+            texts = constants("update", values)
+            defines = {**self._defines, **texts}
+            plan = self._recompile(defines)
+            changed = changed_kernels(self.plan, plan, ", ".join(texts))
         if findings := check_launch_resources(plan, self.modules):
             raise UpdateRefused("; ".join(f"{f.location}: {f.message}" for f in findings))
         scopes = {node.name: graph.scope for graph in plan.graph_tree(plan.step) for node in graph.nodes}

@@ -31,6 +31,7 @@ from pipec.compiler.emit import plan_json
 from pipec import load
 from pipec.plan.schema import GemmNodeSpec
 from pipec.runtime import Backends
+from pipec.runtime.bundle import load_bundle
 from pipec.runtime.cli import _short
 from pipec.runtime.distributed import LocalChannel, connect
 from pipec.runtime.process_launchers import Launch
@@ -282,6 +283,25 @@ def test_an_update_that_needs_a_new_graph_is_refused_in_one_line(native, tmp_pat
 
 
 @pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the C++ example is not built")
+def test_the_cpp_example_sets_constants_as_the_python_runtime_does(native, tmp_path):
+    path = ROOT / "pipelines" / "rl_step.pipe"
+    compilation = _bundle(path, tmp_path / "bundle")
+    env = fake_environment(native, tmp_path / "native", param_sizes(compilation.program))
+    done = subprocess.run([str(native / "run_bundle"), str(tmp_path / "bundle"), "5", "GAMMA=0.5", "EPS_DECAY_STEPS=3"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    pipeline, _ = _bundle_side(path, tmp_path / "bundle")
+    with pipeline:
+        assert pipeline.update(GAMMA=0.5, EPS_DECAY_STEPS=3) == ["step/act/mlp_act_push"]
+        pipeline.step(5)
+        expected = "run_bundle: " + _short(pipeline.readback())
+    assert done.stdout.splitlines()[1] == expected
+    refused = subprocess.run([str(native / "run_bundle"), str(tmp_path / "bundle"), "5", "LR=0.5"], capture_output=True,
+                             text=True, env=env, timeout=300)
+    assert refused.returncode == 1 and refused.stderr.startswith("run_bundle: `LR` cannot change in place: it reaches ")
+
+
+@pytest.mark.skipif(shutil.which("c++") is None, reason="no C++ compiler: the C++ example is not built")
 def test_the_cpp_example_prints_the_diagnostics_piperun_prints(native, tmp_path):
     path = ROOT / "pipelines" / "rl_step.pipe"
     compilation = _bundle(path, tmp_path / "bundle")
@@ -295,3 +315,86 @@ def test_the_cpp_example_prints_the_diagnostics_piperun_prints(native, tmp_path)
         expected = "run_bundle: " + _short(pipeline.readback())
     ran, diagnostics = done.stdout.splitlines()
     assert ran.startswith("run_bundle: ran 5 steps in ") and diagnostics == expected
+
+
+LIVE_UPDATES = {
+    "live": {"FACTOR": 3.0, "BLOCK": 64},
+    "flows": {"TAG": 5, "RATE": 0.25, "WIDE": 1.75, "SMEM": 2048, "PERIOD": 5, "REPS": 3, "CLUSTER_GRID": 6,
+              "BIG": 2**45, "FLAG": False, "SHIFT": -6, "THREADS": 32},
+    "rl_step": {"GAMMA": 0.95, "TD_SPB": 2, "LR_FACTOR": 0.25},
+    "c51_step": {"V_MIN": -20.0, "WARPS": 2},
+}
+LIVE_PIPES = {"live": FIXTURES / "live.pipe", "flows": ROOT / "tests" / "fixtures" / "live" / "flows.pipe",
+              "rl_step": ROOT / "pipelines" / "rl_step.pipe", "c51_step": ROOT / "pipelines" / "c51_step.pipe"}
+
+
+def _assignments(changes: dict) -> str:
+    return ",".join(f"{name}={'true' if v is True else 'false' if v is False else repr(v)}" for name, v in changes.items())
+
+
+def _bundle_side(path: Path, bundle: Path):
+    driver = fake_driver(path)
+    library = FakeCublasLt(driver.cu)
+    return load_bundle(bundle, backends=Backends(driver, library)), driver.cu
+
+
+@pytest.mark.parametrize("name", sorted(LIVE_UPDATES))
+def test_the_c_runtime_updates_constants_as_the_python_runtime_does(name, native, tmp_path):
+    path, changes = LIVE_PIPES[name], LIVE_UPDATES[name]
+    compilation = _bundle(path, tmp_path / "bundle")
+    run = run_native(native, tmp_path / "bundle", tmp_path / "native", param_sizes(compilation.program),
+                     "--steps", "1", "--set", _assignments(changes), "--steps", "1")
+    pipeline, fake = _bundle_side(path, tmp_path / "bundle")
+    with pipeline:
+        pipeline.step(1)
+        changed = pipeline.update(**changes)
+        set_params = len(fake.named("cuGraphExecKernelNodeSetParams"))
+        fake.launches.clear()
+        pipeline.step(1)
+        launched = python_launches(fake, _normal_python(pipeline, fake))
+        stepped = _hashes(pipeline)
+    assert changed and run.result["set"] == {"status": 0, "changed": len(changed)}
+    sets = [i for i, e in enumerate(run.log) if e["event"] == "exec_set"]
+    assert len(sets) == set_params
+    assert native_launches(run.log[sets[-1] + 1:], _normal_native(run)) == launched
+    if not _gemm_count(pipeline.plan):
+        assert run.result["steps"] == stepped
+
+
+@pytest.mark.parametrize("assignments, status, message", [
+    ("NOPE=1", 1, "set: pipec_update_constants: "),
+    ("N=2000", 9, "set: `N` cannot change in place: it reaches a buffer's dimension at "),
+    ("BLOCK=4096", 9, "set: BLOCK = 4096: block.x of `step/bump/add_one` ("),
+    ("BLOCK=64.5", 9, "set: BLOCK = 64.5: grid.x of `step/bump/add_one` ("),
+    ("FACTOR=1e+39", 9, "set: FACTOR = 1e+39: argument 3 of `step/scaled` ("),
+    ("FACTOR=3.0,BLOCK=4096", 9, "set: FACTOR = 3.0, BLOCK = 4096: block.x of `step/bump/add_one` ("),
+])
+def test_a_refused_constant_update_changes_nothing_in_one_line(assignments, status, message, native, tmp_path):
+    path = FIXTURES / "live.pipe"
+    compilation = _bundle(path, tmp_path / "bundle")
+    run = run_native(native, tmp_path / "bundle", tmp_path / "native", param_sizes(compilation.program),
+                     "--steps", "1", "--set", assignments, "--steps", "1")
+    assert run.result["set"] == {"status": status, "changed": 0}
+    (line,) = run.stderr.splitlines()
+    assert line.startswith(message) and (status != 1 or line.endswith("live.pipe has no constant `NOPE`"))
+    assert not [e for e in run.log if e["event"] == "exec_set"], "a refused update set a node"
+    runs = [e for e in run.log if e["event"] == "run"]
+    assert runs[:len(runs) // 2] == runs[len(runs) // 2:], "the second step ran as the first"
+
+
+def test_constants_change_from_the_record_of_a_plan_pipec_update_plan_applied(native, tmp_path):
+    path = FIXTURES / "live.pipe"
+    compilation = _bundle(path, tmp_path / "bundle")
+    new = compile_file(path, override(load_settings(path), defines=(("FACTOR", "3.0"), ("BLOCK", "64"))))
+    (tmp_path / "new-plan.json").write_text(plan_json(new.plan))
+    run = run_native(native, tmp_path / "bundle", tmp_path / "native", param_sizes(compilation.program),
+                     "--update", str(tmp_path / "new-plan.json"), "--set", "FACTOR=5.0", "--steps", "1")
+    pipeline, fake = _bundle_side(path, tmp_path / "bundle")
+    with pipeline:
+        pipeline.update(BLOCK=64, FACTOR=5.0)
+        fake.launches.clear()
+        pipeline.step(1)
+        launched = python_launches(fake, _normal_python(pipeline, fake))
+    assert run.result["set"] == {"status": 0, "changed": 1}, "FACTOR changes `scaled` alone: BLOCK is 64 already"
+    sets = [i for i, e in enumerate(run.log) if e["event"] == "exec_set"]
+    assert native_launches(run.log[sets[-1] + 1:], _normal_native(run)) == launched

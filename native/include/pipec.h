@@ -49,7 +49,7 @@ typedef unsigned long long CUdeviceptr;
 #endif
 
 #define PIPEC_ABI_VERSION 1
-#define PIPEC_BUNDLE_FORMAT_VERSION 1 /* the bundle format version this library reads */
+#define PIPEC_BUNDLE_FORMAT_VERSION 2 /* the bundle format version this library reads */
 
 typedef enum pipec_status {
     PIPEC_OK = 0,
@@ -170,6 +170,26 @@ PIPEC_API pipec_status pipec_write_buffer(pipec_pipeline *p, const char *name, c
  * Anything else is refused (PIPEC_ERROR_UPDATE_REFUSED) naming the first difference. Graphs the host
  * built with pipec_add_to_graph keep the values they were built with. */
 PIPEC_API pipec_status pipec_update_plan(pipec_pipeline *p, const char *plan_json, size_t length, size_t *changed);
+
+/* A constant's value, as `-D NAME=VALUE` writes one: the kind matters (3 / 2 is 1, 3.0 / 2 is 1.5). */
+typedef enum pipec_value_kind { PIPEC_VALUE_INT = 0, PIPEC_VALUE_UINT = 1, PIPEC_VALUE_FLOAT = 2, PIPEC_VALUE_BOOL = 3 } pipec_value_kind;
+typedef struct pipec_value {
+    pipec_value_kind kind;
+    union { int64_t i; uint64_t u; double f; int b; } as; /* PIPEC_VALUE_UINT: integers past INT64_MAX */
+} pipec_value;
+
+/* Live update without the compiler (runtime/live.py, docs/plan.md "Live updates"): new values for
+ * `count` constants of the main file, computed through the plan's live-update record into the
+ * kernel nodes' scalar arguments and launch shapes they reach (a constant derived from one follows
+ * it), checked as the compiler checks them and against the device, then set as pipec_update_plan
+ * sets them; *changed (if not NULL) is the count of kernel nodes changed. All or nothing: an unknown
+ * name or kind is PIPEC_ERROR_INVALID_ARGUMENT; a constant that cannot change in place (one line
+ * naming its structural use), or a value the program cannot take, PIPEC_ERROR_UPDATE_REFUSED. */
+PIPEC_API pipec_status pipec_update_constants(pipec_pipeline *p, const char *const *names, const pipec_value *values,
+                                              size_t count, size_t *changed);
+/* A constant of the main file: its value now, and in *structural (if not NULL) NULL when it can
+ * change in place, else why not ("reaches a buffer's dimension at rl_step.pipe:134:20"). */
+PIPEC_API pipec_status pipec_constant(pipec_pipeline *p, const char *name, pipec_value *value, const char **structural);
 
 /* The same nodes launched one by one in program order, n times (runtime/eager.py). */
 PIPEC_API pipec_status pipec_run_eager(pipec_pipeline *p, uint64_t n);

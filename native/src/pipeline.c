@@ -121,6 +121,7 @@ static pipec_status build(pipec_pipeline *p, const pipec_options *o) {
     if (status != PIPEC_OK) return status;
     if ((status = plan_parse(p->bundle.plan_text, p->bundle.plan_length, "plan.json", &p->plan)) != PIPEC_OK)
         return status;
+    if ((status = live_open(p)) != PIPEC_OK) return status;
     if ((status = open_device(p, o)) != PIPEC_OK) return status;
     if ((status = choose_images(p)) != PIPEC_OK) return status;
     if ((status = enter(p)) != PIPEC_OK) return status;
@@ -171,6 +172,7 @@ static pipec_status destroy(pipec_pipeline *p) {
     free(p->images);
     diags_free(p);
     driver_close(&p->driver);
+    live_free(p);
     plan_free(&p->plan);
     for (size_t i = 0; i < p->retired_count; i++) plan_free(&p->retired[i]);
     free(p->retired);

@@ -258,6 +258,7 @@ typedef struct built_graph {
 
 typedef struct gemms gemms; /* gemm.c */
 typedef struct collectives collectives; /* collectives.c */
+typedef struct live_record live_record; /* live.c */
 
 struct pipec_pipeline {
     driver driver;
@@ -288,6 +289,7 @@ struct pipec_pipeline {
     size_t embedding_count;
     plan *retired; /* plans replaced by updates: names and scopes above point into them */
     size_t retired_count;
+    live_record *live; /* the plan's live-update record, as pipec_update_constants has changed it */
 };
 
 /* context.c: push the pipeline's context for a call, pop it after. */
@@ -306,6 +308,7 @@ void driver_close(driver *d);
 pipec_status module_function(pipec_pipeline *p, const char *scope, int module, const char *name,
                              unsigned shared_bytes, CUfunction *out);
 pipec_status check_launch_resources(pipec_pipeline *p);
+pipec_status check_node_resources(pipec_pipeline *p, const node_spec *n);
 void modules_close(pipec_pipeline *p);
 
 /* memory.c (runtime/memory.py) */
@@ -340,6 +343,10 @@ pipec_status graph_embed(pipec_pipeline *p, CUgraph host, const CUgraphNode *dep
                          CUgraphNode *out_last);
 pipec_status graph_update_kernel(pipec_pipeline *p, built_graph *g, const node_spec *node, const char *scope);
 void graph_close(pipec_pipeline *p, built_graph *g);
+
+/* live.c (runtime/live.py): the record read and checked at open, freed on close */
+pipec_status live_open(pipec_pipeline *p);
+void live_free(pipec_pipeline *p);
 
 /* gemm.c (runtime/gemm.py, gemms.py, library.py) */
 pipec_status gemm_prepare(pipec_pipeline *p, const node_spec *node);

@@ -494,7 +494,8 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
 EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *p) {
     fexec *e = (fexec *)exec;
     fnode *n = (fnode *)find_in(e->graph, (const fnode *)node);
-    if (!n || n->kind != K_KERNEL) return INVALID;
+    const char *failing = getenv("FAKE_CUDA_FAIL_EXEC_SET"); /* a function whose node cannot be set: a driver failure */
+    if (!n || n->kind != K_KERNEL || (failing && strcmp(failing, ((ffunction *)p->func)->name) == 0)) return INVALID;
     unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
     set_kernel(n, ((ffunction *)p->func)->name, grid, block, p->sharedMemBytes, p->kernelParams);
     text t = {0};

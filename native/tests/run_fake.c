@@ -3,11 +3,13 @@
  * with the Python runtime as JSON: every buffer's address and size, the SHA-256 of every
  * buffer after the open, after the graph steps and after the eager steps, and the labelled
  * diagnostics. Options, in order of use: --load DIR (a saved state), --update PLAN (a new plan
- * applied live), --steps N, --eager N, --verify N, --save DIR. With `--nccl RANK/SIZE` first, the
- * pipeline runs over a communicator this host creates through $PIPEC_NCCL_LIBRARY (the fake
- * NCCL in the CPU tests), destroyed after the pipeline is closed.
+ * applied live), --set NAME=VALUE,... (constants changed live), --steps N, --eager N, --verify N,
+ * --save DIR. With `--nccl RANK/SIZE` first, the pipeline runs over a communicator this host
+ * creates through $PIPEC_NCCL_LIBRARY (the fake NCCL in the CPU tests), destroyed after the
+ * pipeline is closed.
  *   run_fake BUNDLE OUT.json [--nccl RANK/SIZE] [options] */
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +54,35 @@ static char *slurp(const char *path, size_t *length) {
     return data;
 }
 
+/* --set NAME=VALUE[,NAME=VALUE...]: one pipec_update_constants call; a value is `true`, `false`,
+ * a float when Python's repr would write one (a `.`, an exponent, inf, nan), else an integer. */
+static int set_constants(pipec_pipeline *p, FILE *out, const char *assignments) {
+    char *text = strdup(assignments), *names[16], *save = NULL;
+    pipec_value values[16];
+    size_t count = 0;
+    for (char *item = strtok_r(text, ",", &save); item && count < 16; item = strtok_r(NULL, ",", &save), count++) {
+        char *equals = strchr(item, '=');
+        if (!equals) break;
+        *equals = 0;
+        const char *v = equals + 1;
+        names[count] = item;
+        if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0)
+            values[count] = (pipec_value){PIPEC_VALUE_BOOL, {.b = v[0] == 't'}};
+        else if (strpbrk(v, ".eEn"))
+            values[count] = (pipec_value){PIPEC_VALUE_FLOAT, {.f = strtod(v, NULL)}};
+        else if (v[0] != '-' && strtoull(v, NULL, 10) > INT64_MAX)
+            values[count] = (pipec_value){PIPEC_VALUE_UINT, {.u = strtoull(v, NULL, 10)}};
+        else
+            values[count] = (pipec_value){PIPEC_VALUE_INT, {.i = strtoll(v, NULL, 10)}};
+    }
+    size_t changed = 0;
+    pipec_status status = pipec_update_constants(p, (const char *const *)names, values, count, &changed);
+    free(text);
+    fprintf(out, ",\"set\":{\"status\":%d,\"changed\":%zu}", (int)status, changed);
+    if (status != PIPEC_OK) fprintf(stderr, "set: %s\n", pipec_last_error());
+    return 0;
+}
+
 static int option(pipec_pipeline *p, FILE *out, const char *name, const char *value) {
     unsigned long long n = strtoull(value, NULL, 10);
     if (strcmp(name, "--load") == 0 && pipec_load_state(p, value) != PIPEC_OK) return failed("pipec_load_state");
@@ -72,6 +103,7 @@ static int option(pipec_pipeline *p, FILE *out, const char *name, const char *va
         fprintf(out, ",\"verify\":{\"ok\":%d,\"buffers\":%zu,\"mismatches\":%zu}", report.ok, report.buffers,
                 report.mismatches);
     }
+    if (strcmp(name, "--set") == 0) return set_constants(p, out, value);
     if (strcmp(name, "--update") == 0) {
         size_t length, changed = 0;
         char *plan = slurp(value, &length);

@@ -16,6 +16,7 @@ pub mod report;
 pub mod sys;
 
 mod error;
+mod live;
 mod options;
 
 use std::path::Path;
@@ -23,6 +24,7 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{c_path, c_string, check, text};
 pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::live::{Constant, Value};
 use crate::options::RawOptions;
 pub use crate::options::{Binding, DType, Options};
 
@@ -116,7 +118,7 @@ impl Pipeline {
         })
     }
 
-    fn ptr(&self) -> *mut sys::pipec_pipeline {
+    pub(crate) fn ptr(&self) -> *mut sys::pipec_pipeline {
         self.raw.as_ptr()
     }
 

@@ -77,6 +77,10 @@ const C_FACTS: &[(&str, &str)] = &[
     ("bind_status", "PIPEC_ERROR_BIND"),
     ("last_dtype", "PIPEC_U16"),
     ("bf16", "PIPEC_BF16"),
+    ("value_size", "sizeof(pipec_value)"),
+    ("value_as", "offsetof(pipec_value, as)"),
+    ("value_bool", "PIPEC_VALUE_BOOL"),
+    ("value_uint", "PIPEC_VALUE_UINT"),
 ];
 
 #[test]
@@ -114,6 +118,10 @@ fn the_declarations_match_the_header() {
         ("bind_status", sys::PIPEC_ERROR_BIND as i64),
         ("last_dtype", sys::PIPEC_U16 as i64),
         ("bf16", sys::PIPEC_BF16 as i64),
+        ("value_size", size_of::<sys::pipec_value>() as i64),
+        ("value_as", offset_of!(sys::pipec_value, as_) as i64),
+        ("value_bool", sys::PIPEC_VALUE_BOOL as i64),
+        ("value_uint", sys::PIPEC_VALUE_UINT as i64),
     ];
     let c = header_facts();
     assert_eq!(c.len(), rust.len());

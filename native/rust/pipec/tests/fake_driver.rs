@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use pipec::plan::PlanSummary;
-use pipec::{Binding, BundleFile, DType, ErrorKind, Options, Pipeline};
+use pipec::{Binding, BundleFile, DType, ErrorKind, Options, Pipeline, Value};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../..");
 
@@ -257,5 +257,38 @@ fn collectives_run_over_the_hosts_communicator_and_each_failure_is_one_line_of_i
     std::env::remove_var("FAKE_NCCL_STALL_AT");
     assert_eq!(error.kind, ErrorKind::Collective); // pipec aborted the communicator: not destroyed here
     assert!(error.message.ends_with("; the NCCL communicator is aborted") && !error.message.contains('\n'), "{error}");
+    assert_eq!(live(), [0; 6]);
+}
+
+#[test]
+fn constants_change_in_place_from_the_record_all_or_nothing() {
+    let _serial = serial();
+    let mut pipeline = Pipeline::open_dir(rl_step(), &options()).unwrap();
+    let gamma = pipeline.constant("GAMMA").unwrap();
+    assert_eq!((gamma.value, gamma.structural), (Value::Float(0.99), None));
+    assert_eq!(pipeline.update_constants(&[("GAMMA", 0.95.into()), ("TD_SPB", Value::Int(2))]).unwrap(), 2);
+    assert_eq!(pipeline.constant("GAMMA").unwrap().value, Value::Float(0.95));
+    pipeline.step(1).unwrap();
+
+    let lr = pipeline.constant("LR").unwrap().structural.expect("LR reaches the init block");
+    let error = pipeline.update_constants(&[("LR", 5e-4.into())]).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::UpdateRefused);
+    assert_eq!(
+        error.message,
+        format!(
+            "`LR` cannot change in place: it {lr}; only constants that reach kernel scalar \
+        arguments and launch shapes can (rebuild with `-D LR=...`)"
+        )
+    );
+    let error = pipeline.update_constants(&[("GAMMA", 0.9.into()), ("TD_SPB", Value::Float(2.5))]).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::UpdateRefused, "a float where the grid needs an integer");
+    assert!(error.message.starts_with("GAMMA = 0.9, TD_SPB = 2.5: ") && !error.message.contains('\n'), "{error}");
+    assert_eq!(pipeline.constant("GAMMA").unwrap().value, Value::Float(0.95), "a refusal changes nothing");
+    let error = pipeline.update_constants(&[("NO_SUCH", Value::Bool(true))]).unwrap_err();
+    assert!(
+        error.kind == ErrorKind::InvalidArgument && error.message.ends_with("has no constant `NO_SUCH`"),
+        "{error}"
+    );
+    pipeline.close().unwrap();
     assert_eq!(live(), [0; 6]);
 }
