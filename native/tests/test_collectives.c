@@ -27,7 +27,7 @@ static int failures;
 static const char PLAN[] =
     "{\"pipe\": \"ring.pipe\", \"pipe_sha256\": \"00\", \"pipec_version\": \"0.1.0\", \"arch\": \"sm_90\", "
     "\"compiler\": \"nvrtc\", \"lanes\": 1, \"gemm_groups\": [], \"init\": 1, \"step\": 0, \"modules\": [], "
-    "\"world_size\": 2, \"rank\": 0, \"buffers\": ["
+    "\"world_size\": 2, \"rank\": 0, \"live\": {\"values\": [], \"sites\": []}, \"buffers\": ["
     " {\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"memory\": \"device\", \"init\": {\"kind\": \"fill\","
     "  \"args\": [1.5], \"seed\": null, \"path\": null}, \"labels\": [], \"nbytes\": 16, " LOCATION(1) ","
     "  \"step_first_access\": \"read\", \"replicated\": true}],"
@@ -53,7 +53,7 @@ static char manifest[1024];
 static pipec_status open_ring(void *comm, const pipec_options *given, pipec_pipeline **p) {
     char hex[65];
     sha256_hex(PLAN, strlen(PLAN), hex);
-    snprintf(manifest, sizeof manifest, "{\"format\": \"pipec-bundle\", \"format_version\": 1, \"readers\": [1, 1], "
+    snprintf(manifest, sizeof manifest, "{\"format\": \"pipec-bundle\", \"format_version\": 2, \"readers\": [1, 2], "
              "\"pipec_version\": \"0.1.0\", \"source\": \"ring.pipe\", \"archs\": [\"sm_90\"], \"files\": "
              "{\"plan.json\": \"sha256:%s\"}}\n", hex);
     pipec_file files[2] = {{"plan.json", PLAN, strlen(PLAN)}, {"manifest.json", manifest, strlen(manifest)}};
