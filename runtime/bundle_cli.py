@@ -1,6 +1,7 @@
 """`piperun DIR`: what running a bundle changes in piperun. A bundle is compiled already, so
 the options that compile (constants, lanes, include folders, device-side loops, unrolling,
-live updates, GEMM tuning) are refused before any GPU work, each in one line."""
+live updates) are refused before any GPU work, each in one line. GEMM tuning compiles nothing:
+it times the bundle's GEMMs on the GPU."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def refuse_compiling_options(args: argparse.Namespace) -> None:
     given = [option for option, used in (
         ("-D", args.defines), ("--set", args.updates), ("--lanes", args.lanes is not None),
         ("--include-dir", args.include_dirs), ("--steps-per-launch", args.steps_per_launch != 1),
-        ("--unroll", args.unroll), ("--tune-gemms", args.tune_gemms),
+        ("--unroll", args.unroll),
     ) if used]
     if given:
         raise UsageError(f"{', '.join(given)} compile{'s' * (len(given) == 1)} the pipeline, and {args.file} is a "
