@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .bundle_format import BundleError
@@ -59,7 +59,7 @@ class GemmAlgorithms:
 
     chosen_on: ChosenOn
     gemms: Mapping[str, StoredAlgorithm]
-    pipe: str = field(default="", compare=False)  # the file's `.pipe`, for people reading it
+    pipe: str = ""  # the file's `.pipe`, for people reading it
 
 
 def gemm_spec(node: GemmNodeSpec) -> dict:

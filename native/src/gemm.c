@@ -255,7 +255,8 @@ static pipec_status choose(pipec_pipeline *p, const node_spec *n, gemm_op *op) {
     }
     free(reason.data);
     op->why = why.data;
-    if (status == PIPEC_OK && (reason.failed || why.failed)) status = fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (status == PIPEC_OK && (reason.failed || why.failed))
+        status = fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
     return status;
 }
 

@@ -175,7 +175,8 @@ void stored_gemms_free(pipec_pipeline *p) {
 pipec_status stored_gemms_read(pipec_pipeline *p) {
     const bundle_file *f = bundle_find(&p->bundle, FILE_NAME);
     if (!f) return PIPEC_OK;
-    if (!(p->stored_gemms = calloc(1, sizeof *p->stored_gemms))) return fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
+    if (!(p->stored_gemms = calloc(1, sizeof *p->stored_gemms)))
+        return fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
     size_t size = strlen(p->bundle.where) + sizeof FILE_NAME + 1;
     char *where = malloc(size);
     if (!where) return fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");

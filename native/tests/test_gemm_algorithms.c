@@ -66,13 +66,15 @@ static const char *algorithm(uint64_t number, uint64_t workspace) {
     static char hex[129];
     for (int word = 0; word < 8; word++) {
         uint64_t value = word == 1 ? workspace : number;
-        for (int byte = 0; byte < 8; byte++) snprintf(hex + 16 * word + 2 * byte, 3, "%02x", (unsigned)(value >> 8 * byte) & 0xff);
+        for (int byte = 0; byte < 8; byte++)
+            snprintf(hex + 16 * word + 2 * byte, 3, "%02x", (unsigned)(value >> 8 * byte) & 0xff);
     }
     return hex;
 }
 
 /* One GPU's choices: a gemm_algorithms.json entry. */
-static const char *gpu(const char *name, const char *node, const char *algo, const char *alignments, const char *chosen_by) {
+static const char *gpu(const char *name, const char *node, const char *algo, const char *alignments,
+                       const char *chosen_by) {
     static char out[2][1024];
     static int turn;
     char *entry = out[turn ^= 1];
@@ -162,7 +164,8 @@ static void test_malformed(void) {
                    "a short algorithm");
     snprintf(file, sizeof file, "{\"choices\": [%s]}", gpu("Fake H200", "gemm:y", "abc", ALIGNED, "tune"));
     expect_refused(file, "`algorithm` is not hex", "an odd algorithm");
-    snprintf(file, sizeof file, "{\"choices\": [%s]}", gpu("Fake H200", "gemm:y", algorithm(2, 2), "[256, 256, 256, 300]", "tune"));
+    snprintf(file, sizeof file, "{\"choices\": [%s]}",
+             gpu("Fake H200", "gemm:y", algorithm(2, 2), "[256, 256, 256, 300]", "tune"));
     expect_refused(file, "`alignments` is not four powers of two up to 256", "an alignment");
     snprintf(file, sizeof file, "{\"choices\": [%s]}", gpu("Fake H200", "gemm:y", algorithm(2, 2), ALIGNED, "fast"));
     expect_refused(file, "`chosen_by` is not one of heuristic, tune", "chosen_by");
