@@ -122,9 +122,11 @@ static void test_choices(void) {
     snprintf(file, sizeof file, "{\"choices\": [%s]}", gpu("Fake H200", "gemm:y", algorithm(9, 9), ALIGNED, "tune"));
     expect_choice(file, 0, "heuristic: cublasLtMatmulAlgoCheck refuses the stored algorithm (cuBLAS status 7)",
                   "refused by cuBLASLt");
-    snprintf(file, sizeof file, "{\"choices\": [%s]}", gpu("Fake H200", "gemm:y", algorithm(3, 1024), ALIGNED, "tune"));
-    expect_choice(file, 0, "heuristic: the stored algorithm needs 1024 bytes of workspace, and the node has 256",
+    snprintf(file, sizeof file, "{\"choices\": [%s]}", gpu("Fake H200", "gemm:y", algorithm(3, 257), ALIGNED, "tune"));
+    expect_choice(file, 0, "heuristic: the stored algorithm needs 257 bytes of workspace, and the node has 256",
                   "too much workspace");
+    snprintf(file, sizeof file, "{\"choices\": [%s]}", gpu("Fake H200", "gemm:y", algorithm(3, 256), ALIGNED, "heuristic"));
+    expect_choice(file, 1, "stored (heuristic)", "all the workspace");
     snprintf(file, sizeof file, "{\"choices\": [%s]}",
              gpu("Fake H200", "gemm:y", algorithm(2, 2), "[256, 256, 256, 256]", "heuristic"));
     expect_choice(file, 0, "heuristic: its operands (cuBLASLt's A, B, C, D) are aligned to 256/16/256/256 bytes here, "
