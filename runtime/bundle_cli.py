@@ -1,8 +1,9 @@
 """`piperun DIR`: what running a bundle changes in piperun. A bundle is compiled already, so
-the options that compile (constants, lanes, include folders, device-side loops, unrolling,
-GEMM tuning) are refused before any GPU work, each in one line. Live updates (`--set`) come from
-the plan's live-update record: a name it does not list as a constant that can change in place,
-or a value that is no number, is refused before any GPU work too."""
+the options that compile (constants, lanes, include folders, device-side loops, unrolling) are
+refused before any GPU work, each in one line; GEMM tuning compiles nothing: it times the
+bundle's GEMMs on the GPU. Live updates (`--set`) come from the plan's live-update record: a
+name it does not list as a constant that can change in place, or a value that is no number, is
+refused before any GPU work too."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def refuse_compiling_options(args: argparse.Namespace) -> None:
     given = [option for option, used in (
         ("-D", args.defines), ("--lanes", args.lanes is not None),
         ("--include-dir", args.include_dirs), ("--steps-per-launch", args.steps_per_launch != 1),
-        ("--unroll", args.unroll), ("--tune-gemms", args.tune_gemms),
+        ("--unroll", args.unroll),
     ) if used]
     if given:
         raise UsageError(f"{', '.join(given)} compile{'s' * (len(given) == 1)} the pipeline, and {args.file} is a "

@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from ..api_arguments import ArgumentError, constants, file_path, whole_number
+from ..plan.gemm_algorithms import file_json
 from ..plan.schema import Plan, collective_sequence
 from .collectives import CollectiveFailed, Collectives
 from .distributed import Distributed
 from .driver import CudaError, Device, release_device, wait_for
 from .eager import EagerProgram
-from .cublaslt import GemmSettings
-from .gemm_nodes import Gemms
+from .cublaslt import GemmError, GemmSettings
+from .gemm_nodes import GemmChoice, Gemms
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
 from .modules import Modules
@@ -262,6 +263,22 @@ class Pipeline:
 
     def load_state(self, folder: str | Path) -> dict[str, str]:
         return load_state(self, file_path("load_state(folder)", folder))
+
+    @property
+    def gemm_choices(self) -> tuple[GemmChoice, ...]:
+        """How each GEMM node's algorithm was chosen, in the order the nodes were prepared: for a
+        bundle, its stored algorithm or the heuristic's and why (what the C runtime's
+        `pipec_gemm_at` reports)."""
+        return tuple(self.gemms.choices.values())
+
+    def gemm_algorithms(self) -> dict:
+        """The algorithm each GEMM node runs on this GPU, as the GEMM algorithms file holds it
+        (plan/gemm_algorithms.py): what `piperun --save-gemm-algorithms` writes and `pipec build
+        --gemm-algorithms` stores in a bundle. Raises GemmError for a plan without GEMM nodes."""
+        self._check_open()
+        if not self.gemms.ops:
+            raise GemmError(f"{self.plan.pipe} has no GEMM nodes: there are no algorithms to save")
+        return file_json(self.gemms.stored(self.plan.pipe))
 
     def _named(self, name: str) -> DeviceBuffer:
         if not isinstance(name, str) or name not in self._buffers.buffers:

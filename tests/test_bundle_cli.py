@@ -131,8 +131,7 @@ def test_piperun_runs_a_bundle_as_it_runs_its_file(monkeypatch, capsys, tmp_path
     assert err.startswith(f"piperun: {from_file[-1]['pipe']} on Fake H200 (sm_90")
 
 
-@pytest.mark.parametrize("args", [["-D", "FACTOR=2"], ["--steps-per-launch", "2"],
-                                  ["--tune-gemms"], ["--lanes", "2"]])
+@pytest.mark.parametrize("args", [["-D", "FACTOR=2"], ["--steps-per-launch", "2"], ["--lanes", "2"]])
 def test_piperun_refuses_compiling_options_with_a_bundle(args, monkeypatch, capsys, tmp_path):
     out = tmp_path / "bundle"
     assert run(capsys, "build", LIVE, "-o", out)[0] == 0

@@ -29,6 +29,8 @@ from pipec.compiler.bundle import write_bundle
 from pipec.compiler.config import override
 from pipec.compiler.emit import plan_json
 from pipec import load
+from pipec.plan.bundle_format import BundleError
+from pipec.plan.gemm_algorithms import GemmAlgorithms, check_for_plan, file_text, read_file
 from pipec.plan.schema import GemmNodeSpec
 from pipec.runtime import Backends
 from pipec.runtime.bundle import load_bundle
@@ -51,13 +53,16 @@ def native(tmp_path_factory) -> Path:
     return build_native(tmp_path_factory.mktemp("native-build"))
 
 
-def _bundle(path: Path, folder: Path, defines: dict | None = None, archs: tuple[str, ...] = ("sm_90",)):
+def _bundle(path: Path, folder: Path, defines: dict | None = None, archs: tuple[str, ...] = ("sm_90",),
+            gemm_algorithms: tuple[GemmAlgorithms, ...] = ()):
     settings = load_settings(path)
     if defines:
         settings = override(settings, defines=tuple((k, str(v)) for k, v in defines.items()))
     compilation = compile_file(path, settings)
     assert compilation.plan is not None, [d.message for d in compilation.diagnostics]
-    write_bundle(compilation.plan, archs, folder, str(path))
+    for algorithms in gemm_algorithms:
+        check_for_plan(algorithms, compilation.plan, "test")
+    write_bundle(compilation.plan, archs, folder, str(path), gemm_algorithms)
     return compilation
 
 
@@ -222,6 +227,105 @@ def test_programmatic_edges_and_launches_only_where_the_device_has_them(capabili
         assert _programmatic(c_graph) > 0 and serialized > 0 and child_graph_nodes == _gemm_count(pipeline.plan)
     else:
         assert _programmatic(c_graph) == 0 and serialized == 0 and child_graph_nodes > _gemm_count(pipeline.plan)
+
+
+def _stored_algorithms(path: Path, folder: Path, variant: str) -> tuple[GemmAlgorithms, ...]:
+    """The algorithms the Python runtime chose for `path` on the fakes, changed so that each step of
+    the rule decides a node (`mixed`: stored, refused by cublasLtMatmulAlgoCheck, too much workspace,
+    none stored), or chosen on another GPU, or none at all."""
+    if variant == "none":
+        return ()
+    driver = fake_driver(path)
+    with load(path, backends=Backends(driver, FakeCublasLt(driver.cu))) as pipeline:
+        data = pipeline.gemm_algorithms()
+    gemms = list(data["gemms"].values())
+    word = lambda *words: b"".join(w.to_bytes(8, "little") for w in words).hex()  # noqa: E731
+    if variant == "mixed":
+        gemms[0].update(algorithm=word(2, 2, 2, 2, 2, 2, 2, 2), chosen_by="tune")
+        gemms[1]["algorithm"] = word(9, 9, 9, 9, 9, 9, 9, 9)
+        gemms[2]["algorithm"] = word(3, 1 << 30, 3, 3, 3, 3, 3, 3)
+        del data["gemms"][list(data["gemms"])[3]]
+    else:
+        data["device"]["name"] = "NVIDIA H200"
+    (folder / "gemms.json").write_text(file_text(data))
+    return (read_file(folder / "gemms.json"),)
+
+
+@pytest.mark.parametrize("path, variant", [(ROOT / "pipelines" / "c51_step.pipe", "mixed"),
+                                           (ROOT / "pipelines" / "examples" / "gemm_mlp.pipe", "mixed"),
+                                           (ROOT / "pipelines" / "examples" / "gemm_mlp.pipe", "another_gpu"),
+                                           (ROOT / "pipelines" / "examples" / "gemm_mlp.pipe", "none")],
+                         ids=["c51_step", "gemm_mlp", "gemm_mlp_another_gpu", "gemm_mlp_none"])
+def test_both_runtimes_choose_a_bundles_gemm_algorithms_alike(path, variant, native, tmp_path):
+    """The same bundle with stored algorithms: the C runtime makes the same cuBLASLt calls as the
+    Python runtime (the algorithm of each included) and reports each choice in the same words."""
+    chosen = _stored_algorithms(path, tmp_path, variant)
+    compilation = _bundle(path, tmp_path / "bundle", gemm_algorithms=chosen)
+    run = run_native(native, tmp_path / "bundle", tmp_path / "native", param_sizes(compilation.program),
+                     "--steps", str(STEPS), "--eager", str(EAGER))
+    driver = fake_driver(path)
+    library = FakeCublasLt(driver.cu)
+    with load_bundle(tmp_path / "bundle", backends=Backends(driver, library)) as pipeline:
+        python = _normal_python(pipeline, driver.cu)
+        choices = [[c.node, c.stored, c.why] for c in pipeline.gemm_choices]
+        pipeline.step(STEPS)
+        pipeline.run_eager(EAGER)
+        py_matmuls = python_matmuls(library, python)
+    assert run.result["gemms"] == choices and len(choices) == _gemm_count(pipeline.plan)
+    assert native_matmuls(run.log, _normal_native(run)) == py_matmuls
+    stored = sum(stored for _, stored, _ in choices)
+    assert stored == {"mixed": len(choices) - 3}.get(variant, 0)
+    if variant == "mixed":
+        assert {m["algorithm"][:16] for m in py_matmuls} == {"0200000000000000", "0100000000000000"}
+
+
+def test_both_runtimes_refuse_an_algorithm_for_less_aligned_operands_alike(native, tmp_path):
+    """An operand 4 bytes into its buffer: the algorithm chosen for 256-byte aligned ones is not used."""
+    from gemm_plans import buffer, gemm, gemm_plan, matrix
+    from pipec.plan.gemm_algorithms import ChosenOn, StoredAlgorithm, gemm_spec
+
+    node = gemm(0, "gemm:y", a=matrix("x", 8, 16, byte_offset=4), b=matrix("w", 32, 16), c=matrix("y", 8, 32),
+                trans_b=True)
+    plan = gemm_plan([buffer("x", "f32", (8 * 16 + 1,)), buffer("w", "f32", (32, 16)),
+                      buffer("y", "f32", (8, 32), first="write")], [node])
+    stored = StoredAlgorithm(bytes([2] + [0] * 7) * 8, (256, 256, 256, 256), "tune", gemm_spec(node))
+    write_bundle(plan, ("sm_90",), tmp_path / "bundle", "gemm.pipe",
+                 (GemmAlgorithms(ChosenOn("Fake H200", "sm_90", 132, 130100), {"gemm:y": stored}),))
+    run = run_native(native, tmp_path / "bundle", tmp_path / "native", {}, "--steps", "1")
+    driver = fake_driver(FIXTURES / "nodes.pipe")
+    with load_bundle(tmp_path / "bundle", backends=Backends(driver, FakeCublasLt(driver.cu))) as pipeline:
+        choices = [[c.node, c.stored, c.why] for c in pipeline.gemm_choices]
+    assert run.result["gemms"] == choices == [["gemm:y", False, (
+        "heuristic: its operands (cuBLASLt's A, B, C, D) are aligned to 256/4/256/256 bytes here, and the stored "
+        "algorithm was chosen for 256/256/256/256")]]
+
+
+@pytest.mark.parametrize("change", [
+    lambda d: d["choices"][0]["gemms"].update(nope=d["choices"][0]["gemms"]["step/forward/gemm:h"]),
+    lambda d: d["choices"][0]["gemms"]["step/forward/gemm:y"].update(algorithm="ab"),
+    lambda d: d["choices"][0]["gemms"]["step/forward/gemm:y"].update(algorithm="xy" * 64),
+    lambda d: d["choices"][0]["gemms"]["step/forward/gemm:y"].update(alignments=[256, 256, 256]),
+    lambda d: d["choices"][0]["gemms"]["step/forward/gemm:y"].update(chosen_by=None),
+    lambda d: d["choices"][0]["device"].update(arch="90"),
+    lambda d: d["choices"][0].update(cublaslt=0),
+    lambda d: d["choices"][0].update(gemms=[]),
+    lambda d: d["choices"].append(3),
+    lambda d: d.update(choices={}),
+], ids=["node", "size", "hex", "alignments", "chosen_by", "arch", "cublaslt", "gemms", "choice", "choices"])
+def test_both_runtimes_refuse_a_bundles_bad_algorithms_in_the_same_line(change, native, tmp_path):
+    from test_gemm_algorithms import rewrite_gemm_algorithms
+
+    path = ROOT / "pipelines" / "examples" / "gemm_mlp.pipe"
+    compilation = _bundle(path, tmp_path / "bundle", gemm_algorithms=_stored_algorithms(path, tmp_path, "another_gpu"))
+    rewrite_gemm_algorithms(tmp_path / "bundle", change)
+    env = fake_environment(native, tmp_path / "native", param_sizes(compilation.program))
+    done = subprocess.run([str(native / "run_fake"), str(tmp_path / "bundle"), str(tmp_path / "out.json")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    driver = fake_driver(path)
+    with pytest.raises(BundleError) as error:
+        load_bundle(tmp_path / "bundle", backends=Backends(driver, FakeCublasLt(driver.cu)))
+    assert done.returncode == 1 and done.stderr == f"pipec_open_dir: {error.value}\n"
+    assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0)
 
 
 def _gemm_count(plan) -> int:

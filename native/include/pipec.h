@@ -221,6 +221,19 @@ PIPEC_API pipec_status pipec_load_state(pipec_pipeline *p, const char *dir);
 PIPEC_API pipec_status pipec_add_to_graph(pipec_pipeline *p, CUgraph host_graph, const CUgraphNode *deps, size_t ndeps,
                                 CUgraphNode *out_last);
 
+/* How each GEMM node's cuBLASLt algorithm was chosen at open, in the order the nodes were prepared
+ * (program order, `init` first): the algorithm the bundle stores for the node (`pipec build
+ * --gemm-algorithms`) when it was chosen on this GPU (name, architecture, multiprocessors) and
+ * this cuBLASLt version, for operands no more aligned than they are here, and
+ * cublasLtMatmulAlgoCheck accepts it for the node's descriptor and layouts within its workspace;
+ * else the heuristic's first. *stored is 1 for the stored one; *why is one line, "stored (tune)"
+ * or "heuristic: " and why not the stored one, the words the Python runtime's
+ * `Pipeline.gemm_choices` uses. Any out-parameter may be NULL; the strings live as long as the
+ * pipeline. docs/native.md, "GEMM algorithms". */
+PIPEC_API size_t pipec_gemm_count(const pipec_pipeline *p);
+PIPEC_API pipec_status pipec_gemm_at(const pipec_pipeline *p, size_t index, const char **node, int *stored,
+                                     const char **why);
+
 /* Waits for the pipeline's work and frees everything it owns (never the bindings, the host's
  * context or stream). NULL is accepted. */
 PIPEC_API pipec_status pipec_close(pipec_pipeline *p);

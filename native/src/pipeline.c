@@ -122,6 +122,7 @@ static pipec_status build(pipec_pipeline *p, const pipec_options *o) {
     if ((status = plan_parse(p->bundle.plan_text, p->bundle.plan_length, "plan.json", &p->plan)) != PIPEC_OK)
         return status;
     if ((status = live_open(p)) != PIPEC_OK) return status;
+    if ((status = stored_gemms_read(p)) != PIPEC_OK) return status;
     if ((status = open_device(p, o)) != PIPEC_OK) return status;
     if ((status = choose_images(p)) != PIPEC_OK) return status;
     if ((status = enter(p)) != PIPEC_OK) return status;
@@ -170,6 +171,7 @@ static pipec_status destroy(pipec_pipeline *p) {
     if (p->primary) p->driver.DevicePrimaryCtxRelease(p->device);
     free(p->embeddings);
     free(p->images);
+    stored_gemms_free(p);
     diags_free(p);
     driver_close(&p->driver);
     live_free(p);

@@ -257,6 +257,7 @@ typedef struct built_graph {
 } built_graph;
 
 typedef struct gemms gemms; /* gemm.c */
+typedef struct stored_gemms stored_gemms; /* gemm_algorithms.c */
 typedef struct collectives collectives; /* collectives.c */
 typedef struct live_record live_record; /* live.c */
 
@@ -281,6 +282,7 @@ struct pipec_pipeline {
     device_buffer *buffers;
     size_t buffers_made;
     gemms *gemms;
+    stored_gemms *stored_gemms; /* the bundle's gemm_algorithms.json; NULL without one */
     collectives *collectives; /* NULL for a plan without collective nodes */
     char cublaslt_path[512]; /* options.cublaslt_library, kept for the first GEMM node */
     eager_program eager;
@@ -353,6 +355,16 @@ pipec_status gemm_prepare(pipec_pipeline *p, const node_spec *node);
 pipec_status gemm_enqueue(pipec_pipeline *p, const node_spec *node, CUstream stream);
 pipec_status gemm_record(pipec_pipeline *p, const node_spec *node, CUgraph *out);
 void gemms_close(pipec_pipeline *p);
+
+/* gemm_algorithms.c (plan/gemm_algorithms.py): the bundle's stored GEMM algorithms, read at open
+ * and checked against the plan; the rule's first steps for a node: the 64 bytes stored for it on
+ * this GPU and cuBLASLt, for operands aligned as `alignments` (and how they were chosen), or NULL
+ * with why not appended to `why`. */
+struct text;
+pipec_status stored_gemms_read(pipec_pipeline *p);
+const unsigned char *stored_gemm_for(const pipec_pipeline *p, const char *node, uint64_t cublaslt,
+                                     const uint32_t alignments[4], const char **chosen_by, struct text *why);
+void stored_gemms_free(pipec_pipeline *p);
 
 /* library.c (runtime/library.py): one library call recorded on a private stream into a graph
  * of its own and inspected: kernel and memset nodes, and host nodes where `allow_host`. */

@@ -1,12 +1,12 @@
 /* The C runtime driven from tests/test_native_runtime.py: opens a bundle (through the driver
  * $PIPEC_DRIVER_LIBRARY names, the fake in the CPU tests), and writes what the test compares
  * with the Python runtime as JSON: every buffer's address and size, the SHA-256 of every
- * buffer after the open, after the graph steps and after the eager steps, and the labelled
- * diagnostics. Options, in order of use: --load DIR (a saved state), --update PLAN (a new plan
- * applied live), --set NAME=VALUE,... (constants changed live), --steps N, --eager N, --verify N,
- * --save DIR. With `--nccl RANK/SIZE` first, the pipeline runs over a communicator this host
- * creates through $PIPEC_NCCL_LIBRARY (the fake NCCL in the CPU tests), destroyed after the
- * pipeline is closed.
+ * buffer after the open, after the graph steps and after the eager steps, how each GEMM node's
+ * algorithm was chosen (pipec_gemm_at), and the labelled diagnostics. Options, in order of use:
+ * --load DIR (a saved state), --update PLAN (a new plan applied live), --set NAME=VALUE,...
+ * (constants changed live), --steps N, --eager N, --verify N, --save DIR. With `--nccl RANK/SIZE`
+ * first, the pipeline runs over a communicator this host creates through $PIPEC_NCCL_LIBRARY (the
+ * fake NCCL in the CPU tests), destroyed after the pipeline is closed.
  *   run_fake BUNDLE OUT.json [--nccl RANK/SIZE] [options] */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -115,6 +115,31 @@ static int option(pipec_pipeline *p, FILE *out, const char *name, const char *va
     return 0;
 }
 
+static void put_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fputc('\\', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+/* "gemms": [[node, stored, why], ...] */
+static void gemm_choices(pipec_pipeline *p, FILE *out) {
+    fprintf(out, ",\"gemms\":[");
+    for (size_t i = 0; i < pipec_gemm_count(p); i++) {
+        const char *node, *why;
+        int stored;
+        pipec_gemm_at(p, i, &node, &stored, &why);
+        fprintf(out, "%s[", i ? "," : "");
+        put_string(out, node);
+        fprintf(out, ",%s,", stored ? "true" : "false");
+        put_string(out, why);
+        fprintf(out, "]");
+    }
+    fprintf(out, "]");
+}
+
 typedef struct { char internal[128]; } unique_id;
 
 /* A communicator of rank `rank` of `size` (one process: every rank's part is this one's). */
@@ -166,6 +191,7 @@ int main(int argc, char **argv) {
         fprintf(out, "%s\"%s\":[%llu,%zu]", i ? "," : "", pipec_buffer_name(p, i), (unsigned long long)pointer, bytes);
     }
     fprintf(out, "}");
+    gemm_choices(p, out);
     int status = hashes(p, out, "open");
     for (int i = first; status == 0 && i + 1 < argc; i += 2) status = option(p, out, argv[i], argv[i + 1]);
     fprintf(out, ",\"diags\":{");

@@ -220,5 +220,14 @@ extern "C" {
         out_last: *mut CUgraphNode,
     ) -> pipec_status;
 
+    pub fn pipec_gemm_count(p: *const pipec_pipeline) -> usize;
+    pub fn pipec_gemm_at(
+        p: *const pipec_pipeline,
+        index: usize,
+        node: *mut *const c_char,
+        stored: *mut c_int,
+        why: *mut *const c_char,
+    ) -> pipec_status;
+
     pub fn pipec_close(p: *mut pipec_pipeline) -> pipec_status;
 }

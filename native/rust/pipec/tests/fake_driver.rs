@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use pipec::plan::PlanSummary;
-use pipec::{Binding, BundleFile, DType, ErrorKind, Options, Pipeline, Value};
+use pipec::{Binding, BundleFile, DType, ErrorKind, GemmChoice, Options, Pipeline, Value};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../..");
 
@@ -174,6 +174,37 @@ fn a_damaged_bundle_is_refused_naming_the_file() {
     let error = Pipeline::open_dir(&damaged, &options()).err().expect("a truncated cubin");
     assert_eq!(error.kind, ErrorKind::Bundle);
     assert!(error.message.contains("modules/0.sm_90.cubin") && !error.message.contains('\n'), "{error}");
+    assert_eq!(live(), [0; 6]);
+}
+
+fn fake_cublaslt() -> &'static str {
+    env!("PIPEC_FAKE_CUBLASLT", "build.rs found no fake cuBLASLt: let it build the library with CMake")
+}
+
+#[test]
+fn a_bundle_says_how_each_gemm_algorithm_was_chosen() {
+    let _serial = serial();
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gemm_mlp.bundle");
+    let pipec = std::env::var("PIPEC").unwrap_or_else(|_| "pipec".to_string());
+    let status = Command::new(&pipec)
+        .arg("build")
+        .arg(Path::new(ROOT).join("pipelines/examples/gemm_mlp.pipe"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{pipec}`: {e}"));
+    assert!(status.success(), "`pipec build` builds gemm_mlp");
+    let pipeline = Pipeline::open_dir(&out, &options().cublaslt_library(fake_cublaslt())).unwrap();
+    let choices = pipeline.gemm_choices().unwrap();
+    let why = "heuristic: the bundle stores no GEMM algorithms";
+    let nodes = ["forward/gemm:h", "forward/gemm:y", "backward/gemm:dw2", "backward/gemm:dh", "backward/gemm:dw1"];
+    let expected: Vec<GemmChoice> = nodes
+        .iter()
+        .map(|node| GemmChoice { node: format!("step/{node}"), stored: false, why: why.to_string() })
+        .collect();
+    assert_eq!(choices, expected);
+    assert_eq!(pipec::report::gemm_summary(&choices), "heuristic: the bundle stores no GEMM algorithms: all 5 nodes");
+    pipeline.close().unwrap();
     assert_eq!(live(), [0; 6]);
 }
 
