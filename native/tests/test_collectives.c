@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle_version.h"
 #include "pipec.h"
 #include "sha256.h"
 
@@ -53,7 +54,7 @@ static char manifest[1024];
 static pipec_status open_ring(void *comm, const pipec_options *given, pipec_pipeline **p) {
     char hex[65];
     sha256_hex(PLAN, strlen(PLAN), hex);
-    snprintf(manifest, sizeof manifest, "{\"format\": \"pipec-bundle\", \"format_version\": 2, \"readers\": [1, 2], "
+    snprintf(manifest, sizeof manifest, TEST_MANIFEST_START "\"readers\": " TEST_READERS ", "
              "\"pipec_version\": \"0.1.0\", \"source\": \"ring.pipe\", \"archs\": [\"sm_90\"], \"files\": "
              "{\"plan.json\": \"sha256:%s\"}}\n", hex);
     pipec_file files[2] = {{"plan.json", PLAN, strlen(PLAN)}, {"manifest.json", manifest, strlen(manifest)}};

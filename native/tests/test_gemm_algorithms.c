@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bundle_version.h"
 #include "pipec.h"
 #include "sha256.h"
 
@@ -45,7 +46,7 @@ static const char PLAN[] =
     "\"m\": 2, \"n\": 2, \"k\": 4, \"batch\": 1, \"a\": " MATRIX("x", "16", "2", "4") ", \"b\": " MATRIX("w", "0", "4", "2")
     ", \"c\": " MATRIX("y", "0", "2", "2") ", \"trans_a\": false, \"trans_b\": false, \"alpha\": 1.0, \"beta\": 0.0, "
     "\"compute\": \"f32\", \"epilogue\": \"none\", \"bias\": null, \"aux\": null, \"bias_grad\": null, "
-    "\"workspace\": \"ws\", \"workspace_bytes\": 256}]}], \"world_size\": 1, \"rank\": 0}";
+    "\"workspace\": \"ws\", \"workspace_bytes\": 256}]}], \"world_size\": 1, \"rank\": 0, \"live\": {\"values\": [], \"sites\": []}}";
 
 #define HERE "Fake H200 (sm_90, 132 SMs, cuBLASLt 130100)"
 #define ALIGNED "[256, 16, 256, 256]" /* cuBLASLt's A (w), B (x), C and D (y) here */
@@ -89,7 +90,7 @@ static pipec_status open_with(const char *algorithms, pipec_pipeline **p) {
     char plan_hex[65], algorithms_hex[65], manifest[1024];
     sha256_hex(PLAN, strlen(PLAN), plan_hex);
     if (algorithms) sha256_hex(algorithms, strlen(algorithms), algorithms_hex);
-    snprintf(manifest, sizeof manifest, "{\"format\": \"pipec-bundle\", \"format_version\": 1, \"readers\": [1, 1], "
+    snprintf(manifest, sizeof manifest, TEST_MANIFEST_START "\"readers\": " TEST_READERS ", "
              "\"pipec_version\": \"test\", \"source\": \"gemm.pipe\", \"archs\": [\"sm_90\"], \"files\": "
              "{\"plan.json\": \"sha256:%s\"%s%s%s}}\n", plan_hex, algorithms ? ", \"gemm_algorithms.json\": \"sha256:" : "",
              algorithms ? algorithms_hex : "", algorithms ? "\"" : "");

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "bundle_version.h"
 #include "pipec.h"
 #include "sha256.h"
 
@@ -103,7 +104,7 @@ typedef struct file { const char *path; char *data; size_t size; } file;
 
 static char *manifest(const file *files, size_t count, const char *readers) {
     char *out = malloc(4096);
-    size_t used = (size_t)snprintf(out, 4096, "{\"format\": \"pipec-bundle\", \"format_version\": 2, \"readers\": %s, "
+    size_t used = (size_t)snprintf(out, 4096, TEST_MANIFEST_START "\"readers\": %s, "
                                    "\"pipec_version\": \"0.1.0\", \"source\": \"tiny.pipe\", \"archs\": [\"sm_90\"], "
                                    "\"files\": {", readers);
     for (size_t i = 0; i < count; i++) {
