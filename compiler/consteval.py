@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import fields, is_dataclass
 
 from ..dsl import ast
@@ -19,14 +19,17 @@ from ..dsl.errors import MAX_INT_BITS
 from ..dsl.source import Span
 from ..errors import Error
 from .codes import PC105, PC112, Rule
+from .diagnostics import Fix
 
 Value = int | float | bool | str
 
 
 class ConstError(Error):
-    def __init__(self, message: str, span: Span, hint: str, rule: Rule = PC105) -> None:
+    def __init__(self, message: str, span: Span, hint: str, rule: Rule = PC105, *, fixes: tuple[Fix, ...] = (),
+                 cause: Hashable | None = None) -> None:
         super().__init__(message)
         self.message, self.span, self.hint, self.rule = message, span, hint, rule
+        self.fixes, self.cause = fixes, cause  # as DiagnosticSink.add takes them
 
     @property
     def code(self) -> str:

@@ -14,7 +14,7 @@ from typing import Literal, Union
 
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
-from .diagnostics import Label
+from .diagnostics import Label, Use
 from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
 
 
@@ -405,6 +405,7 @@ class GraphBody:
     graph: str  # the declared graph's name (or step / init)
     span: Span
     items: list[Node] = field(default_factory=list)
+    uses: tuple[Use, ...] = ()  # the graph uses that made this instance, outermost first
 
     def walk(self):
         """Every node of this body and of its child graphs, in program order."""

@@ -93,7 +93,8 @@ def _expected_wheel_files() -> set[str]:
             if p.is_file() and "__pycache__" not in p.parts]
     shipped = [p for pattern in ("kernels/*.cu", "kernels/*.cuh", "pipelines/**/*.pipe") for p in ROOT.glob(pattern)]
     files = {p.relative_to(ROOT).as_posix() for p in code + shipped}
-    face = {"__init__.py", "__main__.py", "_version.py", "errors.py", "api_arguments.py", "files.py", "py.typed"}
+    face = {"__init__.py", "__main__.py", "_version.py", "errors.py", "api_arguments.py", "files.py", "wording.py",
+            "py.typed"}
     return {f"pipec/{f}" for f in files | face}
 
 

@@ -12,6 +12,7 @@ def argument_count(ctx: CheckContext) -> None:
         params, args = node.kernel.params, node.args
         if len(params) == len(args):
             continue
+        ctx.misbind(node)
         signature = ", ".join(f"{p.ctype} {p.name}" for p in params)
         missing = [p.name for p in params[len(args):]]
         message = (f"`{node.kernel.name}` takes {len(params)} argument{'s' * (len(params) != 1)}, "
@@ -20,4 +21,4 @@ def argument_count(ctx: CheckContext) -> None:
                 else "remove the extra arguments")
         span = args[len(params)].span.to(args[-1].span) if len(args) > len(params) else node.span
         ctx.sink.add(PC201, message, span, f"{hint}; the kernel is `{node.kernel.name}({signature})`",
-                     labels=(Label(node.kernel.decl_span, "declared here"),))
+                     labels=(Label(node.kernel.decl_span, "declared here"),), uses=ctx.uses(node))

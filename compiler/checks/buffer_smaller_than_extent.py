@@ -30,7 +30,8 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                 if scalars_bound:  # otherwise a binding rule already reports the launch
                     ctx.sink.add(PC106, f"the extent of `{param.name}` in `{node.kernel.name}` uses "
                                  "something other than its scalar parameters", param.extent.span,
-                                 "an extent may use the kernel's scalar parameters, gridDim and blockDim")
+                                 "an extent may use the kernel's scalar parameters, gridDim and blockDim",
+                                 uses=ctx.uses(node))
                 continue
             held = arg.stop - arg.start
             if needed > held:
@@ -38,4 +39,4 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                 ctx.sink.add(PC310, f"`{node.kernel.name}` touches {needed} elements through "
                              f"{param.describe()}, but {what} holds {held}", arg.span,
                              f"bind at least {needed} elements, or launch over fewer",
-                             labels=(extent,))
+                             labels=(extent,), uses=ctx.uses(node))

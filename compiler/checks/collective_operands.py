@@ -32,7 +32,8 @@ def _root_outside(ctx: CheckContext, node: CollectiveNode, world: int) -> bool:
     if node.root is None or 0 <= node.root < world:
         return False
     ctx.sink.add(PC602, f"root rank {node.root} lies outside a world of {world} process(es)",
-                 node.root_span, "ranks run from 0 to WORLD_SIZE - 1; check with `-D WORLD_SIZE=...`")
+                 node.root_span, "ranks run from 0 to WORLD_SIZE - 1; check with `-D WORLD_SIZE=...`",
+                 uses=ctx.uses(node))
     return True
 
 
@@ -48,7 +49,8 @@ def _check_counts(ctx: CheckContext, node: CollectiveNode, world: int, rank: int
         ctx.sink.add(PC602, f"`{node.kind}` over {world} rank(s) needs the "
                      f"{'destination' if node.kind == 'allgather' else 'source'} to hold "
                      f"{world} x {n_small} = {world * n_small} elements, found {n_large}",
-                     node.span, "the gathered side holds one slot of the other side's size per rank")
+                     node.span, "the gathered side holds one slot of the other side's size per rank",
+                     uses=ctx.uses(node))
         return
     if small.buffer is large.buffer and small.start < large.stop and large.start < small.stop:
         slot = large.start + rank * n_small
@@ -56,7 +58,7 @@ def _check_counts(ctx: CheckContext, node: CollectiveNode, world: int, rank: int
             ctx.sink.add(PC602, f"`{node.kind}`'s source and destination overlap outside this "
                          f"rank's slot [{slot}:{slot + n_small}]", node.span,
                          "in place, the smaller side must be this rank's slot of the larger: "
-                         "`x[RANK * N : (RANK + 1) * N]`")
+                         "`x[RANK * N : (RANK + 1) * N]`", uses=ctx.uses(node))
 
 
 def _check_distinct(ctx: CheckContext, node: CollectiveNode) -> None:
@@ -68,5 +70,5 @@ def _check_distinct(ctx: CheckContext, node: CollectiveNode) -> None:
                              f"{min(a.stop, b.stop)}] of `{a.buffer.name}` twice", b.span,
                              "a group's calls run concurrently in one NCCL kernel: name each "
                              "element once (one slice covering both views)",
-                             labels=(Label(a.span, "first named here"),))
+                             labels=(Label(a.span, "first named here"),), uses=ctx.uses(node))
                 return

@@ -26,10 +26,10 @@ def _check(ctx: CheckContext, node: GemmNode) -> None:
     if problem:
         ctx.sink.add(PC504, f"unsupported type combination: {problem}", node.span,
                      "supported: f32, f16 or bf16 operands (f32 accumulation) into the same "
-                     "type or f32; TF32 for f32 operands")
+                     "type or f32; TF32 for f32 operands", uses=ctx.uses(node))
         return
     for view in (node.a, node.b, node.c, node.bias, node.aux, node.bias_grad):
-        if view is not None and _misaligned(ctx, view):
+        if view is not None and _misaligned(ctx, node, view):
             return
 
 
@@ -48,7 +48,7 @@ def type_problem(node: GemmNode) -> str | None:
     return None
 
 
-def _misaligned(ctx: CheckContext, view: MatrixView) -> bool:
+def _misaligned(ctx: CheckContext, node: GemmNode, view: MatrixView) -> bool:
     """PC503 for the view's first misaligned start (of the view, of a batch's matrices, of
     its rows); whether there was one."""
     size = view.buffer.dtype.size
@@ -66,7 +66,7 @@ def _misaligned(ctx: CheckContext, view: MatrixView) -> bool:
         hint = f"pad rows to a multiple of {ALIGNMENT // size} elements"
     else:
         return False
-    ctx.sink.add(PC503, message, view.span, hint)
+    ctx.sink.add(PC503, message, view.span, hint, uses=ctx.uses(node))
     return True
 
 

@@ -18,4 +18,4 @@ def pointer_type_mismatch(ctx: CheckContext) -> None:
                      f"{param.describe()} of `{node.kernel.name}` points to `{param.dtype.name}`",
                      arg.span, f"bind a `{param.dtype.name}` buffer, or change the kernel's parameter type",
                      labels=(Label(arg.buffer.span, "declared here"),
-                             Label(node.kernel.decl_span, "kernel declared here")))
+                             Label(node.kernel.decl_span, "kernel declared here")), uses=ctx.uses(node))

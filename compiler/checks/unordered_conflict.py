@@ -34,4 +34,5 @@ def unordered_conflict(ctx: CheckContext) -> None:
                          c.second.span,
                          "give them disjoint slices, or move one out of the `parallel` block so an "
                          "edge orders them", label=c.second.mode.describe().split()[-1],
-                         labels=(Label(c.first.span, c.first.mode.describe()),), notes=notes)
+                         labels=(Label(c.first.span, c.first.mode.describe()),), notes=notes,
+                         uses=ctx.uses(c.second_node))

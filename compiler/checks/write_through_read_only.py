@@ -18,6 +18,7 @@ def write_through_read_only(ctx: CheckContext) -> None:
             continue
         if pointer_mode(param, arg.qualifier) is not Mode.READ:
             continue
+        ctx.misbind(node)
         why = "bound `in`" if arg.qualifier == "in" else f"declared `{param.ctype}`"
         name = node.kernel.name
         if param.written == "yes":
@@ -30,4 +31,4 @@ def write_through_read_only(ctx: CheckContext) -> None:
         labels = ((Label(param.written_span, where),) if param.written_span else ()) + param.written_trail
         ctx.sink.add(PC318, message, arg.span,
                      "bind it `inout` (or `out`) so the next reader waits for this launch; a "
-                     "`const` the kernel casts away is no promise", labels=labels)
+                     "`const` the kernel casts away is no promise", labels=labels, uses=ctx.uses(node))

@@ -10,6 +10,7 @@ from ..diagnostics import Label
 from ..model import Buffer, GraphBody, Options, Program, Waiver
 from .declare import Declarer
 from .scope import BufferSymbol, ConstSymbol, KernelSymbol, LoadedModule
+from .spelling import did_you_mean
 from .unroll import Unroller
 
 
@@ -22,7 +23,7 @@ def report_unused_defines(d: Declarer, main: LoadedModule) -> None:
             hint = (f"`{name}` is `{imported.span.source.path.name}`'s: declare it in this file "
                     f"and bind it in the import, `with ({name} = {name})`")
         else:
-            hint = d.ctx.suggest(name, main.names_of(ConstSymbol), "constants")
+            hint = did_you_mean(name, main.names_of(ConstSymbol), "constants").hint
         d.ctx.sink.add(PC103, f"`-D {name}` defines no constant of this file", span, hint)
 
 

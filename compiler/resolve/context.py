@@ -3,7 +3,6 @@ evaluation over a module's scope with its value cache."""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -15,8 +14,10 @@ from ..consteval import (
 )
 from ..diagnostics import DiagnosticSink, Label
 from .scope import (
-    Abort, BufferSymbol, ConstSymbol, GraphSymbol, InvalidSymbol, KernelSymbol, LoadedModule,
+    Abort, BufferSymbol, ConstSymbol, GraphSymbol, InvalidSymbol, KernelSymbol, LoadedModule, follows_from_failure,
+    undefined,
 )
+from .spelling import did_you_mean
 
 # Where a value is needed, which names the rule a run-time value breaks there: a decision
 # (PC301), a value baked into a node (PC302), or a compile-time constant (PC105).
@@ -49,20 +50,15 @@ class Context:
     def keep_values(self) -> None:
         self.values = {}
 
-    def suggest(self, name: str, names, what: str) -> str:
-        close = difflib.get_close_matches(name, list(names), n=1)
-        if close:
-            return f"a name with a similar spelling exists: `{close[0]}`"
-        return f"check the spelling; no {what} with that name exist"
-
     def symbol(self, module: LoadedModule, ident: ast.Ident, kind: type[S]) -> S:
         """The symbol `ident` names, which must be a `kind`; reported and aborted otherwise."""
         symbol = module.scope.get(ident.text)
-        if isinstance(symbol, InvalidSymbol):
+        if isinstance(symbol, InvalidSymbol) or (symbol is None and follows_from_failure(module, ident.text)):
             raise Abort
         if symbol is None:
-            self.sink.add(PC103, f"undefined {kind.what} `{ident.text}`", ident.span,
-                          self.suggest(ident.text, module.names_of(kind), f"{kind.what}s"))
+            similar = did_you_mean(ident.text, module.names_of(kind), f"{kind.what}s", ident.span)
+            self.sink.add(PC103, f"undefined {kind.what} `{ident.text}`", ident.span, similar.hint,
+                          fixes=similar.fixes, cause=undefined(module, ident.text))
             raise Abort
         if not isinstance(symbol, kind):
             hint = _USE.get(type(symbol), "check the name").format(name=ident.text)
@@ -79,11 +75,13 @@ class Context:
             match symbol:
                 case InvalidSymbol():
                     raise Abort
+                case None if follows_from_failure(module, ident.text):
+                    raise Abort
                 case None:
+                    similar = did_you_mean(ident.text, list(env) + list(module.scope), "declarations", ident.span)
                     raise ConstError(f"undefined name `{ident.text}`", ident.span,
-                                     _quoting_hint(ident) or
-                                     self.suggest(ident.text, list(env) + list(module.scope), "declarations"),
-                                     rule=PC103)
+                                     _quoting_hint(ident) or similar.hint, rule=PC103,
+                                     fixes=similar.fixes, cause=undefined(module, ident.text))
                 case ConstSymbol():
                     return symbol.value
                 case BufferSymbol():
@@ -108,10 +106,13 @@ class Context:
                 self.values[key] = value
             return value
         except ConstError as error:
-            self.sink.add(error.rule, error.message, error.span, error.hint)
+            self.report(error)
         except RuntimeValue as rv:
             self._report_runtime_value(rv, context)
         raise Abort
+
+    def report(self, error: ConstError) -> None:
+        self.sink.add(error.rule, error.message, error.span, error.hint, fixes=error.fixes, cause=error.cause)
 
     def _key(self, module: LoadedModule, env: Env, expr: ast.Expr) -> tuple | None:
         if self.values is None:

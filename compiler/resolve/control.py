@@ -165,7 +165,7 @@ def _conditional(u: Unroller, f: Frame, stmt, c: _Conditional) -> None:
         reason = f"`{c.flag.buffer.name}` decides on the device"
     with u.diverging(reason, stmt.span):
         for suffix, block in c.blocks:
-            child = GraphBody(f"{name}/{suffix}", c.construct, (block or stmt).span)
+            child = GraphBody(f"{name}/{suffix}", c.construct, (block or stmt).span, uses=f.body.uses)
             if block is not None:
                 u.block(Frame(f.module, f.env, child, None, f.stack), block)
             bodies.append(child)

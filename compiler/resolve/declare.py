@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
 from ..codes import BY_CODE, PC101, PC102, PC103, PC104, PC112, PC113
-from ..diagnostics import Label
+from ..consteval import literal
+from ..diagnostics import Label, Use
 from ..kernel_analysis import include_closure
 from .bindings import Bindings, check_bindings, evaluate_bindings, instance
 from .buffers import declare_buffer
@@ -15,9 +16,11 @@ from .context import Context
 from .files import SHIPPED_KERNELS as SHIPPED_KERNELS  # where tests and tools look for it
 from .files import ProjectFiles
 from .kernel_imports import KernelImporter
+from .spelling import did_you_mean
 from .ranks import LAUNCHER_CONSTANTS, PER_RANK, builtin_span, launcher_constants, reads_rank
 from .scope import (
-    Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, Symbol, declared, mark_invalid,
+    Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, Symbol, declared, lose_import,
+    mark_invalid,
 )
 
 # The words dsl/grammar.lark starts statements with: a graph of one of these names could never
@@ -134,13 +137,13 @@ class Declarer:
                 self.ctx.sink.add(PC102, f"cannot find `{decl.path.value}`", decl.path.span,
                                   "paths are relative to the importing file, then to each include "
                                   "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
         elif target.suffix in (".cu", ".cuh", ".cuda"):
             self._import_kernels(module, decl, target)
         else:
             imported = self._load(target, decl.path.span, evaluate_bindings(self.ctx, module, decl))
             if imported is None:
-                mark_invalid(module, decl.names or ())
+                lose_import(module, decl)
             else:
                 self._import_names(module, decl, imported)
 
@@ -154,15 +157,19 @@ class Declarer:
         except OSError as error:
             self.ctx.sink.add(PC102, f"cannot read `{target}`: {error.strerror or error}", decl.path.span,
                               "a kernel source is a regular file of CUDA C++")
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
             return
         outside = [h for h in include_closure(target, text, self.ctx.options.include_dirs)
                    if not self.files.allowed(h)]
         if outside:
             self.files.refuse(f"{decl.path.value}` includes `{outside[0].name}", decl.path.span)
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
             return
-        for ident, kernel in self.kernel_sources.import_kernels(decl, target):
+        imported = self.kernel_sources.import_kernels(decl, target)
+        if imported is None:
+            lose_import(module, decl)
+            return
+        for ident, kernel in imported:
             if kernel is None:
                 mark_invalid(module, (ident,))
             else:
@@ -170,15 +177,19 @@ class Declarer:
 
     def _import_names(self, module: LoadedModule, decl: ast.Import, imported: LoadedModule) -> None:
         if decl.names is None:
+            # the importer has the values it binds; a binding whose value failed (reported)
+            # leaves the file its own value, which is no second declaration of the name either
+            binds = {binding.name.text for binding in decl.bindings}
             for name, symbol in imported.scope.items():
-                if not self.is_bound(imported, name):  # the importer has the values it bound
+                if not self.is_bound(imported, name) and name not in binds:
                     self.declare(module, ast.Ident(name, decl.path.span), symbol)
             return
         for ident in decl.names:
             symbol = imported.scope.get(ident.text)
             if symbol is None:
+                similar = did_you_mean(ident.text, imported.scope, "declarations", ident.span)
                 self.ctx.sink.add(PC103, f"`{decl.path.value}` declares no `{ident.text}`", ident.span,
-                                  self.ctx.suggest(ident.text, imported.scope, "declarations"))
+                                  similar.hint, fixes=similar.fixes)
             else:
                 self.declare(module, ident, symbol)
 
@@ -204,7 +215,11 @@ class Declarer:
                               error.hint or "see docs/language.md for the syntax")
             return None
         module = LoadedModule(path, source, tree, bindings=bindings)
-        self.populate(module)
+        # a finding in a file imported with values names the import (the file can be right
+        # for some values and wrong for others)
+        values = ", ".join(f"{name} = {literal(value)}" for name, (value, _, _) in bindings.items())
+        with self.ctx.sink.within((Use(via, f"`{path.name}` imported here", values),) if values else ()):
+            self.populate(module)
         check_bindings(self.ctx, module, self.bound_names)
         for decl in tree.decls:
             if isinstance(decl, (ast.StepDecl, ast.InitDecl)):

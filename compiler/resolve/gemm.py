@@ -19,7 +19,9 @@ from ..codes import PC105, PC501, PC502, PC505, PC506, PC507, PC508
 from ..consteval import ConstError, RuntimeValue, evaluate, literal
 from ..model import Access, Buffer, Epilogue, GemmNode, Init, MatrixView, Mode
 from ...plan.dtypes import DTYPES
+from .scope import Abort
 from .unroll import Frame, Unroller
+from .spelling import did_you_mean
 from .views import elements, gemm_error, matrix, operand
 
 WORKSPACE_PREFIX = "pipec.workspace."
@@ -114,7 +116,8 @@ def _scale(u: Unroller, module, env, factors: list[ast.Expr], what: str) -> floa
                        "device; a gemm's scales are set when the graph is built", rv.span,
                        "use a constant, or scale the operand with a kernel first")
         except ConstError as error:
-            gemm_error(u, error.rule, error.message, error.span, error.hint)
+            u.ctx.report(error)
+            raise Abort from None
         if isinstance(number, (bool, str)):
             gemm_error(u, PC105, f"{what} must be a number, found `{literal(number)}`",
                        factor.span, "use a number")
@@ -138,8 +141,8 @@ def _gemm_options(u: Unroller, module, env, stmt: ast.Gemm) -> dict:
         elif name in OPTION_WORDS:
             chosen[name] = _word(u, module, env, option, OPTION_WORDS[name])
         else:
-            gemm_error(u, PC508, f"unknown gemm option `{name}`", option.name.span,
-                       u.ctx.suggest(name, [*OPTION_WORDS, *VIEW_OPTIONS], "gemm options"))
+            similar = did_you_mean(name, [*OPTION_WORDS, *VIEW_OPTIONS], "gemm options", option.name.span)
+            gemm_error(u, PC508, f"unknown gemm option `{name}`", option.name.span, similar.hint, similar.fixes)
     return chosen
 
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 from ...dsl import ast
 from ..codes import PC105, PC201, PC205, PC315
-from ..consteval import ConstError, RuntimeValue, evaluate
-from ..diagnostics import Label
+from ..consteval import ConstError, RuntimeValue, evaluate, literal
+from ..diagnostics import Edit, Fix, Label, Use
 from ..model import (
     Access, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, RuntimeValueArg, ValueArg,
 )
@@ -18,7 +18,7 @@ from ..ranges import launch_accesses
 from . import collectives, control, gemm
 from .context import Env
 from .ranks import check_rank_decision
-from .scope import Abort, GraphSymbol, KernelSymbol, LoadedModule, buffer_named
+from .scope import Abort, BufferSymbol, GraphSymbol, KernelSymbol, LoadedModule, buffer_named
 from .unroll import Frame, Handler, Unroller
 
 
@@ -54,8 +54,12 @@ def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg):
     if pointer is not None:
         return pointer
     if arg.access is not None:
+        base = value.base if isinstance(value, ast.Slice) else value
+        if isinstance(base, ast.Name) and base.ident.text not in env:
+            u.ctx.symbol(module, base.ident, BufferSymbol)  # an undefined name is that, not a value
         u.ctx.sink.add(PC205, f"`{arg.access}` qualifies a buffer, but `{value.span.text}` is a value",
-                       arg.span, f"remove `{arg.access}`")
+                       arg.span, f"remove `{arg.access}`",
+                       fixes=(Fix(f"Remove `{arg.access}`", (Edit(arg.span, value.span.text),)),))
         raise Abort
     if isinstance(value, ast.NullLit):
         return NullArg(value.span)
@@ -64,7 +68,7 @@ def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg):
     except RuntimeValue as rv:
         return RuntimeValueArg(rv.description, buffer_named(module, rv.buffer_name), value.span)
     except ConstError as error:
-        u.ctx.sink.add(error.rule, error.message, error.span, error.hint)
+        u.ctx.report(error)
         raise Abort from None
 
 
@@ -103,20 +107,21 @@ def graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall) -> None:
     values = [u.ctx.eval(f.module, f.env, a, context="value") for a in stmt.args]
     suffix = f"[{', '.join(map(str, values))}]" if values else ""
     name = u.node_name(f.body, decl.name.text + suffix)
-    child = GraphBody(name, decl.name.text, decl.span)
+    use = Use(stmt.span, f"graph `{decl.name.text}` used here",
+              ", ".join(f"{p.text} = {literal(v)}" for p, v in zip(decl.params, values)))
+    child = GraphBody(name, decl.name.text, decl.span, uses=f.body.uses + (use,))
     inner_env = {p.text: v for p, v in zip(decl.params, values)}
-    u.block(Frame(symbol.module, inner_env, child, None, f.stack + ((decl.name.text, stmt.span),)), decl.body)
+    inner = Frame(symbol.module, inner_env, child, None, f.stack + ((decl.name.text, stmt.span),))
+    with u.ctx.sink.within((use,)):  # a finding in the body names this use
+        u.block(inner, decl.body)
     f.body.items.append(GraphNode(name, child, stmt.span, group=f.group))
 
 
 def _check_graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall, decl: ast.GraphDecl) -> None:
     """PC315 for a graph that uses itself, PC201 for a use with the wrong argument count."""
-    if any(name == decl.name.text for name, _ in f.stack):
-        chain = [span for name, span in f.stack] + [stmt.span]
-        start = next(i for i, (name, _) in enumerate(f.stack) if name == decl.name.text)
+    if any(name == decl.name.text for name, _ in f.stack):  # the uses that lead here label it
         u.ctx.sink.add(PC315, f"graph `{decl.name.text}` uses itself", stmt.span,
-                       "a graph cannot contain itself; unroll with a compile-time `for` instead",
-                       labels=tuple(Label(s, "used here") for s in chain[start:-1]))
+                       "a graph cannot contain itself; unroll with a compile-time `for` instead")
         raise Abort
     if len(stmt.args) != len(decl.params):
         u.ctx.sink.add(PC201, f"graph `{decl.name.text}` takes {len(decl.params)} argument"

@@ -9,8 +9,10 @@ from typing import NoReturn
 
 from ...dsl import Span, ast
 from ..codes import PC103, PC501, PC502, Rule
+from ..diagnostics import Fix
 from ..model import Buffer, MatrixView
-from .scope import Abort, BufferSymbol, InvalidSymbol
+from .scope import Abort, BufferSymbol, InvalidSymbol, follows_from_failure, undefined
+from .spelling import did_you_mean
 from .unroll import Unroller
 
 
@@ -21,8 +23,9 @@ def product(dims) -> int:
     return count
 
 
-def gemm_error(u: Unroller, rule: Rule, message: str, span: Span, hint: str) -> NoReturn:
-    u.ctx.sink.add(rule, message, span, hint)
+def gemm_error(u: Unroller, rule: Rule, message: str, span: Span, hint: str,
+               fixes: tuple[Fix, ...] = ()) -> NoReturn:
+    u.ctx.sink.add(rule, message, span, hint, fixes=fixes)
     raise Abort
 
 
@@ -35,8 +38,12 @@ def _view(u: Unroller, module, env, expr: ast.Expr) -> tuple[Buffer, int, tuple[
         if isinstance(symbol, InvalidSymbol):
             raise Abort  # its declaration's error is reported
         if symbol is None and name not in env:
-            gemm_error(u, PC103, f"undefined name `{name}`", expr.span,
-                       u.ctx.suggest(name, list(module.scope), "declarations"))
+            if follows_from_failure(module, name):
+                raise Abort
+            similar = did_you_mean(name, list(module.scope), "declarations", expr.span)
+            u.ctx.sink.add(PC103, f"undefined name `{name}`", expr.span, similar.hint, fixes=similar.fixes,
+                           cause=undefined(module, name))
+            raise Abort
         if not isinstance(symbol, BufferSymbol):
             return None
         return symbol.buffer, 0, symbol.buffer.shape
