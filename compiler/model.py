@@ -459,6 +459,9 @@ class Program:
     # Names in the branches of compile-time `if`s that the constants left out: a buffer named
     # there serves other constants (`-D`), so it is not unused (PC402).
     names_in_skipped_branches: frozenset[str] = frozenset()
+    # The names each `.pipe` file's statements can use (its own declarations and imports), for
+    # the edits that fix a finding: a fix may write only a name its file can see.
+    names_in_scope: dict[Path, frozenset[str]] = field(default_factory=dict)
 
     def bodies(self):
         for body in (self.init, self.step):

@@ -31,6 +31,7 @@ class Cause:
     message: str
     span: Span
     hint: str
+    replacement: str | None = None  # the text the span should hold, where that is certain
 
 
 def expected_phrase(expected: set[str], describe: Callable[[str], str]) -> str:
@@ -122,7 +123,7 @@ def short_launch_close(source: SourceFile, stop: int) -> Cause | None:
         elif token == ">>" and opened is not None:
             return Cause("`>>` closes the launch configuration, which takes `>>>`",
                          Span(source, match.start(), match.end()),
-                         "write `launch kernel<<<grid, block>>>(args...)`; `>>` is a right shift")
+                         "write `launch kernel<<<grid, block>>>(args...)`; `>>` is a right shift", ">>>")
     return None
 
 

@@ -58,7 +58,17 @@ def program(source: SourceFile, d: Declarer, u: Unroller, main: LoadedModule, op
         step=step, init=init, options=options, waivers=waivers,
         dropped_statements=u.dropped_statements,
         names_in_skipped_branches=frozenset(u.names_in_skipped_branches),
+        names_in_scope=_names_in_scope([main, *d.modules.values()]),
     )
+
+
+def _names_in_scope(modules: list[LoadedModule]) -> dict:
+    """The names each file's scope binds (a file loaded with several sets of values binds the
+    same names in each)."""
+    names: dict = {}
+    for module in modules:
+        names[module.path] = names.get(module.path, frozenset()) | frozenset(module.scope)
+    return names
 
 
 def _add_used_buffers(d: Declarer, buffers: dict[str, Buffer], bodies: list[GraphBody]) -> None:

@@ -16,6 +16,7 @@ from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind
 from .context import Context
 from .files import ProjectFiles
 from .scope import Abort, ConstSymbol, LoadedModule
+from .spelling import did_you_mean
 
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
 INT64_MAX = (1 << 63) - 1
@@ -35,7 +36,8 @@ def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl
     if dtype is None or type_name not in BUFFER_DTYPES:
         named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
         ctx.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
-                     "element types: " + ", ".join(BUFFER_DTYPES))
+                     "element types: " + ", ".join(BUFFER_DTYPES),
+                     fixes=did_you_mean(decl.dtype.text, BUFFER_DTYPES, "element types", decl.dtype.span).fixes)
         raise Abort
     shape = tuple(ctx.integer(module, {}, d, "a dimension") for d in decl.shape)
     for dim, expr in zip(shape, decl.shape):
@@ -76,10 +78,13 @@ def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.Buf
     if isinstance(expr, ast.Name) and expr.ident.text in _BARE:
         return Init(_BARE[expr.ident.text])
     if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
-        ctx.sink.add(PC107, f"`{expr.span.text}` is not an initial value", expr.span, hint)
+        fixes = did_you_mean(expr.ident.text, _BARE, "initial values", expr.span).fixes \
+            if isinstance(expr, ast.Name) else ()
+        ctx.sink.add(PC107, f"`{expr.span.text}` is not an initial value", expr.span, hint, fixes=fixes)
         raise Abort
     if expr.func.ident.text not in _CALLS:
-        ctx.sink.add(PC107, f"unknown initial value `{expr.func.ident.text}`", expr.func.span, hint)
+        ctx.sink.add(PC107, f"unknown initial value `{expr.func.ident.text}`", expr.func.span, hint,
+                     fixes=did_you_mean(expr.func.ident.text, _CALLS, "initial values", expr.func.span).fixes)
         raise Abort
     kind, arity = _CALLS[expr.func.ident.text]
     if len(expr.args) != arity:

@@ -9,6 +9,7 @@ from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expressi
 from ..codes import BY_CODE, PC101, PC102, PC103, PC104, PC112, PC113
 from ..consteval import literal
 from ..diagnostics import Label, Use
+from ..fixes import syntax_fixes
 from ..kernel_analysis import include_closure
 from .bindings import Bindings, check_bindings, evaluate_bindings, instance
 from .buffers import declare_buffer
@@ -177,12 +178,13 @@ class Declarer:
 
     def _import_names(self, module: LoadedModule, decl: ast.Import, imported: LoadedModule) -> None:
         if decl.names is None:
-            # the importer has the values it binds; a binding whose value failed (reported)
-            # leaves the file its own value, which is no second declaration of the name either
-            binds = {binding.name.text for binding in decl.bindings}
+            # the importer has the values it binds; a constant whose binding's value failed
+            # (reported) keeps the file's own value, which is no second declaration of it either
+            failed = {binding.name.text for binding in decl.bindings} - set(imported.bindings)
             for name, symbol in imported.scope.items():
-                if not self.is_bound(imported, name) and name not in binds:
-                    self.declare(module, ast.Ident(name, decl.path.span), symbol)
+                if self.is_bound(imported, name) or (name in failed and isinstance(symbol, ConstSymbol)):
+                    continue
+                self.declare(module, ast.Ident(name, decl.path.span), symbol)
             return
         for ident in decl.names:
             symbol = imported.scope.get(ident.text)
@@ -212,7 +214,7 @@ class Declarer:
             return None
         except PipeSyntaxError as error:
             self.ctx.sink.add(BY_CODE[error.code], error.message, error.span,
-                              error.hint or "see docs/language.md for the syntax")
+                              error.hint or "see docs/language.md for the syntax", fixes=syntax_fixes(error))
             return None
         module = LoadedModule(path, source, tree, bindings=bindings)
         # a finding in a file imported with values names the import (the file can be right

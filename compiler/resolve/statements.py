@@ -10,15 +10,17 @@ from collections.abc import Mapping
 from ...dsl import ast
 from ..codes import PC105, PC201, PC205, PC315
 from ..consteval import ConstError, RuntimeValue, evaluate, literal
-from ..diagnostics import Edit, Fix, Label, Use
+from ..diagnostics import Label, Use
+from ..fixes import argument_count_fix, requalify
 from ..model import (
     Access, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, RuntimeValueArg, ValueArg,
 )
 from ..ranges import launch_accesses
+from ...wording import counted
 from . import collectives, control, gemm
 from .context import Env
 from .ranks import check_rank_decision
-from .scope import Abort, BufferSymbol, GraphSymbol, KernelSymbol, LoadedModule, buffer_named
+from .scope import Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, buffer_named
 from .unroll import Frame, Handler, Unroller
 
 
@@ -55,11 +57,11 @@ def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg):
         return pointer
     if arg.access is not None:
         base = value.base if isinstance(value, ast.Slice) else value
-        if isinstance(base, ast.Name) and base.ident.text not in env:
+        if isinstance(base, ast.Name) and base.ident.text not in env and base.ident.text not in module.scope:
             u.ctx.symbol(module, base.ident, BufferSymbol)  # an undefined name is that, not a value
         u.ctx.sink.add(PC205, f"`{arg.access}` qualifies a buffer, but `{value.span.text}` is a value",
                        arg.span, f"remove `{arg.access}`",
-                       fixes=(Fix(f"Remove `{arg.access}`", (Edit(arg.span, value.span.text),)),))
+                       fixes=(requalify(arg.span, None),))
         raise Abort
     if isinstance(value, ast.NullLit):
         return NullArg(value.span)
@@ -124,10 +126,13 @@ def _check_graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall, decl: ast.Graph
                        "a graph cannot contain itself; unroll with a compile-time `for` instead")
         raise Abort
     if len(stmt.args) != len(decl.params):
-        u.ctx.sink.add(PC201, f"graph `{decl.name.text}` takes {len(decl.params)} argument"
-                       f"{'s' * (len(decl.params) != 1)}, found {len(stmt.args)}", stmt.span,
-                       "pass one constant per graph parameter",
-                       labels=(Label(decl.name.span, "declared here"),))
+        # a placeholder per parameter: the constant of its name (in any case) where there is one
+        consts = f.module.names_of(ConstSymbol)
+        placeholders = [next((c for c in consts if c.lower() == p.text.lower()), p.text) for p in decl.params]
+        u.ctx.sink.add(PC201, f"graph `{decl.name.text}` takes {counted(len(decl.params), 'argument')}, "
+                       f"found {len(stmt.args)}", stmt.span, "pass one constant per graph parameter",
+                       labels=(Label(decl.name.span, "declared here"),),
+                       fixes=(argument_count_fix(stmt.span, [a.span for a in stmt.args], placeholders),))
         raise Abort
 
 
