@@ -9,7 +9,9 @@ import re
 
 # nouns whose plural is not the noun and an `s`
 _PLURALS = {"process": "processes", "matrix": "matrices", "index": "indices", "pass": "passes",
-            "batch": "batches", "this": "these", "is": "are", "was": "were", "has": "have", "does": "do"}
+            "batch": "batches", "this": "these"}
+# verbs whose plural form is not the singular without its `s`
+_VERBS = {"is": "are", "was": "were", "has": "have", "does": "do"}
 # a type name spelled letter by letter (`f32`, `u8`, `bf16`) or a single letter (`x`): its
 # article follows the sound of the first letter's name ("an ef", "a you", "an ex")
 _SPELLED = re.compile(r"[a-z]{1,2}\d|[a-z](\W|$)")
@@ -21,6 +23,18 @@ def plural(noun: str, count: int = 2) -> str:
     if count == 1:
         return noun
     return _PLURALS.get(noun, noun + "s")
+
+
+def verb(singular: str, count: int) -> str:
+    """The verb agreeing with `count` things, from its singular form: `differs`, `differ`;
+    `matches`, `match`; `is`, `are`."""
+    if count == 1:
+        return singular
+    if singular in _VERBS:
+        return _VERBS[singular]
+    if singular.endswith(("ches", "shes", "sses", "xes", "zes")):
+        return singular[:-2]
+    return singular.removesuffix("s")
 
 
 def counted(count: int, noun: str) -> str:

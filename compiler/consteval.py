@@ -18,6 +18,7 @@ from ..dsl import ast
 from ..dsl.errors import MAX_INT_BITS
 from ..dsl.source import Span
 from ..errors import Error
+from ..wording import counted
 from .codes import PC105, PC112, Rule
 from .diagnostics import Fix
 
@@ -368,7 +369,7 @@ def _function(func: ast.Ident, args, keywords, span: Span) -> Callable:
                          "pass the arguments by position")
     arity, implementation = FUNCTIONS[func.text]
     if arity is not None and len(args) != arity:
-        raise ConstError(f"`{func.text}` takes {arity} argument{'s' * (arity != 1)}, "
+        raise ConstError(f"`{func.text}` takes {counted(arity, 'argument')}, "
                          f"found {len(args)}", span, f"write `{func.text}(...)` with {arity}")
     return implementation
 

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from ..dsl.source import Span
-from .codes import BY_CODE, Rule, Severity
 from ..wording import counted
+from .codes import BY_CODE, Rule, Severity
 
 # labels a finding lists at most for the other places of its cause, and values per use
 MORE_PLACES = 5

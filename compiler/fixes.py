@@ -8,6 +8,7 @@ import re
 from collections.abc import Sequence
 
 from ..dsl import PipeSyntaxError, Span
+from ..wording import plural
 from .diagnostics import Edit, Fix
 
 
@@ -27,7 +28,7 @@ def argument_count_fix(call: Span, args: Sequence[Span], placeholders: Sequence[
     kept = len(placeholders)
     start = args[kept - 1].end if kept else args[0].start
     extra = len(args) - kept
-    return Fix(f"Remove the extra argument{'s' * (extra != 1)}", (Edit(Span(source, start, args[-1].end), ""),))
+    return Fix(f"Remove the extra {plural('argument', extra)}", (Edit(Span(source, start, args[-1].end), ""),))
 
 
 _QUALIFIER = re.compile(r"(in|out|inout)\s+")

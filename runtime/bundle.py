@@ -24,6 +24,7 @@ from ..plan.bundle_format import (
     ptx_path, virtual_arch,
 )
 from ..plan.schema import Plan, collective_sequence, from_json
+from ..wording import plural
 from .cublaslt import GemmError
 from .driver import Device, open_device, release_device
 from .library import LibraryRecordingError
@@ -73,7 +74,7 @@ class Bundle:
                 continue
             data = self.files[buffer_path(spec.name)]
             if len(data) != spec.nbytes:
-                raise BundleError(f"{self.directory / buffer_path(spec.name)} holds {len(data):,} bytes; buffer "
+                raise BundleError(f"{self.directory / buffer_path(spec.name)} holds {len(data):,} {plural('byte', len(data))}; buffer "
                                   f"`{spec.name}` has {spec.nbytes:,}")
             contents[spec.name] = data
         return contents
@@ -181,7 +182,7 @@ def _checked_file(directory: Path, relative: str, digest: object) -> bytes:
         raise BundleError(f"cannot read {path}: {error.strerror or error}") from None
     actual = "sha256:" + hashlib.sha256(data).hexdigest()
     if actual != digest:
-        raise BundleError(f"{path} does not match its hash in the manifest ({len(data):,} bytes, {actual[:19]}..., "
+        raise BundleError(f"{path} does not match its hash in the manifest ({len(data):,} {plural('byte', len(data))}, {actual[:19]}..., "
                           f"the manifest says {str(digest)[:19]}...): it was truncated or changed; rebuild the bundle")
     return data
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from ...wording import counted
 from ..codes import PC201
 from ..diagnostics import Label
 from ..fixes import argument_count_fix
 from ..model import LaunchNode, Param, PointerArg, Program
-from ...wording import counted
 from .context import CheckContext
 
 

@@ -3,9 +3,9 @@ ranges of one buffer."""
 
 from __future__ import annotations
 
+from ...wording import counted
 from ..codes import PC303
 from ..diagnostics import Label
-from ...wording import counted
 from ..model import CopyNode
 from .context import CheckContext
 

@@ -7,6 +7,7 @@ the node (compiler/resolve/gemm.py)."""
 
 from __future__ import annotations
 
+from ...wording import counted, with_article
 from ..codes import PC503, PC504
 from ..model import GemmNode, MatrixView
 from .context import CheckContext
@@ -40,11 +41,11 @@ def type_problem(node: GemmNode) -> str | None:
     if ta not in INPUT_TYPES or ta != tb:
         return f"operands of {ta} and {tb}: both must be f32, f16 or bf16, the same"
     if tc != ta and not (tc == "f32" and ta != "f32"):
-        return f"{ta} operands into {_a(tc)} target: the target holds {ta}, or f32"
+        return f"{ta} operands into {with_article(tc)} target: the target holds {ta}, or f32"
     if node.compute == "tf32" and ta != "f32":
         return f"`compute = tf32` with {ta} operands: TF32 rounds f32 inputs only"
     if bias is not None and bias.buffer.dtype.name != tc:
-        return f"{_a(bias.buffer.dtype.name)} bias for {_a(tc)} target: the bias has the target's type"
+        return f"{with_article(bias.buffer.dtype.name)} bias for {with_article(tc)} target: the bias has the target's type"
     return None
 
 
@@ -53,15 +54,15 @@ def _misaligned(ctx: CheckContext, node: GemmNode, view: MatrixView) -> bool:
     its rows); whether there was one."""
     size = view.buffer.dtype.size
     if view.start * size % ALIGNMENT:
-        message = (f"`{view.span.text}` starts {view.start * size} bytes into `{view.buffer.name}`, "
+        message = (f"`{view.span.text}` starts {counted(view.start * size, 'byte')} into `{view.buffer.name}`, "
                    f"not a multiple of {ALIGNMENT}")
         hint = f"start operands at a multiple of {ALIGNMENT // size} elements"
     elif view.batched and view.batch > 1 and view.rows * view.cols * size % ALIGNMENT:
-        message = (f"the matrices of `{view.span.text}` are {view.rows * view.cols * size} bytes apart, "
+        message = (f"the matrices of `{view.span.text}` are {counted(view.rows * view.cols * size, 'byte')} apart, "
                    f"not a multiple of {ALIGNMENT}")
         hint = f"pad each matrix to a multiple of {ALIGNMENT // size} elements"
     elif view.rows > 1 and view.cols * size % ALIGNMENT:
-        message = (f"the rows of `{view.span.text}` are {view.cols * size} bytes apart, not a "
+        message = (f"the rows of `{view.span.text}` are {counted(view.cols * size, 'byte')} apart, not a "
                    f"multiple of {ALIGNMENT}")
         hint = f"pad rows to a multiple of {ALIGNMENT // size} elements"
     else:
@@ -69,6 +70,3 @@ def _misaligned(ctx: CheckContext, node: GemmNode, view: MatrixView) -> bool:
     ctx.sink.add(PC503, message, view.span, hint, uses=ctx.uses(node))
     return True
 
-
-def _a(type_name: str) -> str:
-    return ("an " if type_name.startswith("f") else "a ") + type_name

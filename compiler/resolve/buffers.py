@@ -10,6 +10,7 @@ import numpy as np
 
 from ...dsl import ast
 from ...dsl.source import open_regular, real_path
+from ...wording import counted
 from ..codes import PC107
 from ..consteval import Value, literal, representable
 from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind
@@ -57,7 +58,7 @@ def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl
         raise Abort
     labels = tuple(label.text for label in decl.labels)
     if len(labels) > count:
-        ctx.sink.add(PC107, f"{len(labels)} labels for {count} elements",
+        ctx.sink.add(PC107, f"{counted(len(labels), 'label')} for {counted(count, 'element')}",
                      decl.labels[count].span, "give at most one label per element")
         raise Abort
     if labels and not decl.mapped:
@@ -88,7 +89,7 @@ def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.Buf
         raise Abort
     kind, arity = _CALLS[expr.func.ident.text]
     if len(expr.args) != arity:
-        ctx.sink.add(PC107, f"`{kind}` takes {arity} argument{'s' * (arity > 1)}", expr.span, hint)
+        ctx.sink.add(PC107, f"`{kind}` takes {counted(arity, 'argument')}", expr.span, hint)
         raise Abort
     args = tuple(ctx.const(module, a) for a in expr.args)
     seed = _seed(ctx, module, expr, kind, hint)
@@ -186,7 +187,7 @@ def _load_init(ctx: Context, files: ProjectFiles, module: LoadedModule, expr: as
                      "save the array with the buffer's shape and element type")
         raise Abort
     if data_bytes < int(np.prod(shape, dtype=object)) * expected.itemsize:
-        ctx.sink.add(PC107, f"`{value}` is truncated: it holds {data_bytes} bytes of data, "
+        ctx.sink.add(PC107, f"`{value}` is truncated: it holds {counted(data_bytes, 'byte')} of data, "
                      f"its header promises {int(np.prod(shape, dtype=object)) * expected.itemsize}",
                      expr.args[0].span, "save the array again")
         raise Abort

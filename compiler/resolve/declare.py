@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from ...wording import with_article
 from ..codes import BY_CODE, PC101, PC102, PC103, PC104, PC112, PC113
 from ..consteval import literal
 from ..diagnostics import Label, Use
@@ -17,12 +18,12 @@ from .context import Context
 from .files import SHIPPED_KERNELS as SHIPPED_KERNELS  # where tests and tools look for it
 from .files import ProjectFiles
 from .kernel_imports import KernelImporter
-from .spelling import did_you_mean
 from .ranks import LAUNCHER_CONSTANTS, PER_RANK, builtin_span, launcher_constants, reads_rank
 from .scope import (
     Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, Symbol, declared, lose_import,
     mark_invalid,
 )
+from .spelling import did_you_mean
 
 # The words dsl/grammar.lark starts statements with: a graph of one of these names could never
 # be called, as its call would read as that statement.
@@ -101,7 +102,7 @@ class Declarer:
                     self.declare(module, decl.name, BufferSymbol(buffer, decl.name.span))
                 case ast.GraphDecl(name=name) if name.text in STATEMENT_KEYWORDS:
                     self.ctx.sink.add(PC104, f"`{name.text}` is a statement keyword", name.span,
-                                      f"a statement that starts with `{name.text}` is a `{name.text}` "
+                                      f"a statement that starts with `{name.text}` is {with_article(f'`{name.text}`')} "
                                       "statement, so no call could name this graph: rename it")
                     mark_invalid(module, (name,))
                 case ast.GraphDecl(name=name):
@@ -226,7 +227,7 @@ class Declarer:
         for decl in tree.decls:
             if isinstance(decl, (ast.StepDecl, ast.InitDecl)):
                 keyword = "step" if isinstance(decl, ast.StepDecl) else "init"
-                self.ctx.sink.add(PC102, f"imported file `{path.name}` has a `{keyword}` block",
+                self.ctx.sink.add(PC102, f"imported file `{path.name}` has {with_article(f'`{keyword}`')} block",
                                   via, "keep steps in the top-level file; import declarations only",
                                   labels=(Label(decl.span, "declared here"),))
         return module

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...dsl import ast
+from ...wording import counted
 from ..codes import PC105, PC201, PC205, PC315
 from ..consteval import ConstError, RuntimeValue, evaluate, literal
 from ..diagnostics import Label, Use
@@ -16,7 +17,6 @@ from ..model import (
     Access, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, RuntimeValueArg, ValueArg,
 )
 from ..ranges import launch_accesses
-from ...wording import counted
 from . import collectives, control, gemm
 from .context import Env
 from .ranks import check_rank_decision

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ...dsl import Span, ast
+from ...wording import counted
 from ..codes import PC103, PC501, PC502, Rule
 from ..diagnostics import Fix
 from ..model import Buffer, MatrixView
@@ -68,7 +69,7 @@ def _indexed(u: Unroller, module, env, expr: ast.Index) -> tuple[Buffer, int, tu
     items = expr.index.items if isinstance(expr.index, ast.TupleLit) else (expr.index,)
     if len(items) >= len(dims):
         gemm_error(u, PC502, f"`{expr.span.text}` indexes {len(items)} of the "
-                   f"{len(dims)} dimensions of `{buffer.name}`, leaving no matrix",
+                   f"{counted(len(dims), 'dimension')} of `{buffer.name}`, leaving no matrix",
                    expr.span, "index leading dimensions only: the trailing two "
                    "(three for a batch) remain")
     for item, dim in zip(items, dims):
@@ -92,7 +93,7 @@ def _reshaped(u: Unroller, module, env, call: ast.Call):
     buffer, start, dims = inner
     shape = tuple(u.ctx.integer(module, env, d, "a view's dimension") for d in call.args[1:])
     if min(shape) <= 0 or product(shape) != product(dims):
-        gemm_error(u, PC502, f"`{call.span.text}` holds {product(shape)} elements, "
+        gemm_error(u, PC502, f"`{call.span.text}` holds {counted(product(shape), 'element')}, "
                    f"`{call.args[0].span.text}` {product(dims)}", call.span,
                    "a view reinterprets the elements it names: the counts must agree")
     return buffer, start, shape
@@ -118,8 +119,8 @@ def matrix(u: Unroller, module, env, expr: ast.Expr, what: str, least: int = 2) 
     buffer, start, dims = _required_view(u, module, env, expr, what)
     if not least <= len(dims) <= 3:
         shapes = "a vector" if least == 1 and len(dims) > 1 else "a matrix (2-D) or a batch of them (3-D)"
-        gemm_error(u, PC502, f"the {what} `{expr.span.text}` has {len(dims)} dimension"
-                   f"{'s' * (len(dims) != 1)} {list(dims)}; it must be {shapes}", expr.span,
+        gemm_error(u, PC502, f"the {what} `{expr.span.text}` has {counted(len(dims), 'dimension')} "
+                   f"{list(dims)}; it must be {shapes}", expr.span,
                    "index leading dimensions (`x[i]`) or reinterpret with `view(x, ...)`")
     if len(dims) == 1:
         dims = (1, dims[0])
