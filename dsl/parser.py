@@ -127,7 +127,7 @@ def _expected_phrase(expected: set[str]) -> str:
 
 def _at_cause(source: SourceFile, offset: int, token: str, expected: set[str]) -> PipeSyntaxError | None:
     launch_close = any(_describe_terminal(name) == "`>>>`" for name in expected)
-    found = cause(source, offset, token, expected, launch_close)
+    found = cause(source, offset, token, expected, launch_close, _expected_phrase(expected))
     return PipeSyntaxError(found.message, found.span, found.hint, found.replacement) if found else None
 
 

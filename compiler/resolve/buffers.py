@@ -13,12 +13,18 @@ from ...dsl.source import open_regular, real_path
 from ...wording import counted
 from ..codes import PC107
 from ..consteval import Value, literal, representable
+from ..diagnostics import Edit, Fix
+from ..kernel_analysis import SCALAR_CODES
 from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind
 from .context import Context
 from .files import ProjectFiles
 from .scope import Abort, ConstSymbol, LoadedModule
 from .spelling import did_you_mean
 
+# element types as a kernel's C spells them, for a declaration that does too (`float[N]`)
+C_ELEMENT_TYPES = {**{ctype: name for ctype, _, name in SCALAR_CODES if " " not in ctype and name in BUFFER_DTYPES},
+                   "half": "f16", "__half": "f16", "__nv_bfloat16": "bf16", "int32_t": "i32", "uint32_t": "u32",
+                   "int64_t": "i64", "uint64_t": "u64", "uint8_t": "u8", "unsigned": "u32"}
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
 INT64_MAX = (1 << 63) - 1
 # initial values by what the declaration writes: a bare word, or a call (with its arity)
@@ -36,9 +42,12 @@ def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl
     dtype = DTYPES.get(type_name)
     if dtype is None or type_name not in BUFFER_DTYPES:
         named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
-        ctx.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
-                     "element types: " + ", ".join(BUFFER_DTYPES),
-                     fixes=did_you_mean(decl.dtype.text, BUFFER_DTYPES, "element types", decl.dtype.span).fixes)
+        c_type = C_ELEMENT_TYPES.get(type_name)
+        hint = (f"`{type_name}` is the C spelling; buffers are declared `{c_type}`" if c_type
+                else "element types: " + ", ".join(BUFFER_DTYPES))
+        fixes = ((Fix(f"Change to `{c_type}`", (Edit(decl.dtype.span, c_type),)),) if c_type and not named
+                 else did_you_mean(decl.dtype.text, BUFFER_DTYPES, "element types", decl.dtype.span).fixes)
+        ctx.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span, hint, fixes=fixes)
         raise Abort
     shape = tuple(ctx.integer(module, {}, d, "a dimension") for d in decl.shape)
     for dim, expr in zip(shape, decl.shape):

@@ -17,7 +17,7 @@ from .scope import (
     Abort, BufferSymbol, ConstSymbol, GraphSymbol, InvalidSymbol, KernelSymbol, LoadedModule, follows_from_failure,
     undefined,
 )
-from .spelling import did_you_mean
+from .spelling import did_you_mean, not_imported
 
 # Where a value is needed, which names the rule a run-time value breaks there: a decision
 # (PC301), a value baked into a node (PC302), or a compile-time constant (PC105).
@@ -56,7 +56,8 @@ class Context:
         if isinstance(symbol, InvalidSymbol) or (symbol is None and follows_from_failure(module, ident.text)):
             raise Abort
         if symbol is None:
-            similar = did_you_mean(ident.text, module.names_of(kind), f"{kind.what}s", ident.span)
+            similar = ((kind is KernelSymbol and not_imported(ident.text, module.unimported_kernels))
+                       or did_you_mean(ident.text, module.names_of(kind), f"{kind.what}s", ident.span))
             self.sink.add(PC103, f"undefined {kind.what} `{ident.text}`", ident.span, similar.hint,
                           fixes=similar.fixes, cause=undefined(module, ident.text))
             raise Abort

@@ -171,6 +171,10 @@ class Declarer:
         if imported is None:
             lose_import(module, decl)
             return
+        listed = {ident.text for ident, _ in imported}
+        for name in self.kernel_sources.declared.get(target, ()):
+            if name not in listed:
+                module.unimported_kernels.setdefault(name, decl)
         for ident, kernel in imported:
             if kernel is None:
                 mark_invalid(module, (ident,))

@@ -30,6 +30,7 @@ class KernelImporter:
         # one object per kernel identity (its source's analysis key, which covers the path, the
         # content and the compile options, and its name), however often it is imported
         self.kernels: dict[tuple[str, str], Kernel] = {}
+        self.declared: dict[Path, tuple[str, ...]] = {}  # the kernels each analysed source declares
 
     def import_kernels(self, decl: ast.Import, path: Path) -> list[tuple[ast.Ident, Kernel | None]] | None:
         """The kernels the import names, each None when it is not there (reported); None when
@@ -50,6 +51,7 @@ class KernelImporter:
                                   limit.hint, labels=(Label(decl.path.span, "imported here"),))
             return None
         source = self.source(path)
+        self.declared[path] = tuple(analysis.kernels)
         names = decl.names or tuple(ast.Ident(n, decl.path.span) for n in analysis.kernels)
         found: list[tuple[ast.Ident, Kernel | None]] = []
         for ident in names:

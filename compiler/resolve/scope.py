@@ -91,6 +91,9 @@ class LoadedModule:
     # a whole file this module imports failed to load (reported): which names it would have
     # declared is unknown, so a name this module uses and nothing declares is no new mistake
     lost_import: bool = False
+    # kernels that a kernel source this module imports by name declares but the import leaves
+    # out, with that import: a launch of one is told to add it
+    unimported_kernels: dict[str, ast.Import] = field(default_factory=dict)
 
     def names_of(self, kind: type) -> list[str]:
         """The names this module's scope binds to symbols of `kind`, for suggestions."""
