@@ -251,7 +251,7 @@ class Declarer:
         module = LoadedModule(path, source, tree, bindings=bindings)
         # a finding in a file imported with values names the import (the file can be right
         # for some values and wrong for others)
-        values = ", ".join(f"{name} = {literal(value)}" for name, (value, _, _) in bindings.items())
+        values = ", ".join(f"{name} = {literal(value)}" for name, (value, *_) in bindings.items())
         with self.ctx.sink.within((Use(via, f"`{path.name}` imported here", values),) if values else ()):
             self.populate(module)
         check_bindings(self.ctx, module, self.bound_names)
