@@ -41,8 +41,8 @@ def save_gemm_algorithms(args, pipeline, info) -> None:
         write_atomically(path, file_text(data))
     except OSError as error:
         raise SystemExit(f"{args.prog}: error: cannot write {path}: {error.strerror or error}") from None
-    print(f"{args.prog}: saved the algorithms of {len(data['gemms'])} GEMM node(s) on {pipeline.device.name} to "
-          f"{path}", file=info)
+    print(f"{args.prog}: saved the algorithms of {counted(len(data['gemms']), 'GEMM node')} on "
+          f"{pipeline.device.name} to {path}", file=info)
 
 
 def verify_report(args, pipeline, info) -> int:

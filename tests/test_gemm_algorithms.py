@@ -319,7 +319,7 @@ def test_piperun_says_which_algorithms_a_bundle_runs_and_saves_them(mlp_algorith
     lines = out.splitlines()
     assert code == 0 and lines[1] == "piperun: GEMM algorithms: stored (tune): `step/forward/gemm:h`; " \
                                      "stored (heuristic): 4 of 5 nodes"
-    assert lines[2] == f"piperun: saved the algorithms of 5 GEMM node(s) on Fake H200 to {again}"
+    assert lines[2] == f"piperun: saved the algorithms of 5 GEMM nodes on Fake H200 to {again}"
     assert json.loads(again.read_text()) == data  # the same choices, the same file
 
     code, out, _ = _piperun(monkeypatch, capsys, GEMM_MLP, "--steps", "0", "--save-gemm-algorithms", again)
