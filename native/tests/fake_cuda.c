@@ -529,8 +529,9 @@ EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count
 }
 
 EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, int *type) {
-    static const int TYPES[] = {CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY, CU_GRAPH_NODE_TYPE_MEMSET,
-                                CU_GRAPH_NODE_TYPE_GRAPH, CU_GRAPH_NODE_TYPE_EMPTY, CU_GRAPH_NODE_TYPE_CONDITIONAL};
+    static const int TYPES[] = {[K_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL, [K_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
+                                [K_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY, [K_GRAPH] = CU_GRAPH_NODE_TYPE_GRAPH,
+                                [K_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY, [K_CONDITIONAL] = CU_GRAPH_NODE_TYPE_CONDITIONAL};
     *type = TYPES[((const fnode *)node)->kind];
     return OK;
 }
