@@ -56,7 +56,7 @@ def verify_report(args, pipeline, info) -> int:
         differences = replicated_differences(pipeline, args.verify)
         for line in differences:
             print(f"{args.prog}: verify: {line}", file=info)
-        if not differences:
+        if not differences and pipeline.distributed.launch.world_size > 1:  # one rank compares nothing
             replicated = sum(b.replicated for b in pipeline.plan.buffers)
             print(f"{args.prog}: verify: {'the ' * (replicated != 1)}{counted(replicated, 'replicated buffer')} "
                   f"{verb('holds', replicated)} the same bits on all {pipeline.distributed.launch.world_size} ranks "
