@@ -96,6 +96,15 @@ class Extent:
 
 
 @dataclass(frozen=True)
+class Site:
+    """A line of a kernel's CUDA source where its PTX does something: the kernel's own line
+    that reaches it (the span), and the lines between, in headers and helpers (the trail)."""
+
+    span: Span
+    trail: tuple[Label, ...] = ()
+
+
+@dataclass(frozen=True)
 class Param:
     index: int
     name: str
@@ -108,6 +117,10 @@ class Param:
     written: WriteProof = "unknown"
     written_span: Span | None = None  # the kernel's line that reaches the first store (or the one pipec cannot follow)
     written_trail: tuple[Label, ...] = ()  # the store itself and the lines between, in headers and helpers
+    table: bool = False  # a pointer to pointers (`const float* const*`): binds a table of addresses
+    read_first: Site | None = None  # a load of memory this thread has not stored first (ptx/first_reads.py)
+    read_through: Site | None = None  # a load through a pointer loaded from its memory (ptx/writes.py)
+    written_through: Site | None = None  # a store through such a pointer
 
     def describe(self) -> str:
         return f"parameter {self.index + 1} `{self.name}` ({self.ctype})"
@@ -165,6 +178,7 @@ class Kernel:
     decl_span: Span  # the signature in the CUDA source
     cluster: tuple[int, int, int] | None = None  # blocks per cluster, from __cluster_dims__
     launch_control: LaunchControl = LaunchControl()
+    unknown_read: Site | None = None  # a load through a pointer of unknown origin (ptx/writes.py)
 
 
 # --- nodes ------------------------------------------------------------------------------------
