@@ -219,7 +219,7 @@ def _kernel_record(entry: ptx.Function, words: list[int], decl: Declaration | No
     return KernelRecord(entry.name, params, entry.max_threads, findings,
                         decl.where if decl else None, decl.unreadable if decl else (), entry.cluster,
                         _launch_control_record(module.launch_control(entry.name), system),
-                        _site(accesses.unknown, ptx.READ, system))
+                        _site(accesses.unknown, ptx.READ, system), _site(accesses.unknown, ptx.WRITE, system))
 
 
 def _site(found: dict, key, system: tuple[Path, ...]) -> SiteRecord | None:

@@ -129,6 +129,7 @@ class KernelRecord:
     cluster: tuple[int, int, int] | None = None  # from __cluster_dims__
     launch_control: LaunchControlRecord = LaunchControlRecord("never", (), None)
     unknown_read: SiteRecord | None = None  # a load through a pointer of unknown origin (ptx/writes.py)
+    unknown_write: SiteRecord | None = None  # a store through one
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def _kernel(k: dict) -> KernelRecord:
                             _call_sites(f["reached_from"])) for f in k["findings"]),
         _range(k["signature"]), tuple(_range(r) for r in k["unreadable_annotations"]),
         tuple(k["cluster"]) if k["cluster"] else None, _launch_control(k["launch_control"]),
-        _site(k["unknown_read"]),
+        _site(k["unknown_read"]), _site(k["unknown_write"]),
     )
 
 

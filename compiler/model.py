@@ -19,7 +19,7 @@ from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve n
 
 
 # The words the model's fields take: the checks, lowering and the plan switch on them.
-InitKind = Literal["zeros", "uninit", "fill", "uniform", "normal", "load"]
+InitKind = Literal["zeros", "uninit", "fill", "uniform", "normal", "load", "addresses"]
 ParamKind = Literal["pointer", "scalar", "unsupported"]
 WriteProof = Literal["yes", "no", "unknown"]  # can the PTX write through a pointer (ptx/writes.py)
 FindingRule = Literal["atomics", "spin-wait", "fence-barrier", "grid-sync", "unfollowed-call"]
@@ -49,12 +49,19 @@ class Mode(enum.IntFlag):
 # --- buffers ----------------------------------------------------------------------------------
 
 
+# The element type of a table of device addresses (`buffer t: ptr[3] = addresses(a, b, c)`):
+# the runtime fills it with the addresses of the buffers it names, and the plan holds it as the
+# u64 words they are. Only this declaration makes one.
+ADDRESS = DType("ptr", 8, "u", "uint64")
+
+
 @dataclass(frozen=True)
 class Init:
     kind: InitKind
     args: tuple[float | int, ...] = ()
     seed: int | None = None
     path: Path | None = None
+    entries: tuple[PointerArg, ...] = ()  # `addresses(...)`: the buffer (or slice) each address points to
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +89,11 @@ class Buffer:
     @property
     def memory(self) -> str:
         return "mapped" if self.mapped else "device"
+
+    @property
+    def is_table(self) -> bool:
+        """A table of addresses: what a kernel reads through it is the named buffers'."""
+        return self.dtype is ADDRESS
 
 
 # --- kernels ----------------------------------------------------------------------------------
@@ -179,6 +191,7 @@ class Kernel:
     cluster: tuple[int, int, int] | None = None  # blocks per cluster, from __cluster_dims__
     launch_control: LaunchControl = LaunchControl()
     unknown_read: Site | None = None  # a load through a pointer of unknown origin (ptx/writes.py)
+    unknown_write: Site | None = None  # a store through one
 
 
 # --- nodes ------------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ FORMAT_VERSION = 1  # what this pipec writes, and the reader version it is
 READERS = (1, 1)  # the reader versions that can read what this pipec writes
 MANIFEST = "manifest.json"
 PLAN = "plan.json"
-# Initial values a runtime sets itself, with a memset or nothing; the others travel as bytes.
-HOST_SET_INITS = ("zeros", "uninit", "fill")
+# Initial values a runtime sets itself, with a memset, the addresses of buffers or nothing; the
+# others travel as bytes.
+HOST_SET_INITS = ("zeros", "uninit", "fill", "addresses")
 
 
 class BundleError(Error):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import types
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from functools import cache
 from typing import Union, get_args, get_origin, get_type_hints
 
@@ -251,11 +251,22 @@ class ModuleSpec:
 
 
 @dataclass(frozen=True)
+class AddressSpec:
+    """One element of a table of addresses: the device address of `buffer`, plus `byte_offset`."""
+
+    buffer: str
+    byte_offset: int
+
+
+@dataclass(frozen=True)
 class InitSpec:
-    kind: str
+    kind: str  # zeros | uninit | fill | uniform | normal | load | addresses
     args: tuple[float | int, ...]
     seed: int | None
     path: str | None
+    # `addresses`: the table's elements, 64-bit addresses the runtime writes once the buffers
+    # are allocated or bound (and again after it restores the table's contents)
+    addresses: tuple[AddressSpec, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -384,7 +395,8 @@ def _field_names(kind: type) -> tuple[str, ...] | None:
 
 
 def from_json(data: dict) -> Plan:
-    """The plan that `to_json` wrote, as equal objects (JSON lists become the tuples)."""
+    """The plan that `to_json` wrote, as equal objects (JSON lists become the tuples). A field
+    with a default may be missing (a plan written before the field was added): it takes it."""
     return _decode(Plan, data)
 
 
@@ -399,7 +411,8 @@ def _hints(cls) -> dict:
 def _decode(annotation, value):
     if is_dataclass(annotation):
         hints = _hints(annotation)
-        return annotation(**{f.name: _decode(hints[f.name], value[f.name]) for f in fields(annotation)})
+        return annotation(**{f.name: _decode(hints[f.name], value[f.name]) for f in fields(annotation)
+                             if f.name in value or f.default is MISSING})
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:

@@ -46,6 +46,7 @@ READ, WRITE = "r", "w"
 _SLOT = re.compile(r"\[\s*([\w$]+)")
 _WIDE = re.compile(r"\.[bsu]64\b")
 _LOCAL_SPACES = ("shared", "local", "param", "const")
+_NARROW = ("u8", "s8", "u16", "s16", "u32", "s32")  # a `cvt` from these widens an index
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ class _Provenance:
         self.origins: dict[str, set] = {}
         self.arguments: dict[int, list[set]] = {}  # call position -> origins of each argument
         self._param = re.compile(re.escape(function.name) + r"_param_(\d+)")
+        self.scaled = _scaled_registers(function)
         while self._pass():
             pass
 
@@ -193,20 +195,41 @@ class _Provenance:
         return changed
 
     def _value(self, instruction: Instruction, head: str, slots: dict[str, set]) -> set:
-        if instruction.opcode.startswith("ld.param"):
+        if instruction.opcode.startswith("ld.param"):  # only a 64-bit value can be a pointer
             slot = _SLOT.match(instruction.operands[1]) if len(instruction.operands) > 1 else None
-            name = slot.group(1) if slot else ""
+            name = slot.group(1) if slot and _WIDE.search(instruction.opcode) else ""
             if m := self._param.fullmatch(name):
                 return {int(m.group(1))}
             return set(slots.get("retval", set())) if name.startswith("retval") else set()
-        if head in ("ld", "atom", "ldu"):  # only a 64-bit value can be a pointer
+        if head in ("ld", "atom", "ldu"):
             if not _WIDE.search(instruction.opcode):
                 return set()
             return dereferenced(self.of(instruction.operands[1]) if len(instruction.operands) > 1 else set())
-        value = set().union(*(self.of(s) for s in sources(self.function, instruction)), set())
-        if head in ("add", "sub", "mad") and any(isinstance(o, int) for o in value):
-            value = {o for o in value if not is_loaded(o)}  # a parameter plus a loaded index still points into it
+        if head in ("add", "sub", "mad") and len(instruction.operands) > 2:
+            return self._address(instruction.operands[3:] if head == "mad" else instruction.operands[1:])
+        return set().union(*(self.of(s) for s in sources(self.function, instruction)), set())
+
+    def _address(self, terms) -> set:
+        """The origins of a sum: an index (a term scaled by a multiplication or a shift, as
+        `mad` scales all but its last) is no pointer, and a parameter plus a loaded index still
+        points into the parameter."""
+        value = set().union(*(self.of(t) for t in terms if not any(r in self.scaled for r in
+                                                                    registers(self.function, t))), set())
+        if any(isinstance(o, int) for o in value):
+            value = {o for o in value if not is_loaded(o)}
         return value
+
+
+def _scaled_registers(function: Function) -> set[str]:
+    """Registers every definition of which scales a value (`mul`, `shl`, a widening `cvt`):
+    indexes and offsets, which address arithmetic adds to a pointer but no pointer is."""
+    scaling: dict[str, bool] = {}
+    for instruction in function.instructions:
+        parts = instruction.opcode.split(".")
+        scales = parts[0] in ("mul", "shl") or (parts[0] == "cvt" and parts[-1] in _NARROW)
+        for register in destinations(function, instruction):
+            scaling[register] = scaling.get(register, True) and scales
+    return {register for register, scales in scaling.items() if scales}
 
 
 def dereferenced(origins: set) -> set:

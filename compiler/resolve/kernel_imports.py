@@ -120,7 +120,8 @@ class KernelImporter:
         )
         return Kernel(ident.text, KernelSource(path, source, key), params, record.max_threads,
                       findings, decl_span, record.cluster, self._launch_control(record.launch_control, decl_span),
-                      self._site(record.unknown_read, "the load itself", decl_span))
+                      self._site(record.unknown_read, "the load itself", decl_span),
+                      self._site(record.unknown_write, "the store itself", decl_span))
 
     def _site(self, record: SiteRecord | None, itself: str, decl_span: Span) -> Site | None:
         """Where the kernel's own body reaches an instruction (its declaration when the PTX
