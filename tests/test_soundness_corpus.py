@@ -39,7 +39,8 @@ _MARK = re.compile(r"//\s*(expect|note):\s*(PC\d+(?:\s*,\s*PC\d+)*)")
 NVCC_SAMPLE = ("atomic_header_subfolder.cu", "atomic_call_chain.cu", "atomic_noinline_header.cu",
                "fence_header.cu", "spin_header.cu", "spin_relaxed_asm.cu", "write_const_header.cu",
                "write_const_helper.cu", "grid_sync_noinline.cu", "atomic_asm_macro.cu",
-               "clean/pure_header.cu")
+               "clean/pure_header.cu", "read_raw_header.cu", "read_raw_noinline.cu", "out_read_header.cu",
+               "out_read_noinline.cu", "clean/table_reads.cu", "clean/out_write_first.cu")
 
 
 def expected(source: Path) -> set[tuple[str, str, int, str]]:
