@@ -49,11 +49,18 @@ class Intervals:
             return start
         return self.stops[i] if self.stops[i] < stop else None
 
+    def next_start(self, element: int) -> int | None:
+        """The first element of the set after `element` that starts an interval, or None."""
+        i = bisect.bisect_right(self.starts, element)
+        return self.starts[i] if i < len(self.starts) else None
+
     def covers(self, start: int, stop: int) -> bool:
         return self.first_gap(start, stop) is None
 
     def within(self, start: int, stop: int) -> list[tuple[int, int]]:
         """The set's elements in [start, stop), as intervals cut to it."""
+        if start >= stop:
+            return []
         first = bisect.bisect_right(self.stops, start)
         last = bisect.bisect_left(self.starts, stop)
         return [(max(s, start), min(e, stop)) for s, e in zip(self.starts[first:last], self.stops[first:last])]

@@ -131,13 +131,16 @@ def stale_after_branch(ctx: CheckContext) -> None:
                 pending.setdefault(name, Intervals()).add(access.start, access.stop)
                 writes.setdefault(name, []).append((access, branch))
             elif branch is None and access.mode & Mode.READ and name in pending:
-                element = _stale(pending[name], always.get(name, Intervals()), access)
+                known = always.get(name, Intervals())
+                element = _stale(pending[name], known, access)
                 if element is None:
                     continue
                 write, where = next((w, b) for w, b in writes[name] if w.start <= element < w.stop)
                 reported.add(name)
-                lo, hi = max(write.start, access.start), min(write.stop, access.stop)
-                what = name if (lo, hi) == (0, access.buffer.count) else f"{name}[{lo}:{hi}]"
+                # from the first stale element up to what this write, the read or the step's
+                # unconditional writes leave off
+                stop = min(write.stop, access.stop, known.next_start(element) or access.stop)
+                what = name if (element, stop) == (0, access.buffer.count) else f"{name}[{element}:{stop}]"
                 ctx.sink.add(PC403, f"`{what}` is written only inside the {where.construct} and "
                              "read here on every step: when the branch is not taken it holds an "
                              "older value", access.span,

@@ -8,8 +8,8 @@ registers (flow-insensitive, so a loop's pointer increments are covered). A 64-b
 from memory that a parameter points to has the origin `Via(parameter)`: a pointer read from a
 table the parameter holds, which the resolver follows to the buffers a declared table names
 (`addresses(...)`, docs/language.md). A 64-bit value loaded from anywhere else (a `__device__`
-variable, local memory) or through such a pointer (double indirection) has the origin `loaded`:
-an access through it could land anywhere. A parameter plus a loaded index still points into that
+variable, a pointer staged in shared or local memory) or through such a pointer (double
+indirection) has the origin `loaded`: an access through it could land anywhere. A parameter plus a loaded index still points into that
 parameter: address arithmetic keeps the base.
 
 Writes are `st` (not to shared, local or param space), `atom`, `red`, `multimem.st/red`,
@@ -204,6 +204,8 @@ class _Provenance:
         if head in ("ld", "atom", "ldu"):
             if not _WIDE.search(instruction.opcode):
                 return set()
+            if any(p.startswith(_LOCAL_SPACES) for p in instruction.opcode.split(".")[1:]):
+                return {LOADED}  # staged in shared or local memory: pipec does not follow it there
             return dereferenced(self.of(instruction.operands[1]) if len(instruction.operands) > 1 else set())
         if head in ("add", "sub", "mad") and len(instruction.operands) > 2:
             return self._address(instruction.operands[3:] if head == "mad" else instruction.operands[1:])
