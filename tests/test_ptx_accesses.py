@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipec.compiler import ptx
-from pipec.compiler.ptx.writes import LOADED, READ, WRITE, Summary, Via, dereferenced
+from pipec.compiler.ptx.writes import LOADED, READ, WRITE, Summary, Via, dereferenced, read_address
 
 SETUP = """
   ld.param.u64 %rd1, [k_param_0];
@@ -188,3 +188,82 @@ def test_a_summary_changes_its_key_with_every_kind_of_access():
         summary.record({origin}, mode, None)
         keys.add(summary.key())
     assert len(keys) == 6 and Summary().key() not in keys
+
+
+@pytest.mark.parametrize("text, address", [
+    ("ld.global.f32 %f1, [%rd1]", "[%rd1]"),
+    ("ld.f32 %f1, [%rd1]", "[%rd1]"),  # generic
+    ("ldu.global.f32 %f1, [%rd1]", "[%rd1]"),
+    ("ld.global.nc.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1+16]", "[%rd1+16]"),
+    ("ld.shared.f32 %f1, [%r1]", None),
+    ("ld.local.f32 %f1, [%rd1]", None),
+    ("ld.param.u64 %rd1, [k_param_0]", None),
+    ("ld.const.f32 %f1, [%rd1]", None),
+    ("ld.global.f32 %f1", None),
+    ("ld.global.f32", None),
+    ("atom.global.add.u32 %r1, [%rd1], 1", "[%rd1]"),
+    ("atom.shared.add.u32 %r1, [%r2], 1", None),
+    ("multimem.ld_reduce.global.add.f32 %f1, [%rd1]", "[%rd1]"),
+    ("st.global.f32 [%rd1], %f1", None),
+    ("red.global.add.f32 [%rd1], %f1", None),
+    ("tex.1d.v4.f32.s32 {%f1, %f2, %f3, %f4}, [%rd1, {%r1}]", "?"),
+    ("tld4.r.2d.v4.f32.f32 {%f1, %f2, %f3, %f4}, [%rd1, {%f5, %f6}]", "?"),
+    ("suld.b.1d.b32.trap {%r1}, [%rd1, {%r2}]", "?"),
+    ("cp.async.ca.shared.global [%r1], [%rd1], 16", "[%rd1]"),
+    ("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r1], [%rd1], 64, [%r2]", "[%rd1]"),
+    ("cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r2}], [%r3]",
+     "?"),
+    ("cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r1], 64", None),  # reads shared memory
+    ("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.u32 [%rd1], [%r1], 64", None),
+    ("cp.async.bulk.prefetch.L2.global [%rd1], 64", "[%rd1]"),
+    ("cp.async.bulk.prefetch.tensor.1d.L2.global [%rd1, {%r1}]", "?"),
+    ("cp.async.bulk.commit_group", None),
+    ("prefetch.global.L2 [%rd1]", "[%rd1]"),
+    ("prefetchu.L1 [%rd1]", "[%rd1]"),
+    ("prefetch.local.L1 [%rd1]", None),
+    ("tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2", None),  # a write, not a read
+    ("mov.u64 %rd1, %rd2", None),
+])
+def test_which_instructions_read_global_memory_and_at_which_operand(text, address):
+    m = module(f"  {text};")
+    (instruction,) = [i for i in m.functions["k"].instructions if i.text.startswith(text.split(" ")[0])][-1:]
+    assert read_address(instruction) == address
+
+
+@pytest.mark.parametrize("defined, through, direct", [
+    # mad adds its last operand to a product: the product is an index, whatever it holds
+    ("mad.lo.s64 %rd7, %rd8, %rd4, %rd9;", {0: "r"}, {0: "r"}),
+    # a register defined twice is both: the pointer from the table and the parameter
+    ("mov.b64 %rd7, %rd4;\n  add.s64 %rd7, %rd9, %rd8;", {0: "r"}, {0: "r", 1: "r"}),
+])
+def test_the_terms_of_a_sum_decide_its_origins(defined, through, direct):
+    found = accesses(f"""
+  ld.global.u64 %rd9, [%rd3];
+  mul.wide.s32 %rd8, %r1, 4;
+  {defined}
+  ld.global.f32 %f1, [%rd7];
+""")
+    assert found["through"] == through and found["direct"] == direct
+
+
+def test_a_value_narrowed_then_widened_is_an_index():
+    found = accesses("""
+  ld.global.u64 %rd9, [%rd3];
+  cvt.u32.u64 %r9, %rd4;
+  cvt.u64.u32 %rd8, %r9;
+  add.s64 %rd7, %rd9, %rd8;
+  ld.global.f32 %f1, [%rd7];
+""")
+    assert found == {"direct": {0: "r"}, "through": {0: "r"}, "unknown": ""}
+
+
+def test_a_32_bit_parameter_loaded_into_a_64_bit_register_is_no_pointer():
+    found = accesses("""
+  ld.param.u32 %rd5, [k_param_2];
+  and.b64 %rd6, %rd5, 24;
+  mov.u64 %rd8, table;
+  add.s64 %rd9, %rd8, %rd6;
+  ld.global.u64 %rd7, [%rd9];
+  st.global.f32 [%rd7], %f1;
+""", extra=".global .u64 table[4];")
+    assert found == {"direct": {}, "through": {}, "unknown": "w"}

@@ -124,11 +124,36 @@ $L_loop:
 """) == {0: 1}
 
 
-def test_code_after_a_return_reads_nothing():
+def test_code_after_a_return_reads_nothing_and_after_a_guarded_one_does():
     assert first_reads("""
   ret;
   ld.global.f32 %f2, [%rd3];
 """) == {}
+    assert first_reads("""
+  @%p1 ret;
+  ld.global.f32 %f2, [%rd3];
+""") == {0: 1}
+
+
+def test_nothing_runs_past_the_last_instruction_and_an_empty_body_reads_nothing():
+    m = ptx.parse(""".version 8.8
+.target sm_90
+.address_size 64
+.func nothing()
+{
+}
+.visible .entry k(
+  .param .u64 k_param_0
+)
+{
+  .reg .b64 %rd<4>;
+  .reg .f32 %f<4>;
+  ld.param.u64 %rd1, [k_param_0];
+  ret;
+  ld.global.f32 %f1, [%rd1];
+}
+""")
+    assert m.first_reads("k") == {} and m.first_reads("nothing") == {}
 
 
 def test_a_load_through_a_pointer_loaded_from_memory_is_no_parameters():
@@ -196,7 +221,7 @@ def test_an_indirect_call_reads_what_any_function_whose_address_is_taken_reads()
     ("ld.global.f32", 4), ("ld.global.v4.f32", 16), ("st.global.v2.u64", 16), ("ld.global.b8", 1),
     ("ld.global.u16", 2), ("ld.global.f16x2", 4), ("ld.global.bf16x2", 4), ("ld.global.b128", 16),
     ("st.global.v8.b16", 16), ("atom.global.add.f64", 8), ("ld.global.nc.L1::no_allocate.v2.f32", 8),
-    ("ld.global", None), ("cp.async.ca.shared.global", None),
+    ("ld.global", None), ("cp.async.ca.shared.global", None), ("ld.v4.f32", 16), ("ld.f32", 4),
 ])
 def test_the_width_of_an_access_is_its_type_times_its_vector(opcode, width):
     assert access_width(opcode) == width

@@ -16,19 +16,20 @@ _HINT = "a table holds the addresses the runtime put there; declare another tabl
 
 
 def address_table_written(ctx: CheckContext) -> None:
-    for node, param, arg in ctx.bindings():
-        if not isinstance(arg, PointerArg) or not arg.buffer.is_table or param.kind != "pointer":
-            continue
-        store = unfollowed_store(node)
-        declared = (Label(arg.buffer.span, "declared here"),)
-        if arg.qualifier in ("out", "inout"):
-            ctx.sink.add(PC325, f"`{arg.buffer.name}` is a table of addresses, bound `{arg.qualifier}`",
-                         arg.span, f"bind it `in`; {_HINT}", labels=declared)
-        elif param.written == "yes" or store is not None:
-            site = (param.written_span, param.written_trail) if param.written == "yes" else (store.span, store.trail)
-            ctx.sink.add(PC325, f"kernel `{node.kernel.name}` may write the table of addresses `{arg.buffer.name}` "
-                         f"through {param.describe()}", arg.span, _HINT,
-                         labels=declared + ((Label(site[0], "the store"),) if site[0] else ()) + site[1])
+    for node in ctx.launches():
+        tables = [(param, arg) for param, arg in zip(node.kernel.params, node.args)
+                  if isinstance(arg, PointerArg) and arg.buffer.is_table and param.kind == "pointer"]
+        store = unfollowed_store(node) if tables else None
+        for param, arg in tables:
+            declared = (Label(arg.buffer.span, "declared here"),)
+            if arg.qualifier in ("out", "inout"):
+                ctx.sink.add(PC325, f"`{arg.buffer.name}` is a table of addresses, bound `{arg.qualifier}`",
+                             arg.span, f"bind it `in`; {_HINT}", labels=declared)
+            elif param.written == "yes" or store is not None:
+                site = (param.written_span, param.written_trail) if param.written == "yes" else (store.span, store.trail)
+                ctx.sink.add(PC325, f"kernel `{node.kernel.name}` may write the table of addresses "
+                             f"`{arg.buffer.name}` through {param.describe()}", arg.span, _HINT,
+                             labels=declared + ((Label(site[0], "the store"),) if site[0] else ()) + site[1])
     for node in ctx.nodes:
         if isinstance(node, (LaunchNode, *CONTAINERS)):
             continue
