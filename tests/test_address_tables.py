@@ -13,6 +13,9 @@ import pytest
 from fake_cuda import fake_driver
 from stage_helpers import check_text
 from pipec import load
+from pipec.compiler import compile_file, load_settings
+from pipec.compiler.bundle import write_bundle
+from pipec.runtime.bundle import load_bundle
 from pipec.compiler.codes import EXAMPLES
 from pipec.compiler.lsp.index import _buffer_hover
 from pipec.compiler.model import LaunchNode, Mode
@@ -207,6 +210,15 @@ def test_the_runtime_fills_a_table_with_its_own_addresses_and_keeps_them_through
         pipeline.restore(snapshot)
         assert pipeline.snapshot()["tensors"].tolist() == expected
         assert pipeline.snapshot()["sums"].tolist() == [1.0] * 256
+
+
+def test_a_bundle_holds_no_bytes_for_a_table_and_its_runtime_fills_it(tmp_path):
+    compilation = compile_file(TABLES, load_settings(TABLES))
+    write_bundle(compilation.plan, ("sm_90",), tmp_path / "bundle", str(TABLES))
+    assert not (tmp_path / "bundle" / "buffers" / "tensors.bin").exists()
+    with load_bundle(tmp_path / "bundle", backends=Backends(fake_driver(TABLES))) as pipeline:
+        assert pipeline.snapshot()["tensors"].tolist() == [pipeline.buffer("a").device_ptr,
+                                                           pipeline.buffer("b").device_ptr + 256 * 4]
 
 
 def test_a_table_cannot_be_bound():

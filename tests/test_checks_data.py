@@ -22,7 +22,9 @@ extern "C" __global__ void table_and_raw(const float* const* tensors, const unsi
     reinterpret_cast<float*>(raw[0])[threadIdx.x] = tensors[0][threadIdx.x];
 }
 """)
+ACCESS_KERNELS = KERNELS.parent / "access_kernels.cu"
 HEADER = (f'from "{KERNELS}" import writer, copier, reader\n'
+          f'from "{ACCESS_KERNELS}" import scalar_then_cast, second_cast, zero_all, table_unused, keep, add_two\n'
           f'from "{EXAMPLES / "table_kernels.cu"}" import sum_squares, sum_squares_raw, scale_all, accumulate, '
           'retarget\n'
           f'from "{BORROWED}" import accumulate_out, scatter_raw, through_table, table_and_raw\n')
@@ -58,7 +60,8 @@ def _stale(body: str) -> list[tuple[int, str]]:
 {body}
         }}
     """)
-    return [(d.span.line - 10, d.message.split(" is written")[0]) for d in result.diagnostics if d.code == "PC403"]
+    step = _line(result, "step {")
+    return [(d.span.line - step, d.message.split(" is written")[0]) for d in result.diagnostics if d.code == "PC403"]
 
 
 @pytest.mark.parametrize("body, stale", [
@@ -110,7 +113,7 @@ def test_stale_after_branch_labels_the_write():
     """)
     (diagnostic,) = [d for d in result.diagnostics if d.code == "PC403"]
     assert diagnostic.message.startswith("`p[64:128]` is written only inside the if")
-    assert [label.span.line for label in diagnostic.labels] == [10]
+    assert [label.span.line for label in diagnostic.labels] == [_line(result, "p[64:128], 64")]
 
 
 def test_an_uninit_buffer_is_read_first_only_where_the_kernels_load_say_so():
@@ -232,3 +235,143 @@ def test_buffers_named_by_a_bound_table_are_used_even_when_the_kernel_never_load
     """)
     assert [(d.code, d.message) for d in result.diagnostics if d.code == "PC402"] == [
         ("PC402", "buffer `unused` is never used"), ("PC402", "buffer `u` is never used")]
+
+
+def test_pc403_keeps_looking_after_a_buffer_it_reported_or_a_read_that_is_fresh():
+    result = _check("""
+        buffer p: f32[64]
+        buffer q: f32[64]
+        buffer fresh: f32[64]
+        buffer flag: i32[1] = fill(1)
+        buffer sink: f32[64]
+        step {
+            if flag[0] { launch writer<<<1, 64>>>(p, 64) }
+            if flag[0] { launch writer<<<1, 64>>>(q, 64) }
+            copy p -> sink
+            launch add_two<<<1, 64>>>(in p, in q, out sink)
+            launch writer<<<1, 64>>>(fresh, 64)
+            launch add_two<<<1, 64>>>(in fresh, in q, out sink)
+        }
+    """)
+    assert [(d.code, d.span.line) for d in result.diagnostics] == [
+        ("PC403", _line(result, "copy p")), ("PC403", _line(result, "(in p, in q"))]
+
+
+def test_pc403_takes_a_read_inside_a_branch_for_no_write():
+    result = _check("""
+        buffer p: f32[64]
+        buffer flag: i32[1] = fill(1)
+        buffer sink: f32[64]
+        step {
+            if flag[0] { copy p -> sink }
+            copy p -> sink
+            if flag[0] { launch writer<<<1, 64>>>(p, 64) } else { copy p -> sink }
+            copy p -> sink
+        }
+    """)
+    assert [(d.code, d.span.line) for d in result.diagnostics] == [("PC403", _line(result, "copy p -> sink") + 3)]
+
+
+def test_pc321_is_reported_once_per_branch_and_for_every_branch():
+    result = _check("""
+        buffer flag: i32[1] = fill(1)
+        buffer again: i32[1] = fill(1)
+        step {
+            while again[0] { fill again = 0 }
+            if flag[0] {
+                fill flag = 0
+                fill flag = 1
+            }
+        }
+    """)
+    assert [(d.code, d.span.line) for d in result.diagnostics] == [("PC321", _line(result, "fill flag = 0"))]
+
+
+def test_pc401_keeps_looking_past_buffers_that_are_not_uninit_and_reads_that_load_nothing():
+    result = _check("""
+        buffer x: f32[256] = uniform(-1.0, 1.0, seed=1)
+        buffer z: f32[256]
+        buffer u: f32[256] = uninit
+        buffer never: f32[64] = uninit
+        step {
+            launch reader<<<1, 64>>>(in never, 64)
+            launch reader<<<1, 64>>>(in never, 64)
+            launch accumulate<<<1, 256>>>(inout z, u, 256)
+            launch add_two<<<1, 64>>>(in x, in never, out z[0:64])
+        }
+    """)
+    assert [(d.code, d.span.line) for d in result.diagnostics] == [
+        ("PC401", _line(result, "(inout z, u")), ("PC401", _line(result, "(in x, in never"))]
+
+
+def test_pc203_compares_the_types_of_the_tables_buffers_in_the_bound_slice_only():
+    result = _check("""
+        buffer halves: f16[64]
+        buffer w: f32[64]
+        buffer t: ptr[3] = addresses(halves, w, halves)
+        buffer sizes: i32[3] = fill(64)
+        buffer norms: f32[3]
+        step {
+            launch sum_squares<<<1, 32>>>(t[1:2], in sizes, out norms)
+            launch sum_squares<<<1, 32>>>(t[0:1], in sizes, out norms)
+            launch keep<<<1, 1>>>(t)
+        }
+    """)
+    found = [(d.code, d.span.line, [label.message for label in d.labels]) for d in result.diagnostics]
+    assert found == [("PC203", _line(result, "t[0:1]"), ["named here", "kernel declared here"]),
+                     ("PC203", _line(result, "keep<<<"), ["declared here", "kernel declared here"])]
+    assert "but parameter 1 `p` (void*) of `keep` points to `void`" in result.diagnostics[1].message
+
+
+def test_pc318_names_the_binding_and_checks_every_parameter_of_a_launch():
+    result = _check("""
+        buffer a: f32[64]
+        buffer b: f32[64]
+        step {
+            launch scalar_then_cast<<<1, 64>>>(64, a)
+            launch second_cast<<<1, 64>>>(a, b)
+            launch writer<<<1, 64>>>(in b, 64)
+        }
+    """)
+    assert [(d.code, d.span.line) for d in result.diagnostics] == [
+        ("PC318", _line(result, "(64, a)")), ("PC318", _line(result, "(a, b)")), ("PC318", _line(result, "(in b"))]
+    assert "declared `const float*`" in result.diagnostics[0].message
+    assert "bound `in`" in result.diagnostics[2].message
+
+
+def test_pc325_shows_the_store_and_reports_a_fill_inside_a_branch_once():
+    result = _check("""
+        buffer w: f32[64]
+        buffer t: ptr[2] = addresses(w, w)
+        buffer flag: i32[1] = fill(1)
+        step {
+            launch retarget<<<1, 32>>>(t, w, 2)
+            if flag[0] { fill t = 0 }
+        }
+    """)
+    found = [(d.code, d.span.line, [(label.span.source.path.name, label.span.line) for label in d.labels])
+             for d in result.diagnostics]
+    store = _cuda_line(EXAMPLES / "table_kernels.cu", "tensors[threadIdx.x] = to")
+    assert found == [("PC325", _line(result, "launch retarget"), [("t.pipe", _line(result, "buffer t:")),
+                                                                   ("table_kernels.cu", store)]),
+                     ("PC325", _line(result, "fill t"), [("t.pipe", _line(result, "buffer t:"))])]
+
+
+def test_a_table_the_kernel_only_writes_through_is_written_and_one_it_never_loads_through_is_not_accessed():
+    result = _check("""
+        buffer w: f32[64] = uninit
+        buffer v: f32[64]
+        buffer t: ptr[3] = addresses(w, v, w)
+        buffer sink: f32[64]
+        buffer sizes: i32[1] = fill(64)
+        step {
+            launch zero_all<<<2, 64>>>(t[0:2], 64)
+            launch table_unused<<<1, 64>>>(t, sink)
+            launch sum_squares<<<1, 32>>>(t[0:1], in sizes, out sink[1:2])
+        }
+    """)
+    assert result.diagnostics == []
+    zero, unused, _ = result.program.step.items
+    assert [(a.buffer.name, a.start, a.stop, a.mode.name) for a in zero.accesses] == [
+        ("t", 0, 2, "READ"), ("w", 0, 64, "WRITE"), ("v", 0, 64, "WRITE")]
+    assert [(a.buffer.name, a.mode.name) for a in unused.accesses] == [("t", "READ"), ("sink", "READ_WRITE")]
