@@ -24,7 +24,8 @@ extern "C" __global__ void table_and_raw(const float* const* tensors, const unsi
 """)
 ACCESS_KERNELS = KERNELS.parent / "access_kernels.cu"
 HEADER = (f'from "{KERNELS}" import writer, copier, reader\n'
-          f'from "{ACCESS_KERNELS}" import scalar_then_cast, second_cast, zero_all, table_unused, keep, add_two\n'
+          f'from "{ACCESS_KERNELS}" import scalar_then_cast, second_cast, zero_all, table_unused, keep, add_two, '
+          'copy_then_double, write_then_cast\n'
           f'from "{EXAMPLES / "table_kernels.cu"}" import sum_squares, sum_squares_raw, scale_all, accumulate, '
           'retarget\n'
           f'from "{BORROWED}" import accumulate_out, scatter_raw, through_table, table_and_raw\n')
@@ -241,20 +242,24 @@ def test_pc403_keeps_looking_after_a_buffer_it_reported_or_a_read_that_is_fresh(
     result = _check("""
         buffer p: f32[64]
         buffer q: f32[64]
+        buffer r: f32[64]
         buffer fresh: f32[64]
         buffer flag: i32[1] = fill(1)
         buffer sink: f32[64]
         step {
             if flag[0] { launch writer<<<1, 64>>>(p, 64) }
             if flag[0] { launch writer<<<1, 64>>>(q, 64) }
+            if flag[0] { launch writer<<<1, 64>>>(r, 64) }
+            if flag[0] { launch writer<<<1, 64>>>(fresh, 64) }
             copy p -> sink
             launch add_two<<<1, 64>>>(in p, in q, out sink)
             launch writer<<<1, 64>>>(fresh, 64)
-            launch add_two<<<1, 64>>>(in fresh, in q, out sink)
+            launch add_two<<<1, 64>>>(in fresh, in r, out sink)
         }
     """)
     assert [(d.code, d.span.line) for d in result.diagnostics] == [
-        ("PC403", _line(result, "copy p")), ("PC403", _line(result, "(in p, in q"))]
+        ("PC403", _line(result, "copy p")), ("PC403", _line(result, "(in p, in q")),
+        ("PC403", _line(result, "(in fresh, in r"))]
 
 
 def test_pc403_takes_a_read_inside_a_branch_for_no_write():
@@ -293,15 +298,19 @@ def test_pc401_keeps_looking_past_buffers_that_are_not_uninit_and_reads_that_loa
         buffer z: f32[256]
         buffer u: f32[256] = uninit
         buffer never: f32[64] = uninit
+        buffer first: f32[64] = uninit
+        buffer second: f32[64] = uninit
         step {
             launch reader<<<1, 64>>>(in never, 64)
             launch reader<<<1, 64>>>(in never, 64)
             launch accumulate<<<1, 256>>>(inout z, u, 256)
             launch add_two<<<1, 64>>>(in x, in never, out z[0:64])
+            launch copy_then_double<<<1, 64>>>(first, in second)
         }
     """)
     assert [(d.code, d.span.line) for d in result.diagnostics] == [
-        ("PC401", _line(result, "(inout z, u")), ("PC401", _line(result, "(in x, in never"))]
+        ("PC401", _line(result, "(inout z, u")), ("PC401", _line(result, "(in x, in never")),
+        ("PC401", _line(result, "(first, in second"))]
 
 
 def test_pc203_compares_the_types_of_the_tables_buffers_in_the_bound_slice_only():
@@ -331,10 +340,12 @@ def test_pc318_names_the_binding_and_checks_every_parameter_of_a_launch():
             launch scalar_then_cast<<<1, 64>>>(64, a)
             launch second_cast<<<1, 64>>>(a, b)
             launch writer<<<1, 64>>>(in b, 64)
+            launch write_then_cast<<<1, 64>>>(b, a)
         }
     """)
     assert [(d.code, d.span.line) for d in result.diagnostics] == [
-        ("PC318", _line(result, "(64, a)")), ("PC318", _line(result, "(a, b)")), ("PC318", _line(result, "(in b"))]
+        ("PC318", _line(result, "(64, a)")), ("PC318", _line(result, "(a, b)")), ("PC318", _line(result, "(in b")),
+        ("PC318", _line(result, "(b, a)"))]
     assert "declared `const float*`" in result.diagnostics[0].message
     assert "bound `in`" in result.diagnostics[2].message
 

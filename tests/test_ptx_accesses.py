@@ -221,6 +221,7 @@ def test_a_summary_changes_its_key_with_every_kind_of_access():
     ("prefetch.global.L2 [%rd1]", "[%rd1]"),
     ("prefetchu.L1 [%rd1]", "[%rd1]"),
     ("prefetch.local.L1 [%rd1]", None),
+    ("prefetch.tensormap [%rd1]", None),  # a tensor map's descriptor, no data
     ("tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2", None),  # a write, not a read
     ("mov.u64 %rd1, %rd2", None),
 ])

@@ -34,6 +34,7 @@ def test_a_parameter_freed_and_its_id_reused_never_gets_the_old_value():
 @pytest.mark.parametrize("text, value", [
     ("n * blockDim.x + gridDim.y", 23),       # dimensions inside nested operations
     ("-n + max(n, 4) * 2", 5),                # a unary operator and a call
+    ("blockDim.x * -n", -20),                 # a unary operator after another operand
     ("blockDim.w", None),                     # no such axis
     ("n / 2.0", None),                        # not an integer
     ("n > 0", None),                          # nor a boolean

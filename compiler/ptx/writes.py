@@ -2,15 +2,19 @@
 the pointers it loads from a parameter's memory (a table of pointers), and through pointers of
 unknown origin; and grid barriers.
 
-A register's origins are the parameters its value derives from: `ld.param` of a parameter,
-then `cvta`, `mov`, `add`/`sub`/`mad` address arithmetic and anything else that computes from
-registers (flow-insensitive, so a loop's pointer increments are covered). A 64-bit value loaded
-from memory that a parameter points to has the origin `Via(parameter)`: a pointer read from a
-table the parameter holds, which the resolver follows to the buffers a declared table names
-(`addresses(...)`, docs/language.md). A 64-bit value loaded from anywhere else (a `__device__`
-variable, a pointer staged in shared or local memory) or through such a pointer (double
-indirection) has the origin `loaded`: an access through it could land anywhere. A parameter plus a loaded index still points into that
-parameter: address arithmetic keeps the base.
+A register's origins are the parameters its value derives from: `ld.param` of a 64-bit
+parameter (a narrower one holds no address), then `cvta`, `mov`, `add`/`sub`/`mad` address
+arithmetic and anything else that computes from registers (flow-insensitive, so a loop's
+pointer increments are covered). A 64-bit value loaded from memory that a parameter points to
+has the origin `Via(parameter)`: a pointer read from a table the parameter holds, which the
+resolver follows to the buffers a declared table names (`addresses(...)`, docs/language.md,
+compiler/indirect.py). A 64-bit value loaded from anywhere else (a `__device__` variable, a
+pointer staged in shared or local memory) or through such a pointer (double indirection) has
+the origin `loaded`: an access through it could land anywhere. In a sum, a term scaled by a
+multiplication, a shift or a widening conversion is an index, no pointer, and a parameter plus
+an index loaded from memory still points into that parameter: address arithmetic keeps the
+base. (A pointer loaded from memory plus an unscaled 64-bit integer parameter is therefore
+taken for that parameter: the case this cannot tell apart.)
 
 Writes are `st` (not to shared, local or param space), `atom`, `red`, `multimem.st/red`,
 `st.async`, and the bulk copies `cp.async.bulk*`/`cp.reduce.async.bulk*` whose destination is
