@@ -14,7 +14,8 @@ from typing import Literal, Union
 
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
-from .diagnostics import Label
+from .diagnostics import Label, Use
+from .live import LaunchLive, LiveTerm, LiveTracker
 from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
 
 
@@ -256,6 +257,7 @@ class LaunchNode:
     config_span: Span
     accesses: tuple[Access, ...] = ()
     group: int | None = None
+    live: LaunchLive | None = None  # what updatable constants reach (compiler/live.py)
 
     @property
     def threads_per_block(self) -> int:
@@ -366,6 +368,7 @@ class DecideNode:
     span: Span
     accesses: tuple[Access, ...] = ()
     group: int | None = None
+    operand_live: LiveTerm | None = None  # the operand's term, when updatable constants reach it
 
 
 @dataclass(eq=False)
@@ -432,6 +435,7 @@ class GraphBody:
     graph: str  # the declared graph's name (or step / init)
     span: Span
     items: list[Node] = field(default_factory=list)
+    uses: tuple[Use, ...] = ()  # the graph uses that made this instance, outermost first
 
     def walk(self):
         """Every node of this body and of its child graphs, in program order."""
@@ -485,6 +489,11 @@ class Program:
     # Names in the branches of compile-time `if`s that the constants left out: a buffer named
     # there serves other constants (`-D`), so it is not unused (PC402).
     names_in_skipped_branches: frozenset[str] = frozenset()
+    # which constants an update may change, and what they reach (compiler/live.py)
+    live: LiveTracker = field(default_factory=LiveTracker)
+    # The names each `.pipe` file's statements can use (its own declarations and imports), for
+    # the edits that fix a finding: a fix may write only a name its file can see.
+    names_in_scope: dict[Path, frozenset[str]] = field(default_factory=dict)
 
     def bodies(self):
         for body in (self.init, self.step):

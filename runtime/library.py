@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import Error
+from ..wording import counted
 from .driver import CudaError, Device
 
 ALLOWED_NODE_TYPES = ("KERNEL", "MEMSET")
@@ -80,8 +81,9 @@ def record_call(device: Device, what: str, call: Callable[[object], object],
     if refused:
         recording.close(device)
         raise LibraryRecordingError(
-            f"{what}: the library call recorded {', '.join(sorted(set(refused))).lower()} node(s); "
-            f"a library node may hold {', '.join(allowed).lower()} nodes only")
+            f"{what}: the library call recorded {counted(len(refused), 'node')} of another kind "
+            f"({', '.join(sorted(set(refused))).lower()}); a library node may hold "
+            f"{', '.join(allowed).lower()} nodes only")
     return recording
 
 

@@ -230,9 +230,10 @@ def test_buffers_named_by_a_bound_table_are_used_even_when_the_kernel_never_load
     result = _check("""
         buffer w: f32[64]
         buffer unused: f32[64]
-        buffer t: ptr[1] = addresses(w)
+        buffer named: f32[64]
+        buffer t: ptr[1] = addresses(named)
         buffer u: ptr[1] = addresses(unused)
-        step { launch retarget<<<1, 32>>>(in t, w, 0) }
+        step { launch table_unused<<<1, 32>>>(t, w) }
     """)
     assert [(d.code, d.message) for d in result.diagnostics if d.code == "PC402"] == [
         ("PC402", "buffer `unused` is never used"), ("PC402", "buffer `u` is never used")]

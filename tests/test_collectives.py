@@ -289,7 +289,7 @@ def test_a_recording_may_hold_nccls_host_node_but_no_event_node(tmp_path):
         assert [n.kind for n in fake.executables[pipeline.graph.exec].nodes[0].child.nodes] == ["host", "kernel"]
     # pipec.load reports a refused recording as one PipelineError line, naming the node
     with pytest.raises(PipelineError, match=r"prog.pipe: allreduce `step/allreduce:x` \(.*prog.pipe:11:5\): the "
-                       r"library call recorded event_record node\(s\); a library node may hold kernel, memset, "
+                       r"library call recorded 1 node of another kind \(event_record\); a library node may hold kernel, memset, "
                        "host nodes only"):
         load_on_fake_ranks(tmp_path, PROGRAM, extra_node="event_record")
 
@@ -308,7 +308,7 @@ def test_replicated_buffers_that_differ_are_named_and_a_failing_rank_stops_the_o
     with pipeline:
         channel = pipeline.distributed.channel = _Disagreeing(0, [], b"")
         assert replicated_differences(pipeline, 3) == [
-            "replicated buffer `x` differs between rank 0 and rank(s) 1 after 3 steps"]
+            "replicated buffer `x` differs between rank 0 and rank 1 after 3 steps"]
         stop_other_ranks(pipeline, "it exited with status 1")
         assert channel.failures == ["it exited with status 1"]
         assert not comm.aborted  # begun, but NCCL's abort waits for the step graph, destroyed at close

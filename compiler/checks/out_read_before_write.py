@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..codes import PC404
 from ..diagnostics import Label
+from ..fixes import requalify
 from ..model import Mode, PointerArg
 from ..ranges import pointer_mode
 from .context import CheckContext
@@ -24,4 +25,4 @@ def out_read_before_write(ctx: CheckContext) -> None:
                      "bind it `inout` and initialise what the kernel reads (or make the kernel write "
                      "before it reads); if it reads only what this launch wrote, suppress this with the reason",
                      labels=(Label(param.read_first.span, "read before this thread writes it"),)
-                     + param.read_first.trail)
+                     + param.read_first.trail, fixes=(requalify(arg.span, "inout"),), uses=ctx.uses(node))

@@ -22,8 +22,8 @@ def _first_reads(node: Node) -> dict[int, Site | None]:
 
 
 def read_before_write(ctx: CheckContext) -> None:
-    if ctx.program.dropped_statements:
-        return  # a statement with an error may have written the buffer first
+    if not ctx.accesses_known:
+        return  # a statement or binding with an error may have written the buffer first
     written: dict[str, Intervals] = {}
     reported: set[str] = set()
     for node in ctx.nodes:
@@ -42,7 +42,8 @@ def read_before_write(ctx: CheckContext) -> None:
                 ctx.sink.add(PC401, f"`{buffer.name}` is read here before anything writes it",
                              access.span, "write it first (a fill, a kernel, or the init block), "
                              "or give it an initial value instead of `uninit`", label="read",
-                             labels=(Label(site.span, "the kernel reads it here"),) + site.trail if site else ())
+                             labels=(Label(site.span, "the kernel reads it here"),) + site.trail if site else (),
+                             uses=ctx.uses(node))
         for access in node.accesses:
             if access.mode & Mode.WRITE:
                 written.setdefault(access.buffer.name, Intervals()).add(access.start, access.stop)

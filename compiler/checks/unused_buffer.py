@@ -12,8 +12,8 @@ def unused_buffer(ctx: CheckContext) -> None:
     program = ctx.program
     if program.step is None and program.init is None:
         return  # a file of shared declarations
-    if program.dropped_statements:
-        return  # a statement with an error may have used the buffer
+    if not ctx.accesses_known:
+        return  # a statement or binding with an error may have used the buffer
     used = {a.buffer.name for node in ctx.nodes for a in node.accesses}
     bound = [arg.buffer for _, _, arg in ctx.bindings() if getattr(arg, "buffer", None) is not None]
     used |= {buffer.name for buffer in bound} | {e.buffer.name for buffer in bound for e in buffer.init.entries}
