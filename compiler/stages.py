@@ -158,7 +158,7 @@ def _finish_diagnostics(c: Compilation) -> None:
     suppressions = [s for source in c.sources if source.path.suffix == ".pipe"
                     for s in find_suppressions(source, meta)]
     complete = c.checked is not None and c.checked.complete
-    kept = apply_suppressions(c.sink.sorted(), suppressions, meta, complete)
+    kept = apply_suppressions(c.sink.sorted(), suppressions, meta, complete=complete)
     selected = codes.select(list(c.settings.select)) - codes.select(list(c.settings.ignore))
     c.diagnostics = sorted((d for d in kept + meta.diagnostics if d.code in selected),
                            key=Diagnostic.sort_key)

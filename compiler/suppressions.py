@@ -70,7 +70,7 @@ def _next_code_line(source: SourceFile, line: int) -> int:
 
 
 def apply_suppressions(diagnostics: list[Diagnostic], suppressions: list[Suppression],
-                       sink: DiagnosticSink, complete: bool = True) -> list[Diagnostic]:
+                       sink: DiagnosticSink, *, complete: bool) -> list[Diagnostic]:
     """The diagnostics no suppression silences; unused suppressions are added to `sink` when
     the findings are `complete`: after a statement was dropped for an error, or a binding found
     wrong, the finding a suppression was written for may not have been made (one mistake, one

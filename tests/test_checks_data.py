@@ -387,3 +387,26 @@ def test_a_table_the_kernel_only_writes_through_is_written_and_one_it_never_load
     assert [(a.buffer.name, a.start, a.stop, a.mode.name) for a in zero.accesses] == [
         ("t", 0, 2, "READ"), ("w", 0, 64, "WRITE"), ("v", 0, 64, "WRITE")]
     assert [(a.buffer.name, a.mode.name) for a in unused.accesses] == [("t", "READ"), ("sink", "READ_WRITE")]
+
+
+@pytest.mark.parametrize("launch, code", [
+    ("launch sum_squares_raw<<<1, 32>>>(in raw, in sizes, out norms)", "PC324"),
+    ("launch retarget<<<1, 32>>>(out t, w, 1)", "PC325"),
+    ("launch retarget<<<1, 32>>>(t, w, 1)", "PC325"),
+    ("launch writer<<<1, 64>>>(in w, 64)", "PC318"),
+])
+def test_a_launch_touching_what_its_accesses_do_not_say_silences_the_data_rules(launch, code):
+    result = _check(f"""
+        buffer w: f32[64]
+        buffer y: f32[64] = uninit
+        buffer z: f32[64]
+        buffer raw: u64[1]
+        buffer t: ptr[1] = addresses(w)
+        buffer sizes: i32[1] = fill(64)
+        buffer norms: f32[1]
+        step {{
+            {launch}
+            launch copier<<<1, 64>>>(in y, out z, 64)
+        }}
+    """)
+    assert [d.code for d in result.diagnostics] == [code]  # no PC401 for y, no PC402

@@ -85,14 +85,14 @@ def test_only_a_matching_code_on_the_matching_line_is_silenced():
     silenced = at(source, 1, "PC401")
     kept = [at(source, 2, "PC401"), at(source, 1, "PC402"), at(other, 1, "PC401")]
     sink = DiagnosticSink()
-    assert apply_suppressions([silenced, *kept], suppressions, sink) == kept
+    assert apply_suppressions([silenced, *kept], suppressions, sink, complete=True) == kept
     assert sink.diagnostics == []
 
 
 def test_a_suppression_that_silences_nothing_is_reported():
     source, suppressions, _ = _find("a # pipec: ignore[PC401] why\n")
     sink = DiagnosticSink()
-    assert apply_suppressions([], suppressions, sink) == []
+    assert apply_suppressions([], suppressions, sink, complete=True) == []
     (unused,) = sink.diagnostics
     assert unused.code == "PC001" and "PC401" in unused.message
 
@@ -101,7 +101,7 @@ def test_an_unused_suppression_is_reported_only_when_the_findings_are_complete()
     source, suppressions, _ = _find("x # pipec: ignore[PC401] read first once\n")
     for complete, reported in ((True, ["PC001"]), (False, [])):
         sink = DiagnosticSink()
-        assert apply_suppressions([], suppressions, sink, complete) == []
+        assert apply_suppressions([], suppressions, sink, complete=complete) == []
         assert [d.code for d in sink.diagnostics] == reported
 
 
