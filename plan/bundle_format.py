@@ -16,8 +16,9 @@ READERS = (1, 2)  # the reader versions that can read what this pipec writes (1 
 MANIFEST = "manifest.json"
 PLAN = "plan.json"
 GEMM_ALGORITHMS = "gemm_algorithms.json"  # only with `pipec build --gemm-algorithms` (plan/gemm_algorithms.py)
-# Initial values a runtime sets itself, with a memset or nothing; the others travel as bytes.
-HOST_SET_INITS = ("zeros", "uninit", "fill")
+# Initial values a runtime sets itself, with a memset, the addresses of buffers or nothing; the
+# others travel as bytes.
+HOST_SET_INITS = ("zeros", "uninit", "fill", "addresses")
 
 
 class BundleError(Error):

@@ -347,7 +347,9 @@ def test_the_recorded_cooperative_groups_grid_sync_is_one_finding():
     ("cp.async.bulk.prefetch.L2.global [%rd3], 64", Written.NO),
     ("tensormap.replace.tile.global_address.global.b1024.b64 [%rd3], %rd4", Written.YES),
     ("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd3, {%r1}], [%r2]", Written.UNKNOWN),
-    ("ld.global.u64 %rd9, [%rd3]; st.global.u32 [%rd9], %r1", Written.UNKNOWN),  # double indirection
+    ("ld.global.u64 %rd9, [%rd3]; st.global.u32 [%rd9], %r1", Written.NO),  # through a table: no parameter
+    ("ld.global.u64 %rd9, [%rd3]; ld.global.u64 %rd8, [%rd9]; st.global.u32 [%rd8], %r1",
+     Written.UNKNOWN),  # double indirection
     ("ld.global.u32 %r9, [%rd4]; mul.wide.s32 %rd9, %r9, 4; add.s64 %rd10, %rd9, %rd3;"
      " st.global.u32 [%rd10], %r1", Written.YES),  # a loaded index keeps the base
 ])
