@@ -216,6 +216,8 @@ def test_a_bundle_holds_no_bytes_for_a_table_and_its_runtime_fills_it(tmp_path):
     compilation = compile_file(TABLES, load_settings(TABLES))
     write_bundle(compilation.plan, ("sm_90",), tmp_path / "bundle", str(TABLES))
     assert not (tmp_path / "bundle" / "buffers" / "tensors.bin").exists()
+    # a reader of version 1 would leave the table unfilled: the bundle asks for version 2
+    assert json.loads((tmp_path / "bundle" / "manifest.json").read_text())["readers"] == [2, 2]
     with load_bundle(tmp_path / "bundle", backends=Backends(fake_driver(TABLES))) as pipeline:
         assert pipeline.snapshot()["tensors"].tolist() == [pipeline.buffer("a").device_ptr,
                                                            pipeline.buffer("b").device_ptr + 256 * 4]
