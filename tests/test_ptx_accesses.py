@@ -8,6 +8,7 @@ import pytest
 
 from pipec.compiler import ptx
 from pipec.compiler.ptx.writes import LOADED, READ, WRITE, Summary, Via, dereferenced, read_address
+from ptx_kernel import kernel_module
 
 SETUP = """
   ld.param.u64 %rd1, [k_param_0];
@@ -19,28 +20,7 @@ SETUP = """
 
 
 def module(body: str, extra: str = "") -> ptx.AnalysedModule:
-    return ptx.parse(f""".version 8.8
-.target sm_90
-.address_size 64
-{extra}
-.visible .entry k(
-  .param .u64 k_param_0,
-  .param .u64 k_param_1,
-  .param .u32 k_param_2
-)
-{{
-  .reg .pred %p<9>;
-  .reg .b32 %r<40>;
-  .reg .f32 %f<40>;
-  .reg .b64 %rd<40>;
-  .loc 1 1 1
-{SETUP}
-  .loc 1 5 1
-{body}
-  ret;
-}}
-  .file 1 "k.cu"
-""")
+    return kernel_module(SETUP, f"  .loc 1 5 1\n{body}", ("u64", "u64", "u32"), extra)
 
 
 def accesses(body: str, extra: str = "") -> dict[str, object]:

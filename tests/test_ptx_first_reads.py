@@ -8,6 +8,7 @@ import pytest
 
 from pipec.compiler import ptx
 from pipec.compiler.ptx.first_reads import access_width
+from ptx_kernel import kernel_module
 
 SETUP = """
   ld.param.u64 %rd1, [k_param_0];
@@ -18,26 +19,7 @@ SETUP = """
 
 
 def module(body: str, extra: str = "") -> ptx.AnalysedModule:
-    return ptx.parse(f""".version 8.8
-.target sm_90
-.address_size 64
-{extra}
-.visible .entry k(
-  .param .u64 k_param_0,
-  .param .u64 k_param_1
-)
-{{
-  .reg .pred %p<9>;
-  .reg .b32 %r<40>;
-  .reg .f32 %f<40>;
-  .reg .b64 %rd<40>;
-  .loc 1 1 1
-{SETUP}
-{body}
-  ret;
-}}
-  .file 1 "k.cu"
-""")
+    return kernel_module(SETUP, body, ("u64", "u64"), extra)
 
 
 def first_reads(body: str, extra: str = "") -> dict[int, int | None]:
