@@ -10,29 +10,13 @@ import pytest
 
 from pipec.compiler import ptx
 from pipec.compiler.ptx import Written
+from ptx_kernel import kernel_module
 
 RECORDED = Path(__file__).parent / "corpus" / "ptx"
 
 
 def module(body: str, params: int = 2, extra: str = "") -> ptx.PtxModule:
-    declared = ",\n".join(f"  .param .u64 k_param_{i}" for i in range(params))
-    return ptx.parse(f""".version 8.8
-.target sm_90
-.address_size 64
-{extra}
-.visible .entry k(
-{declared}
-)
-{{
-  .reg .pred %p<9>;
-  .reg .b32 %r<40>;
-  .reg .b64 %rd<40>;
-  .loc 1 1 1
-{body}
-  ret;
-}}
-  .file 1 "k.cu"
-""")
+    return kernel_module("", body, ("u64",) * params, extra)
 
 
 def rules(m: ptx.PtxModule) -> list[tuple[str, int]]:
