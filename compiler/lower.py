@@ -19,14 +19,16 @@ import hashlib
 from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
+from .live_record import PendingSite, launch_sites, operand_site, with_record
 from .programmatic_edges import EdgeDecider
+from ..plan.arithmetic import argument_value
 from ..plan.dtypes import fill_pattern
 from .model import (
     CONTAINERS, CollectiveNode, CollectiveOperand, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode,
     GraphBody, GraphNode, LaunchNode, MatrixView, Mode, PointerArg, Program, ValueArg,
 )
 from ..plan.schema import (
-    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, CollectiveOperandSpec,
+    AccessSpec, AddressSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, CollectiveOperandSpec,
     ConditionalNodeSpec, GemmGroupSpec, GemmNodeSpec, GemmUseSpec, GraphSpec, HazardEdge, InitSpec, KernelNodeSpec, Location,
     MatrixSpec, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
 )
@@ -53,6 +55,7 @@ class _Lowering:
         # costs several times more to build than to look up.
         self.access_specs: dict[tuple, AccessSpec] = {}
         self.edges = EdgeDecider(program.bodies())
+        self.live_sites: list[PendingSite] = []  # kernel node fields updatable constants reach
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
         if key not in self.modules:
@@ -77,7 +80,7 @@ class _Lowering:
     def lower_body(self, body: GraphBody, scope: str, conditional: bool = False) -> int:
         index = len(self.graphs)
         self.graphs.append(None)  # reserve: children get higher indices
-        nodes = tuple(self.lower_node(i, item, scope) for i, item in enumerate(body.items))
+        nodes = tuple(self.lower_node(index, i, item, scope) for i, item in enumerate(body.items))
         dag = self.dags[id(body)]
         edges = add_lanes(len(nodes), dag.edges, self.program.options.lanes)
         hazards = tuple(HazardEdge(a, b, h.kind, h.buffer) for (a, b), h in sorted(dag.hazards.items()))
@@ -97,9 +100,10 @@ class _Lowering:
             return "in a conditional node's body"
         return None
 
-    def lower_node(self, index: int, item, scope: str) -> NodeSpec:
+    def lower_node(self, graph: int, index: int, item, scope: str) -> NodeSpec:
         location, accesses = _location(item.span), self.accesses(item)
         if isinstance(item, LaunchNode):
+            self.live_sites += launch_sites(graph, index, item, self.arch)
             source = item.kernel.source
             module = self.module(str(source.path), source.path.name, str(source.path), None)
             args = tuple(self.lower_arg(p, a) for p, a in zip(item.kernel.params, item.args))
@@ -110,7 +114,7 @@ class _Lowering:
         if isinstance(item, CopyNode):
             return self.lower_copy(index, item, location, accesses)
         if isinstance(item, DecideNode):
-            return self.lower_decide(index, item, location, accesses)
+            return self.lower_decide(graph, index, item, location, accesses)
         if isinstance(item, GemmNode):
             spec = lower_gemm(index, item, location, accesses)
             self.gemms.append((spec, scope))
@@ -134,13 +138,8 @@ class _Lowering:
     def lower_arg(param, arg) -> ArgSpec:
         if isinstance(arg, PointerArg):
             return ArgSpec("pointer", "ptr", arg.buffer.name, arg.start * arg.buffer.dtype.size)
-        assert isinstance(arg, ValueArg), "checks reject every other binding"
-        value = arg.value
-        if param.dtype.kind == "f":
-            value = float(value)
-        else:
-            value = int(value)
-        return ArgSpec("scalar", param.dtype.name, value=value)
+        assert isinstance(arg, ValueArg) and not isinstance(arg.value, str), "checks reject every other binding"
+        return ArgSpec("scalar", param.dtype.name, value=argument_value(arg.value, param.dtype))
 
     def lower_fill(self, index, item: FillNode, location, accesses) -> NodeSpec:
         dtype = item.buffer.dtype
@@ -156,7 +155,7 @@ class _Lowering:
                               "pipec_fill_8", (codegen.grid_for(count), 1, 1),
                               (codegen.THREADS, 1, 1), 0, args)
 
-    def lower_decide(self, index, item: DecideNode, location, accesses) -> KernelNodeSpec:
+    def lower_decide(self, graph: int, index: int, item: DecideNode, location, accesses) -> KernelNodeSpec:
         module = self.module("<conditions>", codegen.CONDITIONS_MODULE_NAME, None, codegen.conditions_source())
         args = [ArgSpec("handle", "u64", value=item.conditional), ArgSpec("in_graph", "u32")]
         if item.role == "flag":
@@ -165,7 +164,9 @@ class _Lowering:
             args.append(ArgSpec("pointer", "ptr", flag.buffer.name, flag.start * flag.buffer.dtype.size))
         else:
             function = "pipec_condition_every" if item.role == "every" else "pipec_condition_repeat"
-        args += [ArgSpec("pointer", "ptr", item.control.name, 0), ArgSpec("scalar", "u32", value=item.operand)]
+        args.append(ArgSpec("pointer", "ptr", item.control.name, 0))
+        self.live_sites += operand_site(graph, index, item, len(args))
+        args.append(ArgSpec("scalar", "u32", value=item.operand))
         if item.role.startswith("repeat"):
             args.append(ArgSpec("scalar", "u32", value=int(item.role == "repeat-start")))
         return KernelNodeSpec(index, item.name, location, accesses, module, function, (1, 1, 1),
@@ -282,18 +283,21 @@ def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
     usage = _step_first_access(program)
     buffers = tuple(
         BufferSpec(
-            b.name, b.dtype.name, b.shape, b.memory,
-            InitSpec(b.init.kind, b.init.args, b.init.seed, str(b.init.path) if b.init.path else None),
+            b.name, "u64" if b.is_table else b.dtype.name, b.shape, b.memory,  # a table: the words its addresses are
+            InitSpec(b.init.kind, b.init.args, b.init.seed, str(b.init.path) if b.init.path else None,
+                     tuple(AddressSpec(e.buffer.name, e.start * e.buffer.dtype.size) for e in b.init.entries)),
             b.labels, b.nbytes, _location(b.span), usage[b.name], b.replicated,
         )
         for b in program.buffers.values()
     )
     main_source = next(s for s in program.sources if s.path == program.path)
-    return Plan(
+    plan = Plan(
         pipe=main_source.display_path(),
         pipe_sha256=hashlib.sha256(main_source.text.encode()).hexdigest(),
         pipec_version=__version__, arch=arch, compiler=compiler, lanes=program.options.lanes,
         buffers=buffers, modules=tuple(lowering.modules.values()),
         graphs=tuple(lowering.graphs), step=step, init=init,
         gemm_groups=gemm_groups(lowering.gemms),
+        world_size=int(program.consts["WORLD_SIZE"]), rank=int(program.consts["RANK"]),
     )
+    return with_record(plan, program.live, lowering.live_sites)

@@ -14,12 +14,13 @@ from typing import Literal, Union
 
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
-from .diagnostics import Label
+from .diagnostics import Label, Use
+from .live import LaunchLive, LiveTerm, LiveTracker
 from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
 
 
 # The words the model's fields take: the checks, lowering and the plan switch on them.
-InitKind = Literal["zeros", "uninit", "fill", "uniform", "normal", "load"]
+InitKind = Literal["zeros", "uninit", "fill", "uniform", "normal", "load", "addresses"]
 ParamKind = Literal["pointer", "scalar", "unsupported"]
 WriteProof = Literal["yes", "no", "unknown"]  # can the PTX write through a pointer (ptx/writes.py)
 FindingRule = Literal["atomics", "spin-wait", "fence-barrier", "grid-sync", "unfollowed-call"]
@@ -49,12 +50,19 @@ class Mode(enum.IntFlag):
 # --- buffers ----------------------------------------------------------------------------------
 
 
+# The element type of a table of device addresses (`buffer t: ptr[3] = addresses(a, b, c)`):
+# the runtime fills it with the addresses of the buffers it names, and the plan holds it as the
+# u64 words they are. Only this declaration makes one.
+ADDRESS = DType("ptr", 8, "u", "uint64")
+
+
 @dataclass(frozen=True)
 class Init:
     kind: InitKind
     args: tuple[float | int, ...] = ()
     seed: int | None = None
     path: Path | None = None
+    entries: tuple[PointerArg, ...] = ()  # `addresses(...)`: the buffer (or slice) each address points to
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +91,11 @@ class Buffer:
     def memory(self) -> str:
         return "mapped" if self.mapped else "device"
 
+    @property
+    def is_table(self) -> bool:
+        """A table of addresses: what a kernel reads through it is the named buffers'."""
+        return self.dtype is ADDRESS
+
 
 # --- kernels ----------------------------------------------------------------------------------
 
@@ -93,6 +106,15 @@ class Extent:
 
     expr: ast.Expr
     span: Span
+
+
+@dataclass(frozen=True)
+class Site:
+    """A line of a kernel's CUDA source where its PTX does something: the kernel's own line
+    that reaches it (the span), and the lines between, in headers and helpers (the trail)."""
+
+    span: Span
+    trail: tuple[Label, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +130,10 @@ class Param:
     written: WriteProof = "unknown"
     written_span: Span | None = None  # the kernel's line that reaches the first store (or the one pipec cannot follow)
     written_trail: tuple[Label, ...] = ()  # the store itself and the lines between, in headers and helpers
+    table: bool = False  # a pointer to pointers (`const float* const*`): binds a table of addresses
+    read_first: Site | None = None  # a load of memory this thread has not stored first (ptx/first_reads.py)
+    read_through: Site | None = None  # a load through a pointer loaded from its memory (ptx/writes.py)
+    written_through: Site | None = None  # a store through such a pointer
 
     def describe(self) -> str:
         return f"parameter {self.index + 1} `{self.name}` ({self.ctype})"
@@ -165,6 +191,8 @@ class Kernel:
     decl_span: Span  # the signature in the CUDA source
     cluster: tuple[int, int, int] | None = None  # blocks per cluster, from __cluster_dims__
     launch_control: LaunchControl = LaunchControl()
+    unknown_read: Site | None = None  # a load through a pointer of unknown origin (ptx/writes.py)
+    unknown_write: Site | None = None  # a store through one
 
 
 # --- nodes ------------------------------------------------------------------------------------
@@ -229,6 +257,7 @@ class LaunchNode:
     config_span: Span
     accesses: tuple[Access, ...] = ()
     group: int | None = None
+    live: LaunchLive | None = None  # what updatable constants reach (compiler/live.py)
 
     @property
     def threads_per_block(self) -> int:
@@ -339,6 +368,7 @@ class DecideNode:
     span: Span
     accesses: tuple[Access, ...] = ()
     group: int | None = None
+    operand_live: LiveTerm | None = None  # the operand's term, when updatable constants reach it
 
 
 @dataclass(eq=False)
@@ -405,6 +435,7 @@ class GraphBody:
     graph: str  # the declared graph's name (or step / init)
     span: Span
     items: list[Node] = field(default_factory=list)
+    uses: tuple[Use, ...] = ()  # the graph uses that made this instance, outermost first
 
     def walk(self):
         """Every node of this body and of its child graphs, in program order."""
@@ -458,6 +489,11 @@ class Program:
     # Names in the branches of compile-time `if`s that the constants left out: a buffer named
     # there serves other constants (`-D`), so it is not unused (PC402).
     names_in_skipped_branches: frozenset[str] = frozenset()
+    # which constants an update may change, and what they reach (compiler/live.py)
+    live: LiveTracker = field(default_factory=LiveTracker)
+    # The names each `.pipe` file's statements can use (its own declarations and imports), for
+    # the edits that fix a finding: a fix may write only a name its file can see.
+    names_in_scope: dict[Path, frozenset[str]] = field(default_factory=dict)
 
     def bodies(self):
         for body in (self.init, self.step):

@@ -26,6 +26,7 @@ from .config import Settings
 from .dag import Dag, build_dag
 from .dag import _without_cycle_collection as without_cycle_collection
 from .diagnostics import Diagnostic, DiagnosticSink
+from .fixes import syntax_fixes
 from .lower import build_plan
 from .model import Program, child_bodies
 from .resolve import resolve
@@ -41,6 +42,9 @@ Until = Literal["parse", "check", "plan"]
 class CheckedProgram:
     program: Program
     dags: list[Dag]
+    # every statement became nodes and every launch touches what its kernel does (the checks'
+    # `accesses_known`): the findings are all there were to make
+    complete: bool = True
 
 
 @dataclass
@@ -71,7 +75,7 @@ def parse_source(source: SourceFile, c: Compilation) -> ast.Module | None:
         return parse(source)
     except PipeSyntaxError as error:
         c.sink.add(codes.BY_CODE[error.code], error.message, error.span,
-                   error.hint or "see docs/language.md for the syntax")
+                   error.hint or "see docs/language.md for the syntax", fixes=syntax_fixes(error))
         return None
 
 
@@ -84,8 +88,9 @@ def resolve_program(tree: ast.Module, c: Compilation) -> Program:
 
 def check_program(program: Program, c: Compilation) -> CheckedProgram:
     dags = [build_dag(body) for body in _all_bodies(program)]
-    run_checks(CheckContext(program, dags, c.sink, c.settings.compile.arch))
-    return CheckedProgram(program, dags)
+    context = CheckContext(program, dags, c.sink, c.settings.compile.arch)
+    run_checks(context)
+    return CheckedProgram(program, dags, context.accesses_known)
 
 
 def plan_program(checked: CheckedProgram, c: Compilation) -> Plan:
@@ -152,7 +157,8 @@ def _finish_diagnostics(c: Compilation) -> None:
     meta = DiagnosticSink()
     suppressions = [s for source in c.sources if source.path.suffix == ".pipe"
                     for s in find_suppressions(source, meta)]
-    kept = apply_suppressions(c.sink.sorted(), suppressions, meta)
+    complete = c.checked is not None and c.checked.complete
+    kept = apply_suppressions(c.sink.sorted(), suppressions, meta, complete=complete)
     selected = codes.select(list(c.settings.select)) - codes.select(list(c.settings.ignore))
     c.diagnostics = sorted((d for d in kept + meta.diagnostics if d.code in selected),
                            key=Diagnostic.sort_key)

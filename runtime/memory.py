@@ -1,5 +1,7 @@
 """Buffers at fixed addresses: device memory, or pinned host memory mapped into the device's
-address space. Allocated once, initialised as declared, freed on close."""
+address space. Allocated once, initialised as declared, freed on close. A table of addresses
+(`addresses(...)`) is filled once every buffer has its address, and again whenever its
+contents are restored (`fill_tables`): it holds this process's addresses, never saved ones."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from ..plan.initial_values import host_dtype, initial_array
 from ..plan.schema import BufferSpec, Plan
 from ..api_arguments import ArgumentError
 from ..errors import Error
+from ..wording import counted
 from .dlpack import DL_TYPES, KDL_CUDA, read_capsule
 from .driver import CudaError, Driver, wait_for
 
@@ -119,6 +122,7 @@ class BufferSet:
                 else:
                     self.buffers[spec.name] = _allocate(spec, driver)
                     _initialise(self.buffers[spec.name], (initial or {}).get(spec.name))
+            self.fill_tables()
         except BaseException:
             self.close()
             raise
@@ -131,6 +135,13 @@ class BufferSet:
 
     def pointer(self, name: str, byte_offset: int = 0) -> int:
         return self.buffers[name].device_ptr + byte_offset
+
+    def fill_tables(self) -> None:
+        """Write every table of addresses: the address of each buffer it names, plus its offset."""
+        for buffer in self.buffers.values():
+            init = buffer.spec.init
+            if init.kind == "addresses":
+                buffer.write(np.array([self.pointer(a.buffer, a.byte_offset) for a in init.addresses], dtype=np.uint64))
 
     def close(self) -> None:
         for buffer in self.buffers.values():
@@ -175,7 +186,7 @@ def _initialise(buffer: DeviceBuffer, contents: bytes | None = None) -> None:
             buffer.memset(size, pattern)
         else:
             buffer.write(np.full(spec.shape, pattern, dtype=np.uint64).view(buffer.numpy_dtype))
-    else:  # random or loaded values (plan/initial_values.py)
+    elif init.kind != "addresses":  # random or loaded values (plan/initial_values.py); tables come last
         buffer.write(initial_array(spec))
 
 
@@ -187,6 +198,8 @@ def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> D
     # Each requirement is one check and one message, in the order a user would fix them.
     if spec.memory == "mapped":
         raise BindError(f"`{spec.name}` is mapped host memory; only device buffers can be bound")
+    if spec.init.kind == "addresses":
+        raise BindError(f"`{spec.name}` is a table of addresses, which the runtime fills; bind the buffers it names")
     try:
         interface = getattr(array, "__cuda_array_interface__")
     except (AttributeError, TypeError, ValueError, BufferError):  # older PyTorch's bf16 has none
@@ -217,7 +230,7 @@ def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> D
         raise BindError(f"cannot bind `{spec.name}`: the array holds {_describe(kind)}, the buffer {spec.dtype}")
     count = int(np.prod(shape, dtype=np.int64))
     if count * dtype.size != spec.nbytes:
-        raise BindError(f"cannot bind `{spec.name}`: the array has {count} elements, the buffer "
+        raise BindError(f"cannot bind `{spec.name}`: the array has {counted(count, 'element')}, the buffer "
                         f"{spec.nbytes // dtype.size}")
     if strides is not None and count > 1 and strides != _contiguous(shape):
         raise BindError(f"cannot bind `{spec.name}`: the array is not C-contiguous")

@@ -1,5 +1,5 @@
-"""Completion, document symbols and quick fixes of `pipec lsp`, as plain data (server.py turns
-them into the protocol's types)."""
+"""Completion and document symbols of `pipec lsp`, as plain data (server.py turns them into the
+protocol's types). Quick fixes are the findings' own (`Diagnostic.fixes`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ...dsl import Span, ast
-from ..diagnostics import Diagnostic
-from ..model import BUFFER_DTYPES
+from ..model import ADDRESS, BUFFER_DTYPES
 from ..resolve.declare import STATEMENT_KEYWORDS
 from ..resolve.gemm import OPTION_WORDS as GEMM_OPTION_WORDS
 from ..resolve.gemm import VIEW_OPTIONS as GEMM_VIEW_OPTIONS
@@ -46,7 +45,8 @@ def completions(index: DocumentIndex, before: str) -> list[Completion]:
     if re.match(r"^\s*option\s+\w*$", before):
         return [Completion(word, "option", "pipeline option") for word in OPTION_NAMES]
     if re.match(r"^\s*buffer\s+\w+\s*:\s*\w*$", before):
-        return [Completion(word, "type", "element type") for word in BUFFER_DTYPES]
+        return [Completion(word, "type", "element type") for word in BUFFER_DTYPES] + [
+            Completion(ADDRESS.name, "type", "a table of addresses, `= addresses(a, b, ...)`")]
     found = [Completion(word, "keyword") for word in (*STATEMENT_KEYWORDS, *DECLARATION_KEYWORDS, *ACCESS_WORDS)]
     for name, entry in sorted(index.definitions.items()):
         found.append(Completion(name, entry.kind, f"{entry.kind} ({entry.span.source.path.name})"))
@@ -78,32 +78,3 @@ def document_symbols(tree: ast.Module | None) -> list[Symbol]:
         elif isinstance(decl, ast.Import):
             symbols.append(Symbol(decl.path.value, "import", decl.span, decl.path.span))
     return symbols
-
-
-@dataclass(frozen=True)
-class Fix:
-    title: str
-    span: Span  # the text to replace
-    new_text: str
-
-
-_SIMILAR = re.compile(r"a name with a similar spelling exists: `(\w+)`")
-_QUALIFIED = re.compile(r"^(in|out|inout)\s+")
-
-
-def quick_fix(diagnostic: Diagnostic) -> Fix | None:
-    """The one obvious edit a finding has, if it has one: the similar name for an undefined
-    one, `inout` for a pointer the kernel writes, no `out` for one it cannot."""
-    span = diagnostic.span
-    if diagnostic.code == "PC103":
-        similar = _SIMILAR.search(diagnostic.hint)
-        if similar:
-            return Fix(f"Change to `{similar.group(1)}`", span, similar.group(1))
-    if diagnostic.code in ("PC318", "PC205"):
-        qualified = _QUALIFIED.match(span.text)
-        bare = span.text[qualified.end():] if qualified else span.text
-        if diagnostic.code == "PC318":
-            return Fix(f"Bind `{bare}` as `inout`", span, f"inout {bare}")
-        if qualified:
-            return Fix(f"Drop `{qualified.group(1)}`", span, bare)
-    return None

@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from ...wording import with_article
 from ..codes import BY_CODE, PC101, PC102, PC103, PC104, PC112, PC113
-from ..diagnostics import Label
+from ..consteval import literal
+from ..diagnostics import Label, Use
+from ..fixes import syntax_fixes
 from ..kernel_analysis import include_closure
 from .bindings import Bindings, check_bindings, evaluate_bindings, instance
 from .buffers import declare_buffer
@@ -15,10 +18,13 @@ from .context import Context
 from .files import SHIPPED_KERNELS as SHIPPED_KERNELS  # where tests and tools look for it
 from .files import ProjectFiles
 from .kernel_imports import KernelImporter
+from ..live import LiveTerm
 from .ranks import LAUNCHER_CONSTANTS, PER_RANK, builtin_span, launcher_constants, reads_rank
 from .scope import (
-    Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, Symbol, declared, mark_invalid,
+    Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, Symbol, declared, lose_import,
+    mark_invalid,
 )
+from .spelling import did_you_mean
 
 # The words dsl/grammar.lark starts statements with: a graph of one of these names could never
 # be called, as its call would read as that statement.
@@ -48,6 +54,9 @@ class Declarer:
         self.launcher_symbols = {name: ConstSymbol(value, builtin_span(name), per_rank=name in PER_RANK)
                                  for name, value in self.launcher.items()}
         self.bound_names: set[tuple[int, str]] = set()  # (id of module, constant) given a binding
+        # for the live-update record: each file's bindings, and how many imports load each file
+        self.bound_files: dict[Path, list[tuple[ast.Keyword, LiveTerm | None]]] = {}
+        self.import_count: dict[Path, int] = {}
 
     def _parse_defines(self) -> dict[str, tuple[ast.Expr, Span]]:
         """`-D NAME=EXPR` values, parsed like constant expressions of the main file."""
@@ -97,7 +106,7 @@ class Declarer:
                     self.declare(module, decl.name, BufferSymbol(buffer, decl.name.span))
                 case ast.GraphDecl(name=name) if name.text in STATEMENT_KEYWORDS:
                     self.ctx.sink.add(PC104, f"`{name.text}` is a statement keyword", name.span,
-                                      f"a statement that starts with `{name.text}` is a `{name.text}` "
+                                      f"a statement that starts with `{name.text}` is {with_article(f'`{name.text}`')} "
                                       "statement, so no call could name this graph: rename it")
                     mark_invalid(module, (name,))
                 case ast.GraphDecl(name=name):
@@ -113,17 +122,37 @@ class Declarer:
                               name.span, f"piperun sets it from the launcher; to check a "
                               f"value, pass `-D {name.text}=...`")
             return
+        live = self.ctx.live
         if name.text in module.bindings:  # the importer's value replaces this one
-            bound, _, per_rank = module.bindings[name.text]
-            symbol = ConstSymbol(bound, name.span, per_rank)
+            bound, _, per_rank, term = module.bindings[name.text]
             self.bound_names.add((id(module), name.text))
+            entry = live.add(f"{module.path.name}:{name.text}", name.span, False, term, bound) \
+                if term is not None and term.roots else None
+            symbol = ConstSymbol(bound, name.span, per_rank, entry)
         else:
-            if module.path == self.loading[0] and name.text in self.defines:
+            main = module.path == self.loading[0]  # the main file's constants are updatable
+            if main and name.text in self.defines:
                 value = self.defines[name.text][0]
                 self.used_defines.add(name.text)
-            symbol = ConstSymbol(self.ctx.const(module, value), name.span,
-                                 reads_rank(module, {}, value))
+            computed, term = self.ctx.flow(module, value)
+            entry = None
+            if main or (term is not None and term.roots):
+                entry = live.add(name.text if main else f"{module.path.name}:{name.text}", name.span, main,
+                                 term, computed)
+            symbol = ConstSymbol(computed, name.span, reads_rank(module, {}, value), entry)
         self.declare(module, name, symbol)
+
+    def mark_shared_imports(self) -> None:
+        """An import binding that reads an updatable constant passes its value on, unless its
+        file is imported more than once: the values then decide whether the imports share one
+        instance (with its buffers), so the constants they read are structural."""
+        for path, bound in self.bound_files.items():
+            if self.import_count[path] > 1:
+                for binding, term in bound:
+                    if term is not None:
+                        self.ctx.live.mark(term.roots, f"a binding of `{binding.name.text}` for `{path.name}`, "
+                                           f"which is imported {self.import_count[path]} times (the values "
+                                           "decide which imports share an instance)", binding.span)
 
     def _import(self, module: LoadedModule, decl: ast.Import) -> None:
         target, refused = self.files.find(module.path.parent, decl.path.value)
@@ -134,13 +163,15 @@ class Declarer:
                 self.ctx.sink.add(PC102, f"cannot find `{decl.path.value}`", decl.path.span,
                                   "paths are relative to the importing file, then to each include "
                                   "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
         elif target.suffix in (".cu", ".cuh", ".cuda"):
             self._import_kernels(module, decl, target)
         else:
-            imported = self._load(target, decl.path.span, evaluate_bindings(self.ctx, module, decl))
+            bindings = evaluate_bindings(self.ctx, module, decl)
+            self.bound_files.setdefault(target, []).extend((b, term) for _, b, _, term in bindings.values())
+            imported = self._load(target, decl.path.span, bindings)
             if imported is None:
-                mark_invalid(module, decl.names or ())
+                lose_import(module, decl)
             else:
                 self._import_names(module, decl, imported)
 
@@ -154,15 +185,23 @@ class Declarer:
         except OSError as error:
             self.ctx.sink.add(PC102, f"cannot read `{target}`: {error.strerror or error}", decl.path.span,
                               "a kernel source is a regular file of CUDA C++")
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
             return
         outside = [h for h in include_closure(target, text, self.ctx.options.include_dirs)
                    if not self.files.allowed(h)]
         if outside:
             self.files.refuse(f"{decl.path.value}` includes `{outside[0].name}", decl.path.span)
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
             return
-        for ident, kernel in self.kernel_sources.import_kernels(decl, target):
+        imported = self.kernel_sources.import_kernels(decl, target)
+        if imported is None:
+            lose_import(module, decl)
+            return
+        listed = {ident.text for ident, _ in imported}
+        for name in self.kernel_sources.declared.get(target, ()):
+            if name not in listed:
+                module.unimported_kernels.setdefault(name, decl)
+        for ident, kernel in imported:
             if kernel is None:
                 mark_invalid(module, (ident,))
             else:
@@ -170,19 +209,25 @@ class Declarer:
 
     def _import_names(self, module: LoadedModule, decl: ast.Import, imported: LoadedModule) -> None:
         if decl.names is None:
+            # the importer has the values it binds; a constant whose binding's value failed
+            # (reported) keeps the file's own value, which is no second declaration of it either
+            failed = {binding.name.text for binding in decl.bindings} - set(imported.bindings)
             for name, symbol in imported.scope.items():
-                if not self.is_bound(imported, name):  # the importer has the values it bound
-                    self.declare(module, ast.Ident(name, decl.path.span), symbol)
+                if self.is_bound(imported, name) or (name in failed and isinstance(symbol, ConstSymbol)):
+                    continue
+                self.declare(module, ast.Ident(name, decl.path.span), symbol)
             return
         for ident in decl.names:
             symbol = imported.scope.get(ident.text)
             if symbol is None:
+                similar = did_you_mean(ident.text, imported.scope, "declarations", ident.span)
                 self.ctx.sink.add(PC103, f"`{decl.path.value}` declares no `{ident.text}`", ident.span,
-                                  self.ctx.suggest(ident.text, imported.scope, "declarations"))
+                                  similar.hint, fixes=similar.fixes)
             else:
                 self.declare(module, ident, symbol)
 
     def _load(self, path: Path, via: Span, bindings: Bindings) -> LoadedModule | None:
+        self.import_count[path] = self.import_count.get(path, 0) + 1
         if (path, instance(bindings)) in self.modules:
             return self.modules[path, instance(bindings)]
         if len(self.modules) + len(self.loading) >= MAX_INSTANCES:
@@ -201,15 +246,19 @@ class Declarer:
             return None
         except PipeSyntaxError as error:
             self.ctx.sink.add(BY_CODE[error.code], error.message, error.span,
-                              error.hint or "see docs/language.md for the syntax")
+                              error.hint or "see docs/language.md for the syntax", fixes=syntax_fixes(error))
             return None
         module = LoadedModule(path, source, tree, bindings=bindings)
-        self.populate(module)
+        # a finding in a file imported with values names the import (the file can be right
+        # for some values and wrong for others)
+        values = ", ".join(f"{name} = {literal(value)}" for name, (value, *_) in bindings.items())
+        with self.ctx.sink.within((Use(via, f"`{path.name}` imported here", values),) if values else ()):
+            self.populate(module)
         check_bindings(self.ctx, module, self.bound_names)
         for decl in tree.decls:
             if isinstance(decl, (ast.StepDecl, ast.InitDecl)):
                 keyword = "step" if isinstance(decl, ast.StepDecl) else "init"
-                self.ctx.sink.add(PC102, f"imported file `{path.name}` has a `{keyword}` block",
+                self.ctx.sink.add(PC102, f"imported file `{path.name}` has {with_article(f'`{keyword}`')} block",
                                   via, "keep steps in the top-level file; import declarations only",
                                   labels=(Label(decl.span, "declared here"),))
         return module

@@ -33,6 +33,7 @@ struct fnode {
     int args_known;
     int serialized; /* launched with programmatic stream serialization (cuLaunchKernelEx) */
     uint64_t dst, src;
+    int dst_memory, src_memory; /* a copy's memory types: DEVICE for pipec's own, UNIFIED for NCCL's */
     unsigned element_size;
     uint32_t value;
     size_t count;
@@ -41,6 +42,11 @@ struct fnode {
     uint64_t handle;
     fgraph **bodies;
     unsigned nbodies;
+    /* what a fake library's kernel does when it runs (fake_nccl.c's collectives): a function of
+     * bytes the node owns, copied with the node */
+    void (*effect)(const unsigned char *data, size_t size);
+    unsigned char *effect_data;
+    size_t effect_size;
 };
 
 struct fgraph {
@@ -60,10 +66,12 @@ typedef struct fake_state {
     int next_id;
     fgraph **graphs; size_t graph_count; /* live top-level graphs */
     void **allocations; size_t *sizes; size_t allocation_count;
+    int *host; /* per allocation: cuMemHostAlloc's (pinned host memory) */
     int modules, streams, events, execs;
     fhandle *handles; size_t handle_count;
     json *param_sizes;
     int param_sizes_read;
+    _Atomic int stuck; /* the device's work never finishes (a collective waiting for a rank that stopped) */
 } fake_state;
 
 extern fake_state fake;

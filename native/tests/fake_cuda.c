@@ -1,7 +1,9 @@
 /* A fake CUDA driver library for the C runtime's CPU tests: the C counterpart of
  * tests/fake_cuda.py. It exports the cu* entry points the runtime loads; device memory is host
  * memory (an allocation's address is its "device" pointer), so memsets, copies, mapped buffers,
- * state and verification really move bytes. Kernels do not run, except the generated kernels
+ * state and verification really move bytes; cuPointerGetAttribute still tells cuMemHostAlloc's
+ * (host) from cuMemAlloc's (device), and a copy node keeps the memory types it was made with (NCCL's
+ * one-rank copies, fake_cuda_enqueue_copy, unified ones). Kernels do not run, except the generated kernels
  * that decide conditional nodes (compiler/templates/conditions.cu.j2), which store their
  * decision and, in a graph, set their handle, as tests/fake_cuda.py's do.
  *
@@ -14,6 +16,8 @@
  * sizes); $FAKE_CUDA_CAPABILITY ("90") and $FAKE_CUDA_DRIVER_VERSION ("12090") describe the
  * device. Child graph nodes hold a deep copy of their graph, as the real driver does. This file
  * holds the entry points and the memory; fake_graph.c the graphs, their runs and the log. */
+#include <time.h>
+
 #include "fake.h"
 
 fake_state fake;
@@ -28,14 +32,16 @@ int inside(uint64_t address, size_t bytes) {
     return 0;
 }
 
-static CUresult allocate(void **out, size_t bytes) {
+static CUresult allocate(void **out, size_t bytes, int host) {
     size_t padded = (bytes ? bytes : 1) + 255;
     void *memory = aligned_alloc(256, padded - padded % 256);
     if (!memory) return CUDA_ERROR_OUT_OF_MEMORY;
     memset(memory, 0, padded - padded % 256);
     fake.allocations = realloc(fake.allocations, (fake.allocation_count + 1) * sizeof *fake.allocations);
     fake.sizes = realloc(fake.sizes, (fake.allocation_count + 1) * sizeof *fake.sizes);
+    fake.host = realloc(fake.host, (fake.allocation_count + 1) * sizeof *fake.host);
     fake.allocations[fake.allocation_count] = memory;
+    fake.host[fake.allocation_count] = host;
     fake.sizes[fake.allocation_count++] = bytes ? bytes : 1;
     *out = memory;
     return OK;
@@ -46,6 +52,7 @@ static CUresult release(void *memory) {
         if (fake.allocations[i] == memory) {
             free(memory);
             fake.allocations[i] = fake.allocations[fake.allocation_count - 1];
+            fake.host[i] = fake.host[fake.allocation_count - 1];
             fake.sizes[i] = fake.sizes[--fake.allocation_count];
             return OK;
         }
@@ -91,6 +98,47 @@ EXPORT CUresult fake_cuda_enqueue_kernel(CUstream stream, const char *function, 
     set_kernel(n, function, grid, block, 0, NULL);
     n->args_known = 1;
     return enqueue(stream, n);
+}
+
+/* A copy as cudaMemcpyAsync with cudaMemcpyDefault records it: both ends unified addresses (fake_nccl.c's
+ * one-rank path). */
+EXPORT CUresult fake_cuda_enqueue_copy(CUstream stream, uint64_t dst, uint64_t src, size_t bytes) {
+    fnode *n = new_node(K_MEMCPY);
+    n->dst = dst, n->src = src, n->count = bytes;
+    n->dst_memory = n->src_memory = CU_MEMORYTYPE_UNIFIED;
+    return enqueue(stream, n);
+}
+
+/* The same with what it does when it runs: `effect` of a copy of `size` bytes (fake_nccl.c). */
+EXPORT CUresult fake_cuda_enqueue_effect(CUstream stream, const char *function,
+                                         void (*effect)(const unsigned char *, size_t), const void *data, size_t size) {
+    fnode *n = new_node(K_KERNEL);
+    unsigned one[3] = {1, 1, 1};
+    set_kernel(n, function, one, one, 0, NULL);
+    n->args_known = 1;
+    n->effect = effect;
+    n->effect_data = malloc(size ? size : 1);
+    memcpy(n->effect_data, data, size);
+    n->effect_size = size;
+    return enqueue(stream, n);
+}
+
+EXPORT int fake_cuda_capturing(CUstream stream) { return stream && ((fstream *)stream)->capture != NULL; }
+
+/* Stuck: the device's work never finishes until an abort (fake_nccl.c) unsticks it. */
+EXPORT void fake_cuda_set_stuck(int stuck) { fake.stuck = stuck; }
+
+/* What the real driver does while the device is stuck: it waits. Here the wait is bounded, and a
+ * runtime that would wait for ever (nothing unsticks it) crashes the test instead of hanging it. */
+static void wait_until_unstuck(const char *call) {
+    for (int i = 0; fake.stuck; i++) {
+        if (i == 5000) {
+            fprintf(stderr, "fake_cuda: %s waited 5 s for work that never finishes\n", call);
+            abort();
+        }
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
 }
 
 /* --- the exported driver ------------------------------------------------------------------- */
@@ -143,6 +191,7 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; re
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext context) { return context ? OK : INVALID; }
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *context) { *context = (CUcontext)&primary_context; return OK; }
 EXPORT CUresult cuCtxGetDevice(CUdevice *device) { *device = 0; return OK; }
+EXPORT CUresult cuCtxSetCurrent(CUcontext context) { return context ? OK : INVALID; }
 
 EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
     (void)flags;
@@ -160,7 +209,12 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
     return OK;
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream stream) { (void)stream; return OK; }
+EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+    (void)stream;
+    wait_until_unstuck("cuStreamSynchronize");
+    return OK;
+}
+EXPORT CUresult cuStreamQuery(CUstream stream) { return stream && fake.stuck ? CUDA_ERROR_NOT_READY : OK; }
 EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
     (void)stream, (void)flags;
     return event ? OK : INVALID;
@@ -196,17 +250,30 @@ EXPORT CUresult cuEventDestroy_v2(CUevent event) { fake.events--; return event ?
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t bytes) {
     void *memory;
-    CUresult r = allocate(&memory, bytes);
+    CUresult r = allocate(&memory, bytes, 0);
     *pointer = (CUdeviceptr)(uintptr_t)memory;
     return r;
 }
 EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) { return release((void *)(uintptr_t)pointer); }
-EXPORT CUresult cuMemHostAlloc(void **host, size_t bytes, unsigned int flags) { (void)flags; return allocate(host, bytes); }
+EXPORT CUresult cuMemHostAlloc(void **host, size_t bytes, unsigned int flags) { (void)flags; return allocate(host, bytes, 1); }
 EXPORT CUresult cuMemFreeHost(void *host) { return release(host); }
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pointer, void *host, unsigned int flags) {
     (void)flags;
     *pointer = (CUdeviceptr)(uintptr_t)host; /* unified addressing: the same address */
     return OK;
+}
+/* The memory type of an allocation's address; an address outside every allocation is one the driver does not
+ * know (pageable host memory), as the real driver answers. */
+EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr pointer) {
+    if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return INVALID;
+    for (size_t i = 0; i < fake.allocation_count; i++) {
+        uint64_t start = (uint64_t)(uintptr_t)fake.allocations[i];
+        if (start <= pointer && pointer < start + fake.sizes[i]) {
+            *(unsigned int *)data = fake.host[i] ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+            return OK;
+        }
+    }
+    return INVALID;
 }
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
     if (!inside(dst, bytes)) return INVALID;
@@ -221,6 +288,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
     fnode *n = new_node(K_MEMCPY);
     n->dst = dst, n->src = src, n->count = bytes;
+    n->dst_memory = n->src_memory = CU_MEMORYTYPE_DEVICE;
     return enqueue(stream, n);
 }
 
@@ -349,6 +417,7 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
         return INVALID;
     fnode *n = new_node(K_MEMCPY);
     n->dst = p->dstDevice, n->src = p->srcDevice, n->count = p->WidthInBytes;
+    n->dst_memory = n->src_memory = CU_MEMORYTYPE_DEVICE;
     *node = (CUgraphNode)append((fgraph *)graph, n, deps, count);
     return OK;
 }
@@ -445,6 +514,7 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
 }
 
 EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
+    wait_until_unstuck("cuGraphExecDestroy"); /* the driver waits for the executable's launches in flight */
     free(exec);
     fake.execs--;
     return OK;
@@ -453,7 +523,8 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
 EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *p) {
     fexec *e = (fexec *)exec;
     fnode *n = (fnode *)find_in(e->graph, (const fnode *)node);
-    if (!n || n->kind != K_KERNEL) return INVALID;
+    const char *failing = getenv("FAKE_CUDA_FAIL_EXEC_SET"); /* a function whose node cannot be set: a driver failure */
+    if (!n || n->kind != K_KERNEL || (failing && strcmp(failing, ((ffunction *)p->func)->name) == 0)) return INVALID;
     unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
     set_kernel(n, ((ffunction *)p->func)->name, grid, block, p->sharedMemBytes, p->kernelParams);
     text t = {0};
@@ -480,6 +551,7 @@ EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *clone, CUgraphNode original,
 
 EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
     const fgraph *g = (const fgraph *)graph;
+    if (nodes && *count == 0) return INVALID; /* as the driver answers (seen on 580) */
     if (nodes)
         for (size_t i = 0; i < *count && i < g->count; i++) nodes[i] = (CUgraphNode)g->nodes[i];
     *count = g->count;
@@ -487,9 +559,25 @@ EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count
 }
 
 EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, int *type) {
-    static const int TYPES[] = {CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY, CU_GRAPH_NODE_TYPE_MEMSET,
-                                CU_GRAPH_NODE_TYPE_GRAPH, CU_GRAPH_NODE_TYPE_EMPTY, CU_GRAPH_NODE_TYPE_CONDITIONAL};
+    static const int TYPES[] = {[K_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL, [K_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
+                                [K_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY, [K_GRAPH] = CU_GRAPH_NODE_TYPE_GRAPH,
+                                [K_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY, [K_CONDITIONAL] = CU_GRAPH_NODE_TYPE_CONDITIONAL};
     *type = TYPES[((const fnode *)node)->kind];
+    return OK;
+}
+
+/* A copy's parameters: a host end's address in srcHost/dstHost, any other's in srcDevice/dstDevice, as cuda.h's
+ * CUDA_MEMCPY3D has them. */
+EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D *p) {
+    const fnode *n = (const fnode *)node;
+    if (n->kind != K_MEMCPY) return INVALID;
+    memset(p, 0, sizeof *p);
+    p->srcMemoryType = n->src_memory, p->dstMemoryType = n->dst_memory;
+    if (n->src_memory == CU_MEMORYTYPE_HOST) p->srcHost = (const void *)(uintptr_t)n->src;
+    else p->srcDevice = n->src;
+    if (n->dst_memory == CU_MEMORYTYPE_HOST) p->dstHost = (void *)(uintptr_t)n->dst;
+    else p->dstDevice = n->dst;
+    p->WidthInBytes = n->count, p->Height = 1, p->Depth = 1;
     return OK;
 }
 
@@ -509,5 +597,6 @@ __attribute__((destructor)) static void report_live(void) {
     free(fake.graphs);
     free(fake.allocations);
     free(fake.sizes);
+    free(fake.host);
     memset(&fake, 0, sizeof fake);
 }
