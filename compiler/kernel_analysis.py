@@ -25,7 +25,7 @@ from .kernel_records import (CallSite, EarlyAccessRecord, FindingRecord, KernelR
 from .source_scan import Declaration, TextRange, scan_declarations
 from .toolchain import CompileRequest
 
-ANALYSIS_VERSION = "9"  # bump when the analysis output format or meaning changes
+ANALYSIS_VERSION = "10"  # bump when the analysis output format or meaning changes
 
 # The probe's code for one parameter type: the scalar at the bottom of its pointers (0 when
 # pipec cannot bind it: a struct, an enum, a reference), how many pointers lead to it (at most
