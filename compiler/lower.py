@@ -48,10 +48,13 @@ class _Lowering:
         self.graphs: list[GraphSpec | None] = []
         self.modules: dict[str, ModuleSpec] = {}
         self.gemms: list[tuple[GemmNodeSpec, str]] = []  # each lowered gemm node and its scope
-        # One AccessSpec per distinct access, shared by the nodes that have it: an unrolled
-        # program repeats most of its accesses thousands of times, and a frozen dataclass
-        # costs several times more to build than to look up.
+        # One AccessSpec, Location and ArgSpec per distinct value, shared by the nodes that have
+        # it: an unrolled program repeats most of them thousands of times, a frozen dataclass
+        # costs several times more to build than to look up, and the plan's JSON writes each
+        # shared one once (compiler/emit.py).
         self.access_specs: dict[tuple, AccessSpec] = {}
+        self.locations: dict[tuple[int, int], Location] = {}  # by id(span.source), span.start
+        self.arg_specs: dict[tuple, ArgSpec] = {}
         self.edges = EdgeDecider(program.bodies())
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
@@ -73,6 +76,13 @@ class _Lowering:
                 spec = self.access_specs[key] = AccessSpec(a.buffer.name, a.start, a.stop, _MODE_NAMES[a.mode])
             specs.append(spec)
         return tuple(specs)
+
+    def location(self, span) -> Location:
+        key = (id(span.source), span.start)
+        location = self.locations.get(key)
+        if location is None:
+            location = self.locations[key] = _location(span)
+        return location
 
     def lower_body(self, body: GraphBody, scope: str, conditional: bool = False) -> int:
         index = len(self.graphs)
@@ -98,7 +108,7 @@ class _Lowering:
         return None
 
     def lower_node(self, index: int, item, scope: str) -> NodeSpec:
-        location, accesses = _location(item.span), self.accesses(item)
+        location, accesses = self.location(item.span), self.accesses(item)
         if isinstance(item, LaunchNode):
             source = item.kernel.source
             module = self.module(str(source.path), source.path.name, str(source.path), None)
@@ -130,17 +140,20 @@ class _Lowering:
         return ChildGraphNodeSpec(index, item.name, location, accesses,
                                   self.lower_body(item.body, child_scope))
 
-    @staticmethod
-    def lower_arg(param, arg) -> ArgSpec:
+    def lower_arg(self, param, arg) -> ArgSpec:
         if isinstance(arg, PointerArg):
-            return ArgSpec("pointer", "ptr", arg.buffer.name, arg.start * arg.buffer.dtype.size)
-        assert isinstance(arg, ValueArg), "checks reject every other binding"
-        value = arg.value
-        if param.dtype.kind == "f":
-            value = float(value)
+            key: tuple = ("pointer", arg.buffer.name, arg.start * arg.buffer.dtype.size)
         else:
-            value = int(value)
-        return ArgSpec("scalar", param.dtype.name, value=value)
+            assert isinstance(arg, ValueArg), "checks reject every other binding"
+            value = float(arg.value) if param.dtype.kind == "f" else int(arg.value)
+            # a float by its bits: 0.0 and -0.0 are equal keys otherwise, with other texts
+            key = ("scalar", param.dtype.name, value.hex() if type(value) is float else value)
+        spec = self.arg_specs.get(key)
+        if spec is None:
+            kind, ctype = key[0], "ptr" if key[0] == "pointer" else key[1]
+            spec = self.arg_specs[key] = (ArgSpec(kind, ctype, key[1], key[2]) if kind == "pointer"
+                                          else ArgSpec(kind, ctype, value=value))
+        return spec
 
     def lower_fill(self, index, item: FillNode, location, accesses) -> NodeSpec:
         dtype = item.buffer.dtype
