@@ -154,19 +154,51 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
         if not preds[w]:
             continue
         base = min(preds[w][-1], lowest[w])
-        covered = 0
+        # `covered`: the ancestors of the predecessors kept so far, bit i for node base + i,
+        # tested in its bytes (shifting an int costs its width, and a node that reads a
+        # hundred thousand slices tests as many). A kept predecessor's ancestors join it only
+        # once they reach the next predecessor to test, and then all those waiting at once
+        # (`_union`): each joining alone would copy the whole int, quadratic in the slices.
+        covered, tested = 0, b""
+        waiting: list[tuple[int, int]] = []
+        reach = -1  # the latest node of a waiting set
+        direct = []
         for p in preds[w]:  # latest first: an earlier one may be an ancestor of a later one
+            if reach >= p:
+                covered |= _union(waiting, base)
+                tested = covered.to_bytes((covered.bit_length() + 7) >> 3, "little")
+                waiting, reach = [], -1
             # a covered p's ancestors are covered already: most of a dense DAG's predecessors
-            if not (covered >> (p - base)) & 1:
-                kept.append((p, w))
-                low, bits = ancestors.get(p, (base, 0))
-                covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << (p - base)
+            if tested and (k := p - base) >> 3 < len(tested) and tested[k >> 3] >> (k & 7) & 1:
+                continue
+            direct.append(p)
+            if (entry := ancestors.get(p)) is not None:
+                waiting.append(entry)
+                reach = max(reach, entry[0] + entry[1].bit_length() - 1)
+        kept += [(p, w) for p in direct]
         for p in last_users[w]:
             ancestors.pop(p, None)
-        if last_use[w] >= 0 and (bits := covered >> (lowest[w] - base)):
-            trim = (bits & -bits).bit_length() - 1
-            ancestors[w] = (lowest[w] + trim, bits >> trim)
+        if last_use[w] >= 0:  # w's own ancestors: its direct predecessors and theirs
+            bits = (covered | _union(waiting + [(p, 1) for p in direct], base)) >> (lowest[w] - base)
+            if bits:
+                trim = (bits & -bits).bit_length() - 1
+                ancestors[w] = (lowest[w] + trim, bits >> trim)
     return sorted(kept)
+
+
+def _union(sets: list[tuple[int, int]], base: int) -> int:
+    """The union of node sets (low, bits), as bits from node `base` (lower nodes dropped),
+    merged pairwise in order of `low`: k sets spread over a width W cost about W log k, not
+    the k W of adding each to the whole."""
+    if not sets:
+        return 0
+    sets = sorted(sets)
+    while len(sets) > 1:
+        merged = [(low, bits | more << (other - low))
+                  for (low, bits), (other, more) in zip(sets[::2], sets[1::2])]
+        sets = merged + sets[-1:] if len(sets) % 2 else merged
+    low, bits = sets[0]
+    return bits << (low - base) if low >= base else bits >> (base - low)
 
 
 class _Reach:
@@ -204,43 +236,63 @@ class _Reach:
 @_without_cycle_collection()
 def add_lanes(n: int, edges: list[tuple[int, int]], lanes: int) -> list[tuple[int, int]]:
     """The DAG's edges plus ordering edges that leave at most `lanes` nodes able to run at once
-    (the width: the most nodes no path orders). A DAG that narrow gets no edge. Otherwise the
-    nodes are fitted into `lanes` chains in program order: each joins a chain whose last node
-    already precedes it when one exists, else the chain that frees up first (one new edge)."""
+    (the width: the most nodes no path orders), transitively reduced. A DAG that narrow gets no
+    edge. Otherwise the nodes are fitted into `lanes` chains in program order: each joins a
+    chain whose last node already precedes it when one exists, else the chain that frees up
+    first (one new edge).
+
+    The chains also decide the reduction: an ancestor of a node on a chain precedes every
+    member before it there, so a node's ancestors are its latest ancestor on each chain, and
+    an edge (u, w) is implied when u is at or before the latest ancestor on u's chain of a
+    later predecessor of w. That costs the number of chains per kept edge, where the bitsets
+    of `transitive_reduction` would grow as long as the distance to a node every later one
+    follows (the root of a fan ordered into lanes: quadratic)."""
     preds: list[list[int]] = [[] for _ in range(n)]
     for a, b in edges:
         preds[b].append(a)
     chains, fitted = _fewest_chains(n, preds, lanes)
-    if fitted == n:
-        return transitive_reduction(n, edges)
     lane_of = [0] * n
     for lane, chain in enumerate(chains):
         for v in chain:
             lane_of[v] = lane
     tails = [chain[-1] for chain in chains]
-    latest: list[list[int]] = []  # per node, per lane, its latest ancestor there (-1: none)
+    width = len(chains)
+    latest: list[list[int]] = []  # per node, per chain, its latest ancestor there (-1: none)
     depth = [0] * n
-    extra: list[tuple[int, int]] = []
+    kept: list[tuple[int, int]] = []
     for v in range(n):
-        ancestors = [-1] * lanes
-        for p in preds[v]:
-            ancestors = list(map(max, ancestors, latest[p]))
-            ancestors[lane_of[p]] = max(ancestors[lane_of[p]], p)
-            depth[v] = max(depth[v], depth[p] + 1)
+        direct, ancestors = _sweep(sorted(set(preds[v]), reverse=True), lane_of, latest, width)
+        depth[v] = max([depth[p] + 1 for p in direct], default=0)
         if v >= fitted:
             ordered = [lane for lane in range(lanes) if ancestors[lane] == tails[lane]]
             if ordered:
                 lane = max(ordered, key=lambda l: depth[tails[l]])
             else:
                 lane = min(range(lanes), key=lambda l: depth[tails[l]])
-                tail = tails[lane]
-                extra.append((tail, v))
-                ancestors = list(map(max, ancestors, latest[tail]))
-                ancestors[lane] = tail
+                tail = tails[lane]  # no ancestor of v's predecessors, so never implied
+                direct, ancestors = _sweep(sorted(direct + [tail], reverse=True), lane_of, latest, width)
                 depth[v] = max(depth[v], depth[tail] + 1)
             tails[lane], lane_of[v] = v, lane
+        kept += [(p, v) for p in direct]
         latest.append(ancestors)
-    return transitive_reduction(n, list(edges) + extra)
+    return sorted(kept)
+
+
+def _sweep(candidates: list[int], lane_of: list[int], latest: list[list[int]],
+           width: int) -> tuple[list[int], list[int]]:
+    """Of a node's predecessors (`candidates`, latest first), those no later one follows, and
+    the node's latest ancestor on each chain. A predecessor that another follows adds nothing
+    to the node's ancestors: they are all the kept ones' too."""
+    reach = [-1] * width
+    direct = []
+    for p in candidates:
+        lane = lane_of[p]
+        if reach[lane] >= p:
+            continue
+        direct.append(p)
+        reach = list(map(max, reach, latest[p]))
+        reach[lane] = p  # p's own ancestors on its chain come before it
+    return direct, reach
 
 
 def _fewest_chains(n: int, preds: list[list[int]], lanes: int) -> tuple[list[list[int]], int]:
