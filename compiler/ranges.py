@@ -65,9 +65,8 @@ class Extents:
         entry = self.names.get(id(param))
         if entry is None:
             entry = self.names[id(param)] = (param, names_read(param.extent.expr))
-        names = entry[1]
-        inputs = tuple((type(v), v) for v in (scalars.get(name, _UNBOUND) for name in names))
-        key = (id(param), node.grid, node.block, inputs)
+        inputs = tuple([scalars.get(name, _UNBOUND) for name in entry[1]])
+        key = (id(param), node.grid, node.block, inputs, tuple(map(type, inputs)))
         if key not in self.values:
             self.values[key] = extent_value(param, node, scalars)
         return self.values[key]

@@ -23,7 +23,6 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
             if param.extent is None or not isinstance(arg, PointerArg):
                 continue
             needed = extents.value(param, node, scalars)
-            extent = Label(param.extent.span, "extent declared here")
             if needed is None:
                 scalars_bound = all(isinstance(a, ValueArg) for p, a in zip(node.kernel.params, node.args)
                                     if p.kind == "scalar")
@@ -38,4 +37,4 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                 ctx.sink.add(PC310, f"`{node.kernel.name}` touches {needed} elements through "
                              f"{param.describe()}, but {what} holds {held}", arg.span,
                              f"bind at least {needed} elements, or launch over fewer",
-                             labels=(extent,))
+                             labels=(Label(param.extent.span, "extent declared here"),))
