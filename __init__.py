@@ -103,11 +103,13 @@ def load(path: str | os.PathLike, *, device: int = 0, bind: Mapping[str, object]
 
 
 def load_bundle(directory: str | Path, *, device: int = 0, bind: Mapping[str, object] | None = None,
-                launch: Launch | None = None, backends: Backends | None = None) -> Pipeline:
+                launch: Launch | None = None, tune_gemms: bool = False, backends: Backends | None = None) -> Pipeline:
     """Load a bundle that `pipec build` wrote, on the GPU; returns a `Pipeline`. The options are
-    `pipec.load`'s but those that compile (a bundle's constants are the build's); docs/python-api.md
+    `pipec.load`'s but those that compile (a bundle's constants are the build's); GEMM nodes run
+    the algorithms the bundle stores where they hold, else the heuristic's; docs/python-api.md
     describes it."""
     from .runtime.bundle import load_bundle as load_from_bundle
     from .runtime.load import Backends
 
-    return load_from_bundle(directory, device=device, bind=bind, launch=launch, backends=backends or Backends())
+    return load_from_bundle(directory, device=device, bind=bind, launch=launch, tune_gemms=tune_gemms,
+                            backends=backends or Backends())

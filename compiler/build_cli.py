@@ -16,6 +16,8 @@ from ..cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE, report
 from ..cli.terminal import say, use_color
 from ..errors import Error
 from ..plan.bundle_format import BundleError
+from ..plan.gemm_algorithms import GemmAlgorithms, check_distinct, check_for_plan, read_file
+from ..plan.schema import Plan
 from .bundle import write_bundle
 from .config import load_settings, override
 from .diagnostics import Diagnostic
@@ -42,6 +44,9 @@ def parser() -> argparse.ArgumentParser:
                    metavar="NAME=EXPR", help="override a constant of the file (repeatable)")
     p.add_argument("--include-dir", action="append", type=Path, dest="include_dirs", default=None,
                    help="also look for imported files here (repeatable)")
+    p.add_argument("--gemm-algorithms", action="append", type=Path, dest="gemm_algorithms", default=[],
+                   metavar="F.json", help="GEMM algorithms chosen on a GPU (piperun FILE --save-gemm-algorithms F.json), "
+                                          "stored in the bundle (repeatable: one file per GPU)")
     p.add_argument("--output-format", "--format", dest="output_format", choices=sorted(RENDERERS),
                    default="text", help="diagnostic format on stderr (default: text)")
     add_color_options(p)
@@ -76,6 +81,8 @@ def _build(args: argparse.Namespace, color: bool) -> int:
     base = override(load_settings(args.file), include_dirs=args.include_dirs, compiler=args.compiler,
                     defines=tuple(args.defines) if args.defines else None)
     archs = target_archs(args.archs, base.compile.arch)
+    chosen = [(str(path), read_file(path)) for path in args.gemm_algorithms]  # a bad file stops it before compiling
+    check_distinct(chosen)
     plan, diagnostics = None, []
     for arch in archs:
         settings = override(base, arch=arch)
@@ -96,9 +103,14 @@ def _build(args: argparse.Namespace, color: bool) -> int:
     if plan is None:
         return EXIT_FAILED
     try:
-        write_bundle(plan, archs, args.output, str(args.file))
+        write_bundle(plan, archs, args.output, str(args.file), _checked_algorithms(chosen, plan))
     except CompileFailed as error:  # checked, yet a module fails for one arch or as PTX: its first line
         first = next((line for line in error.log.splitlines() if line.strip()), "no log")
         raise BundleError(f"a kernel module does not compile: {first}") from None
     return EXIT_OK
 
+
+def _checked_algorithms(chosen: list[tuple[str, GemmAlgorithms]], plan: Plan) -> tuple[GemmAlgorithms, ...]:
+    for where, algorithms in chosen:
+        check_for_plan(algorithms, plan, where)
+    return tuple(algorithms for _, algorithms in chosen)

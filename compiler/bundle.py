@@ -7,6 +7,8 @@
     DIR/modules/<index>.ptx           its PTX for the oldest target, for any newer device
     DIR/buffers/<name>.bin            the initial bytes of every buffer the host cannot set with
                                       one memset (random and loaded values)
+    DIR/gemm_algorithms.json          the GEMM algorithms chosen on GPUs, when given
+                                      (`--gemm-algorithms`, plan/gemm_algorithms.py)
 
 The C runtime (native/) and the Python runtime (`pipec.load_bundle`) read the same files; the
 same plan and architectures give the same bytes. docs/native.md describes every file.
@@ -23,9 +25,10 @@ from pathlib import Path
 
 from .._version import __version__
 from ..plan.bundle_format import (
-    FORMAT, FORMAT_VERSION, MANIFEST, PLAN, READERS, BundleError, buffer_path, cubin_path, initial_bytes_expected,
-    ptx_path, virtual_arch,
+    FORMAT, FORMAT_VERSION, GEMM_ALGORITHMS, MANIFEST, PLAN, READERS, BundleError, buffer_path, cubin_path,
+    initial_bytes_expected, ptx_path, virtual_arch,
 )
+from ..plan.gemm_algorithms import GemmAlgorithms, bundle_text
 from ..plan.initial_values import initial_array
 from ..plan.schema import BufferSpec, Plan
 from .artifacts import module_binaries
@@ -41,10 +44,13 @@ def initial_bytes(spec: BufferSpec) -> bytes | None:
     return initial_array(spec).tobytes()
 
 
-def bundle_files(plan: Plan, archs: tuple[str, ...]) -> dict[str, bytes]:
+def bundle_files(plan: Plan, archs: tuple[str, ...], gemm_algorithms: tuple[GemmAlgorithms, ...] = ()) \
+        -> dict[str, bytes]:
     """Every file of the bundle but the manifest, by path. Raises CompileFailed when a module
-    does not compile for one of `archs`."""
+    does not compile for one of `archs`. `gemm_algorithms` were checked against the plan."""
     files = {PLAN: plan_json(plan).encode()}
+    if gemm_algorithms:
+        files[GEMM_ALGORITHMS] = bundle_text(gemm_algorithms)
     for arch in archs:
         for index, binary in enumerate(module_binaries(plan, arch)):
             files[cubin_path(index, arch)] = binary
@@ -65,17 +71,19 @@ def manifest(files: dict[str, bytes], plan: Plan, source: str, archs: tuple[str,
     return (json.dumps(data, sort_keys=True, indent=1) + "\n").encode()
 
 
-def write_bundle(plan: Plan, archs: tuple[str, ...], directory: Path, source: str) -> None:
-    """Build the bundle of `plan` for `archs` into `directory`: written into a temporary folder
-    beside it and renamed into place, so a failure leaves no half-written bundle. An existing
-    bundle there is replaced; any other existing folder or file is refused."""
+def write_bundle(plan: Plan, archs: tuple[str, ...], directory: Path, source: str,
+                 gemm_algorithms: tuple[GemmAlgorithms, ...] = ()) -> None:
+    """Build the bundle of `plan` for `archs` into `directory`, with the GEMM algorithms chosen
+    on GPUs (checked against the plan: `gemm_algorithms.check_for_plan`): written into a
+    temporary folder beside it and renamed into place, so a failure leaves no half-written
+    bundle. An existing bundle there is replaced; any other existing folder or file is refused."""
     if not archs:
         raise BundleError("a bundle needs at least one target architecture (--arch)")
     if len(set(archs)) != len(archs):
         raise BundleError(f"an architecture is given twice: {', '.join(archs)}")
     directory = Path(directory)
     _check_replaceable(directory)
-    files = bundle_files(plan, archs)
+    files = bundle_files(plan, archs, gemm_algorithms)
     files_and_manifest = {**files, MANIFEST: manifest(files, plan, source, archs)}
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,8 @@
 """Evaluation of compile-time expressions.
 
-Values are Python ints (exact, range-checked where they are used), floats, bools and strings.
+Values are Python ints (exact, range-checked where they are used), floats, bools and strings,
+and the operations on them are plan/arithmetic.py's, which the live-update record's evaluation
+shares; this module walks the syntax tree and says where a value went wrong.
 A name that denotes device data (a buffer, one of its elements, or `step`) is not a constant:
 evaluation raises `RuntimeValue`, and the caller decides which rule that breaks (a host
 branch in an `if`, a baked value in a kernel argument).
@@ -8,19 +10,18 @@ branch in an `if`, a baked value in a kernel argument).
 
 from __future__ import annotations
 
-import math
-from typing import Any
 import operator
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
+from typing import Any
 
 from ..dsl import ast
 from ..dsl.errors import MAX_INT_BITS
 from ..dsl.source import Span
 from ..errors import Error
+from ..plan.arithmetic import FUNCTIONS, Value, ValueProblem, binary, boolean, describe, unary
+from ..plan.arithmetic import literal as literal, representable as representable  # what the resolver imports here
 from .codes import PC105, PC112, Rule
-
-Value = int | float | bool | str
 
 
 class ConstError(Error):
@@ -44,130 +45,13 @@ class RuntimeValue(Error):
 # lookup(name) returns the constant's value, or raises ConstError / RuntimeValue itself.
 Lookup = Callable[[ast.Ident], Value]
 
-_NUMERIC = (int, float)
 
-
-def _number(value: Value, span: Span) -> int | float:
-    if isinstance(value, bool) or not isinstance(value, _NUMERIC):
-        raise ConstError(f"expected a number, found {_describe(value)}", span,
-                         "use an integer or float expression")
-    return value
-
-
-def _integer(value: Value, span: Span) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConstError(f"expected an integer, found {_describe(value)}", span,
-                         "use an integer expression (for example `ceil_div(a, b)`)")
-    return value
-
-
-def _describe(value: Value) -> str:
-    if isinstance(value, bool):
-        return f"the boolean `{str(value).lower()}`"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, float):
-        return f"the float `{value!r}`"
-    return f"the integer `{value}`"
-
-
-def _c_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-def _arith(op: str, a: Value, b: Value, span: Span) -> Value:
-    a, b = _number(a, span), _number(b, span)
-    if op in ("/", "%") and b == 0:
-        raise ConstError("division by zero", span, "check the divisor's value")
-    if isinstance(a, int) and isinstance(b, int):
-        if op == "/":
-            return _c_div(a, b)
-        if op == "%":
-            return a - _c_div(a, b) * b
-    if op == "%":
-        return math.fmod(a, b)
-    return {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}[op](a, b)
-
-
-def _bitwise(op: str, a: Value, b: Value, span: Span) -> int:
-    a, b = _integer(a, span), _integer(b, span)
-    if op in ("<<", ">>"):
-        if not 0 <= b < 256:
-            raise ConstError(f"shift by {b} bits", span, "shift counts lie in 0..255")
-        return a << b if op == "<<" else a >> b
-    return {"&": operator.and_, "|": operator.or_, "^": operator.xor}[op](a, b)
-
-
-_COMPARE = {
-    "==": operator.eq, "!=": operator.ne, "<": operator.lt,
-    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-}
-
-
-def _boolean(value: Value, span: Span) -> bool:
-    if not isinstance(value, bool):
-        raise ConstError(f"expected a boolean, found {_describe(value)}", span,
-                         "compare explicitly, for example `N > 0`")
-    return value
-
-
-def _log2(x: Value, span: Span) -> int:
-    n = _integer(x, span)
-    if n <= 0 or n & (n - 1):
-        raise ConstError(f"`log2` of {n}, which is not a power of two", span,
-                         "log2 is exact; pass a power of two")
-    return n.bit_length() - 1
-
-
-def _ceil_div(a: Value, b: Value, span: Span) -> int:
-    a, b = _integer(a, span), _integer(b, span)
-    if b <= 0:
-        raise ConstError(f"`ceil_div` by {b}", span, "the divisor must be positive")
-    return -(-a // b)
-
-
-def _sqrt(x: Value, span: Span) -> float:
-    v = _number(x, span)
-    if v < 0:
-        raise ConstError("`sqrt` of a negative number", span, "pass a value >= 0")
-    return math.sqrt(v)
-
-
-def _pow(a: Value, b: Value, span: Span) -> int | float:
-    a, b = _number(a, span), _number(b, span)
-    if isinstance(a, int) and isinstance(b, int) and b >= 0:
-        if b > 4096:
-            raise ConstError("`pow` exponent too large", span, "use an exponent up to 4096")
-        return a**b
-    if a == 0 and b < 0:
-        raise ConstError("`pow(0, negative)`", span, "the base must be non-zero")
-    if a < 0 and not float(b).is_integer():  # Python would return a complex number
-        raise ConstError("`pow` result is not a real number", span,
-                         "a negative base takes only whole exponents")
+def _at(span: Span, operation: Callable, *operands) -> Value:
+    """`operation(*operands)`, a ValueProblem reported at `span`; the result kept within bounds."""
     try:
-        return float(a) ** float(b)
-    except (OverflowError, ValueError):
-        raise ConstError("`pow` result is not a real number", span, "check the operands") from None
-
-
-def _min_max(fn, args: list[Value], span: Span) -> int | float:
-    if not args:
-        raise ConstError("`min`/`max` need at least one argument", span, "pass the values to compare")
-    return fn(_number(a, span) for a in args)
-
-
-FUNCTIONS: dict[str, tuple[int | None, Callable]] = {
-    # name: (arity or None for variadic, implementation taking (*args, span))
-    "min": (None, lambda *a: _min_max(min, list(a[:-1]), a[-1])),
-    "max": (None, lambda *a: _min_max(max, list(a[:-1]), a[-1])),
-    "abs": (1, lambda x, span: abs(_number(x, span))),
-    "log2": (1, _log2),
-    "ceil_div": (2, _ceil_div),
-    "sqrt": (1, _sqrt),
-    "pow": (2, _pow),
-}
-
+        return _bounded(operation(*operands), span)
+    except ValueProblem as problem:
+        raise ConstError(problem.message, span, problem.hint) from None
 
 def evaluate(expr: ast.Expr, lookup: Lookup) -> Value:
     """The value of a constant expression; raises ConstError or RuntimeValue."""
@@ -204,7 +88,7 @@ def _arithmetic(expr: ast.Expr, lookup: Lookup, depth: int) -> Value:
         op = node.op
         if type(a) is int and type(b) is int and op in _INTEGER_OPS and (op != "%" or (a >= 0 and b > 0)):
             return _bounded(_INTEGER_OPS[op](a, b), node.span)
-        return _bounded(_binary(op, a, b, node.span), node.span)
+        return _at(node.span, binary, op, a, b)
     raise _Unhandled
 
 
@@ -284,7 +168,7 @@ class _Evaluation:
                     raise RuntimeValue(
                         f"the element `{span.text}` of buffer `{ident.text}`", span, rv.buffer_name
                     ) from None
-                raise ConstError(f"{_describe(base)} cannot be indexed", span, "index buffers only")
+                raise ConstError(f"{describe(base)} cannot be indexed", span, "index buffers only")
             case ast.Unary(op=op, operand=operand, span=span):
                 pending += [(self._unary, op, span), operand]
             case ast.Binary(op="and" | "or" as op, left=left, right=right):
@@ -301,26 +185,26 @@ class _Evaluation:
                                  "constants are numbers, booleans and arithmetic on them")
 
     def _unary(self, op: str, span: Span) -> None:
-        self.values.append(_bounded(_unary(op, self.values.pop(), span), span))
+        self.values.append(_at(span, unary, op, self.values.pop()))
 
     def _binary(self, op: str, span: Span) -> None:
         b = self.values.pop()
-        self.values.append(_bounded(_binary(op, self.values.pop(), b, span), span))
+        self.values.append(_at(span, binary, op, self.values.pop(), b))
 
     def _call(self, implementation: Callable, count: int, span: Span) -> None:
         args = self.values[len(self.values) - count :]
         del self.values[len(self.values) - count :]
-        self.values.append(_bounded(implementation(*args, span), span))
+        self.values.append(_at(span, implementation, *args))
 
     def _short_circuit(self, op: str, left: ast.Expr, right: ast.Expr) -> None:
-        a = _boolean(self.values.pop(), left.span)
+        a = _at(left.span, boolean, self.values.pop())
         if (op == "and" and not a) or (op == "or" and a):
             self.values.append(a)
         else:
             self.pending += [(self._boolean, right.span), right]
 
     def _boolean(self, span: Span) -> None:
-        self.values.append(_boolean(self.values.pop(), span))
+        self.values.append(_at(span, boolean, self.values.pop()))
 
 
 def _bounded(value: Value, span: Span) -> Value:
@@ -330,29 +214,6 @@ def _bounded(value: Value, span: Span) -> Value:
         raise ConstError(f"the value lies beyond 2**{MAX_INT_BITS}", span,
                          f"integers are limited to {MAX_INT_BITS} bits", rule=PC112)
     return value
-
-
-def _unary(op: str, value: Value, span: Span) -> Value:
-    if op == "not":
-        return not _boolean(value, span)
-    if op == "~":
-        return ~_integer(value, span)
-    number = _number(value, span)
-    return -number if op == "-" else number
-
-
-def _binary(op: str, a: Value, b: Value, span: Span) -> Value:
-    if op in _COMPARE:
-        if isinstance(a, bool) != isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
-            raise ConstError(f"cannot compare {_describe(a)} with {_describe(b)}", span,
-                             "compare numbers with numbers, booleans with booleans")
-        return _COMPARE[op](a, b)
-    if op in ("+", "-", "*", "/", "%"):
-        return _arith(op, a, b, span)
-    if op == "@":
-        raise ConstError("`@` multiplies matrices, not numbers", span,
-                         "`@` belongs in a `gemm` statement: `gemm c = a @ b`")
-    return _bitwise(op, a, b, span)
 
 
 def _function(func: ast.Ident, args, keywords, span: Span) -> Callable:
@@ -370,31 +231,3 @@ def _function(func: ast.Ident, args, keywords, span: Span) -> Callable:
     return implementation
 
 
-def literal(value: Value) -> str:
-    """A value as the .pipe language writes it (`true`, `"kernel"`, `0.5`)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
-
-
-def representable(value: Value, dtype) -> str | None:
-    """Why `value` does not fit `dtype`, or None if it does."""
-    if isinstance(value, bool):
-        value = int(value)
-    if dtype.kind == "f":
-        if not isinstance(value, (int, float)):
-            return f"`{literal(value)}` is not a number"
-        limit = {2: 65504.0 if dtype.name == "f16" else 3.3895e38, 4: 3.4028234e38, 8: 1.7976931348623157e308}[dtype.size]
-        if abs(float(value)) > limit:
-            return f"{value!r} overflows `{dtype.name}`"
-        return None
-    if isinstance(value, float):
-        return f"{value!r} is not an integer, and `{dtype.name}` holds integers"
-    if not isinstance(value, int):
-        return f"`{literal(value)}` is not a number"
-    low, high = dtype.int_range()
-    if not low <= value <= high:
-        return f"{value} is outside the range of `{dtype.name}` ({low} to {high})"
-    return None

@@ -19,7 +19,9 @@ import hashlib
 from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
+from .live_record import PendingSite, launch_sites, operand_site, with_record
 from .programmatic_edges import EdgeDecider
+from ..plan.arithmetic import argument_value
 from ..plan.dtypes import fill_pattern
 from .model import (
     CONTAINERS, CollectiveNode, CollectiveOperand, ConditionalNode, CopyNode, DecideNode, FillNode, GemmNode,
@@ -56,6 +58,7 @@ class _Lowering:
         self.locations: dict[tuple[int, int], Location] = {}  # by id(span.source), span.start
         self.arg_specs: dict[tuple, ArgSpec] = {}
         self.edges = EdgeDecider(program.bodies())
+        self.live_sites: list[PendingSite] = []  # kernel node fields updatable constants reach
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
         if key not in self.modules:
@@ -87,7 +90,7 @@ class _Lowering:
     def lower_body(self, body: GraphBody, scope: str, conditional: bool = False) -> int:
         index = len(self.graphs)
         self.graphs.append(None)  # reserve: children get higher indices
-        nodes = tuple(self.lower_node(i, item, scope) for i, item in enumerate(body.items))
+        nodes = tuple(self.lower_node(index, i, item, scope) for i, item in enumerate(body.items))
         dag = self.dags[id(body)]
         edges = add_lanes(len(nodes), dag.edges, self.program.options.lanes)
         hazards = tuple(HazardEdge(a, b, h.kind, h.buffer) for (a, b), h in sorted(dag.hazards.items()))
@@ -107,9 +110,10 @@ class _Lowering:
             return "in a conditional node's body"
         return None
 
-    def lower_node(self, index: int, item, scope: str) -> NodeSpec:
+    def lower_node(self, graph: int, index: int, item, scope: str) -> NodeSpec:
         location, accesses = self.location(item.span), self.accesses(item)
         if isinstance(item, LaunchNode):
+            self.live_sites += launch_sites(graph, index, item, self.arch)
             source = item.kernel.source
             module = self.module(str(source.path), source.path.name, str(source.path), None)
             args = tuple(self.lower_arg(p, a) for p, a in zip(item.kernel.params, item.args))
@@ -120,7 +124,7 @@ class _Lowering:
         if isinstance(item, CopyNode):
             return self.lower_copy(index, item, location, accesses)
         if isinstance(item, DecideNode):
-            return self.lower_decide(index, item, location, accesses)
+            return self.lower_decide(graph, index, item, location, accesses)
         if isinstance(item, GemmNode):
             spec = lower_gemm(index, item, location, accesses)
             self.gemms.append((spec, scope))
@@ -144,8 +148,8 @@ class _Lowering:
         if isinstance(arg, PointerArg):
             key: tuple = ("pointer", arg.buffer.name, arg.start * arg.buffer.dtype.size)
         else:
-            assert isinstance(arg, ValueArg), "checks reject every other binding"
-            value = float(arg.value) if param.dtype.kind == "f" else int(arg.value)
+            assert isinstance(arg, ValueArg) and not isinstance(arg.value, str), "checks reject every other binding"
+            value = argument_value(arg.value, param.dtype)
             # a float by its bits: 0.0 and -0.0 are equal keys otherwise, with other texts
             key = ("scalar", param.dtype.name, value.hex() if type(value) is float else value)
         spec = self.arg_specs.get(key)
@@ -169,7 +173,7 @@ class _Lowering:
                               "pipec_fill_8", (codegen.grid_for(count), 1, 1),
                               (codegen.THREADS, 1, 1), 0, args)
 
-    def lower_decide(self, index, item: DecideNode, location, accesses) -> KernelNodeSpec:
+    def lower_decide(self, graph: int, index: int, item: DecideNode, location, accesses) -> KernelNodeSpec:
         module = self.module("<conditions>", codegen.CONDITIONS_MODULE_NAME, None, codegen.conditions_source())
         args = [ArgSpec("handle", "u64", value=item.conditional), ArgSpec("in_graph", "u32")]
         if item.role == "flag":
@@ -178,7 +182,9 @@ class _Lowering:
             args.append(ArgSpec("pointer", "ptr", flag.buffer.name, flag.start * flag.buffer.dtype.size))
         else:
             function = "pipec_condition_every" if item.role == "every" else "pipec_condition_repeat"
-        args += [ArgSpec("pointer", "ptr", item.control.name, 0), ArgSpec("scalar", "u32", value=item.operand)]
+        args.append(ArgSpec("pointer", "ptr", item.control.name, 0))
+        self.live_sites += operand_site(graph, index, item, len(args))
+        args.append(ArgSpec("scalar", "u32", value=item.operand))
         if item.role.startswith("repeat"):
             args.append(ArgSpec("scalar", "u32", value=int(item.role == "repeat-start")))
         return KernelNodeSpec(index, item.name, location, accesses, module, function, (1, 1, 1),
@@ -302,11 +308,13 @@ def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
         for b in program.buffers.values()
     )
     main_source = next(s for s in program.sources if s.path == program.path)
-    return Plan(
+    plan = Plan(
         pipe=main_source.display_path(),
         pipe_sha256=hashlib.sha256(main_source.text.encode()).hexdigest(),
         pipec_version=__version__, arch=arch, compiler=compiler, lanes=program.options.lanes,
         buffers=buffers, modules=tuple(lowering.modules.values()),
         graphs=tuple(lowering.graphs), step=step, init=init,
         gemm_groups=gemm_groups(lowering.gemms),
+        world_size=int(program.consts["WORLD_SIZE"]), rank=int(program.consts["RANK"]),
     )
+    return with_record(plan, program.live, lowering.live_sites)

@@ -15,6 +15,7 @@ from typing import Literal, Union
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
 from .diagnostics import Label
+from .live import LaunchLive, LiveTerm, LiveTracker
 from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
 
 
@@ -233,6 +234,7 @@ class LaunchNode:
     config_span: Span
     accesses: tuple[Access, ...] = ()
     group: int | None = None
+    live: LaunchLive | None = None  # what updatable constants reach (compiler/live.py)
 
     @property
     def threads_per_block(self) -> int:
@@ -343,6 +345,7 @@ class DecideNode:
     span: Span
     accesses: tuple[Access, ...] = ()
     group: int | None = None
+    operand_live: LiveTerm | None = None  # the operand's term, when updatable constants reach it
 
 
 @dataclass(eq=False)
@@ -462,6 +465,8 @@ class Program:
     # Names in the branches of compile-time `if`s that the constants left out: a buffer named
     # there serves other constants (`-D`), so it is not unused (PC402).
     names_in_skipped_branches: frozenset[str] = frozenset()
+    # which constants an update may change, and what they reach (compiler/live.py)
+    live: LiveTracker = field(default_factory=LiveTracker)
 
     def bodies(self):
         for body in (self.init, self.step):

@@ -11,10 +11,11 @@ from ..errors import Error
 from .schema import BufferSpec
 
 FORMAT = "pipec-bundle"
-FORMAT_VERSION = 1  # what this pipec writes, and the reader version it is
-READERS = (1, 1)  # the reader versions that can read what this pipec writes
+FORMAT_VERSION = 2  # what this pipec writes, and the reader version it is
+READERS = (1, 2)  # the reader versions that can read what this pipec writes (1 ignores the live-update record)
 MANIFEST = "manifest.json"
 PLAN = "plan.json"
+GEMM_ALGORITHMS = "gemm_algorithms.json"  # only with `pipec build --gemm-algorithms` (plan/gemm_algorithms.py)
 # Initial values a runtime sets itself, with a memset or nothing; the others travel as bytes.
 HOST_SET_INITS = ("zeros", "uninit", "fill")
 

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import types
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from functools import cache
-from typing import Union, get_args, get_origin, get_type_hints
+from typing import NewType, Union, get_args, get_origin, get_type_hints
+
+# An expression of the live-update record (plan/live.py): literals and tuples of them, nested.
+Expression = NewType("Expression", object)
 
 @dataclass(frozen=True)
 class Location:
@@ -301,6 +304,51 @@ class GemmGroupSpec:
 
 
 @dataclass(frozen=True)
+class LiveValueSpec:
+    """One value of the live-update record, in the order the compiler computes them: a constant
+    of the main file (`updatable`: what `-D`, `Pipeline.update` and `pipec_update_constants`
+    set), or a constant of an imported file whose binding reads one. `expr` defines it over the
+    values before it and `value` is what it was compiled with (plan/live.py's literals; both None
+    for a value that is no number). An updatable value is `structural` (why a change would need
+    a new graph: its first such use, with its `.pipe` location) or reaches the `sites` listed."""
+
+    name: str
+    location: Location
+    updatable: bool
+    expr: Expression | None
+    value: Expression | None
+    structural: str | None
+    sites: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LiveSiteSpec:
+    """One field of a step kernel node that updatable values reach: scalar argument `index`
+    (`field` "arg"), axis `index` of "grid" or "block", or "shared_bytes", computed by `expr`.
+    A launch shape must be an integer from `low` to `high`, a grid dimension a multiple of the
+    kernel's cluster (`multiple`), and the block's threads at most `threads`; an argument is
+    checked against its type, and against `low` and `high` when they are not None."""
+
+    graph: int
+    node: int
+    field: str  # arg | grid | block | shared_bytes
+    index: int
+    expr: Expression
+    low: int | None
+    high: int | None
+    multiple: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class LiveSpec:
+    """What a runtime needs to change constants without the compiler (docs/plan.md)."""
+
+    values: tuple[LiveValueSpec, ...] = ()
+    sites: tuple[LiveSiteSpec, ...] = ()
+
+
+@dataclass(frozen=True)
 class Plan:
     pipe: str
     pipe_sha256: str
@@ -314,6 +362,11 @@ class Plan:
     step: int | None
     init: int | None
     gemm_groups: tuple[GemmGroupSpec, ...] = ()  # computed from the graphs; for people and tools
+    # The launcher constants the plan was compiled with: a runtime given a communicator checks
+    # it is rank `rank` of `world_size` (a plan reading RANK differs between the ranks).
+    world_size: int = 1
+    rank: int = 0
+    live: LiveSpec = LiveSpec()  # the live-update record (plan/live.py)
 
     def buffer(self, name: str) -> BufferSpec:
         return next(b for b in self.buffers if b.name == name)
@@ -391,15 +444,23 @@ def from_json(data: dict) -> Plan:
 _NODE_BY_KIND = {kind: cls for cls, kind in NODE_KINDS.items()}
 
 
+def _tuples(value):
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
 @cache
 def _hints(cls) -> dict:
     return get_type_hints(cls)
 
 
 def _decode(annotation, value):
+    if annotation is Expression:
+        return _tuples(value)
     if is_dataclass(annotation):
         hints = _hints(annotation)
-        return annotation(**{f.name: _decode(hints[f.name], value[f.name]) for f in fields(annotation)})
+        # a field with a default may be absent: written by a pipec from before the field
+        return annotation(**{f.name: _decode(hints[f.name], value[f.name]) for f in fields(annotation)
+                             if f.name in value or f.default is MISSING})
     origin, args = get_origin(annotation), get_args(annotation)
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:

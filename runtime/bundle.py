@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._version import __version__
+from ..api_arguments import flag
 from ..plan.bundle_format import (
-    FORMAT, FORMAT_VERSION, MANIFEST, PLAN, BundleError, arch_number, buffer_path, cubin_path, initial_bytes_expected,
-    ptx_path, virtual_arch,
+    FORMAT, FORMAT_VERSION, GEMM_ALGORITHMS, MANIFEST, PLAN, BundleError, arch_number, buffer_path, cubin_path,
+    initial_bytes_expected, ptx_path, virtual_arch,
 )
+from ..plan.gemm_algorithms import GemmAlgorithms, read_bundle_file
 from ..plan.schema import Plan, collective_sequence, from_json
-from .cublaslt import GemmError
+from .cublaslt import GemmError, GemmSettings
 from .driver import Device, open_device, release_device
 from .library import LibraryRecordingError
-# The load front door's options, error and GEMM settings; through them, and not directly, this
-# module reaches the compiler (the artifact cache that keeps chosen GEMM algorithms).
-from .load import Backends, PipelineError, gemm_settings
+from .load import Backends, PipelineError, refuse_tuning_on_ranks
 from .pipeline import Pipeline
 from .process_launchers import SINGLE, Launch
 from .resources import LaunchLimitsExceeded
@@ -46,6 +46,7 @@ class Bundle:
     manifest: dict
     plan: Plan
     files: dict[str, bytes]  # by the manifest's relative path, each matching its hash
+    gemm_algorithms: tuple[GemmAlgorithms, ...]  # each GPU's, from gemm_algorithms.json (none without it)
 
     @property
     def archs(self) -> tuple[str, ...]:
@@ -93,7 +94,9 @@ def read_bundle(directory: str | Path) -> Bundle:
         raise BundleError(f"{directory / PLAN} is not a plan this pipec reads ({type(error).__name__}: {error})") \
             from None
     _check_complete(directory, manifest, plan)
-    return Bundle(directory, manifest, plan, files)
+    chosen = read_bundle_file(files[GEMM_ALGORITHMS], str(directory / GEMM_ALGORITHMS), plan) \
+        if GEMM_ALGORITHMS in files else ()
+    return Bundle(directory, manifest, plan, files, chosen)
 
 
 def _check_complete(directory: Path, manifest: dict, plan: Plan) -> None:
@@ -108,17 +111,22 @@ def _check_complete(directory: Path, manifest: dict, plan: Plan) -> None:
 
 
 def load_bundle(directory: str | Path, *, device: int = 0, bind: Mapping[str, object] | None = None,
-                launch: Launch | None = None, backends: Backends = Backends()) -> Pipeline:
+                launch: Launch | None = None, tune_gemms: bool = False, backends: Backends = Backends()) -> Pipeline:
     """Load the pipeline a bundle holds, as `pipec.load` loads a `.pipe` file, with the same
     options but those that need the compiler: constants are the build's (`pipec build -D`),
-    `update` is refused, and the step runs once a launch. GEMM algorithms are chosen on the
-    device, by the heuristic (a bundle is built without a GPU). `backends` replaces the driver,
-    cuBLASLt or the ranks' connection, as for `pipec.load`. Raises BundleError for a bundle
-    that is not sound or has no code for the device."""
+    `update` applies the plan's live-update record (numbers only), and the step runs once a
+    launch. Each GEMM node runs the algorithm the bundle stores for this GPU and cuBLASLt when
+    cuBLASLt accepts it, else the heuristic's first (the C runtime's rule;
+    `Pipeline.gemm_choices` says which), or with `tune_gemms` the fastest of the heuristic's
+    best, timed here; the artifact cache is not used. `backends` replaces the driver, cuBLASLt
+    or the ranks' connection, as for `pipec.load`. Raises BundleError for a bundle that is not
+    sound or has no code for the device."""
     bundle = read_bundle(directory)
     if bundle.plan.step is None:
         raise PipelineError([], f"{directory}: there is no `step` block to run")
+    refuse_tuning_on_ranks(Path(directory), flag("tune_gemms", tune_gemms), launch)
     initial = bundle.initial_contents()
+    _check_rank(bundle, launch)
     with ExitStack() as until_built:
         opened = open_device(device, backends.driver)
         until_built.callback(release_device, opened)
@@ -129,11 +137,26 @@ def load_bundle(directory: str | Path, *, device: int = 0, bind: Mapping[str, ob
         until_built.pop_all()  # the pipeline owns the device and the ranks' connection from here
     try:
         return Pipeline(bundle.plan, binaries, opened, bind=bind, drop_nodes=backends.drop_nodes,
-                        gemm=gemm_settings(backends, False), distributed=distributed, initial=initial)
+                        gemm=GemmSettings(backends.cublaslt, None, tune_gemms, bundle.gemm_algorithms),
+                        distributed=distributed, initial=initial)
     except (GemmError, LibraryRecordingError) as error:
         raise PipelineError([], f"{directory}: {error}") from None
     except LaunchLimitsExceeded as error:  # no sources to point into: the plan's locations
         raise PipelineError([], "; ".join(f"{f.location}: {f.message}" for f in error.findings)) from None
+
+
+def _check_rank(bundle: Bundle, launch: Launch | None) -> None:
+    """A bundle is compiled for one rank of one world size (`pipec build -D RANK=R -D
+    WORLD_SIZE=N`): under a launcher, or with collectives (a communicator of one rank without
+    one), it runs only as that rank, as the C runtime checks against its communicator."""
+    plan = bundle.plan
+    if launch is None and not collective_sequence(plan):
+        return
+    launch = launch or SINGLE
+    if (plan.rank, plan.world_size) != (launch.rank, launch.world_size):
+        raise BundleError(f"{bundle.directory} was built for rank {plan.rank} of {plan.world_size}, and this "
+                          f"process is rank {launch.rank} of {launch.world_size}: build one bundle per rank "
+                          f"(`pipec build -D RANK={launch.rank} -D WORLD_SIZE={launch.world_size}`)")
 
 
 def _manifest(directory: Path) -> dict:

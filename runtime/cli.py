@@ -26,8 +26,8 @@ from ..compiler.config import load_settings
 from ..dsl import ast
 from ..dsl.source import open_regular
 from ..errors import Error
-from .bundle_cli import is_bundle, refuse_compiling_options
-from .cli_reports import plot_run, profile_report, verify_report
+from .bundle_cli import check_bundle_updates, is_bundle, refuse_compiling_options
+from .cli_reports import gemm_summary, plot_run, profile_report, save_gemm_algorithms, verify_report
 from .distributed import nccl_environment, stop_other_ranks
 from .process_launchers import Launch, launch_from_environment
 
@@ -79,6 +79,8 @@ def parser() -> argparse.ArgumentParser:
                    help="from step STEP on, the constant NAME is VALUE, updated in the built graph (repeatable)")
     p.add_argument("--tune-gemms", action="store_true",
                    help="time the heuristic's best algorithms for each GEMM node and keep the fastest")
+    p.add_argument("--save-gemm-algorithms", type=Path, metavar="F.json",
+                   help="write each GEMM node's algorithm on this GPU, for `pipec build --gemm-algorithms F.json`")
     p.add_argument("--device", type=int,
                    help="CUDA device ordinal (default: the launcher's local rank, else 0)")
     p.add_argument("--lanes", type=int, help="bound the plan's parallel width")
@@ -132,6 +134,7 @@ def _preflight(args) -> None:
     needs none, nor the options that compile), and for a profile, CUPTI."""
     if is_bundle(args.file):
         refuse_compiling_options(args)
+        check_bundle_updates(args)
     else:
         open_regular(args.file).close()  # unreadable or a FIFO: said as pipec says it, before any GPU
         settings = load_settings(args.file)
@@ -187,7 +190,7 @@ def _main(args) -> int:
         _join(args, launch)
         device = args.device if args.device is not None else launch.local_rank if launch else 0
         if is_bundle(args.file):
-            pipeline = load_bundle(args.file, device=device, launch=launch)
+            pipeline = load_bundle(args.file, device=device, launch=launch, tune_gemms=args.tune_gemms)
         else:
             pipeline = load(args.file, LoadOptions(
                 device=device, lanes=args.lanes, include_dirs=tuple(args.include_dirs), defines=dict(args.defines),
@@ -226,6 +229,8 @@ def _join(args, launch: Launch | None) -> None:
     if launch is None:
         return
     args.prog = f"piperun[rank {launch.rank}]"  # which rank says it, in every line it writes
+    if args.save_gemm_algorithms and launch.world_size > 1:
+        raise UsageError("--save-gemm-algorithms runs on one rank only: save the algorithms with WORLD_SIZE = 1")
     nccl_environment()  # before anything in this process can initialise NCCL
     if launch.rank != 0:  # one progress bar and one plot per run: rank 0's
         args.no_progress, args.plot = True, None
@@ -250,6 +255,10 @@ def _run(args, pipeline) -> int:
     print(f"{args.prog}: {pipeline.plan.pipe} on {pipeline.device.describe()}: "
           f"{pipeline.graph.node_count} nodes in {len(list(pipeline.plan.graph_tree(pipeline.plan.step)))} "
           f"graph(s), {pipeline.modules.instance_count} module instance(s)", file=info)
+    if is_bundle(args.file) and pipeline.gemm_choices:  # whether the bundle's stored algorithms took effect
+        print(f"{args.prog}: GEMM algorithms: {gemm_summary(pipeline.gemm_choices)}", file=info)
+    if args.save_gemm_algorithms:
+        save_gemm_algorithms(args, pipeline, info)
     start_step = 0
     if args.load_state:
         metadata = pipeline.load_state(_rank_folder(args.load_state, pipeline))

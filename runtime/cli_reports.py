@@ -1,15 +1,47 @@
-"""`piperun`'s reports after a run: `--verify` (with the ranks' replicated buffers), `--profile`
-and `--trace`, and `--plot`."""
+"""`piperun`'s reports: how the GEMM algorithms were chosen (and `--save-gemm-algorithms`), and
+after a run `--verify` (with the ranks' replicated buffers), `--profile` and `--trace`, and
+`--plot`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..cli.exits import EXIT_FAILED, EXIT_OK
-from ..files import replacing
+from ..files import replacing, write_atomically
+from ..plan.gemm_algorithms import file_text
 from .distributed import replicated_differences
+from .gemm_nodes import GemmChoice
 
 PROFILE_REPLAYS, TRACE_REPLAYS = 200, 3
+
+
+def gemm_summary(choices: Sequence[GemmChoice]) -> str:
+    """The nodes grouped by how their algorithm was chosen: `stored (tune): all 14 nodes`, or
+    `stored (tune): 12 of 14 nodes; heuristic: <why not the stored one>: `a`, `b``."""
+    groups: dict[str, list[str]] = {}
+    for choice in choices:
+        groups.setdefault(choice.why, []).append(choice.node)
+    total = len(choices)
+
+    def nodes(names: list[str]) -> str:
+        if len(names) == total > 1:
+            return f"all {total} nodes"
+        if len(names) <= 3:
+            return ", ".join(f"`{name}`" for name in names)
+        return f"{len(names)} of {total} nodes"
+    return "; ".join(f"{why}: {nodes(names)}" for why, names in groups.items())
+
+
+def save_gemm_algorithms(args, pipeline, info) -> None:
+    data = pipeline.gemm_algorithms()
+    path = args.save_gemm_algorithms
+    try:
+        write_atomically(path, file_text(data))
+    except OSError as error:
+        raise SystemExit(f"{args.prog}: error: cannot write {path}: {error.strerror or error}") from None
+    print(f"{args.prog}: saved the algorithms of {len(data['gemms'])} GEMM node(s) on {pipeline.device.name} to "
+          f"{path}", file=info)
 
 
 def verify_report(args, pipeline, info) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..plan.gemm_algorithms import GemmAlgorithms
 from ..plan.schema import GemmNodeSpec, MatrixSpec
 from ..errors import Error
 from .memory import BufferSet
@@ -51,11 +52,14 @@ class GemmSettings:
     """How a pipeline realises its GEMM nodes. `library`: `nvmath.bindings.cublasLt` or a
     stand-in (None: imported when a plan has a GEMM node). `cache`: the folder where chosen
     algorithms are kept across runs (None: chosen afresh by each pipeline). `tune`: time the
-    heuristic's best candidates on the GPU and keep the fastest, instead of its first."""
+    heuristic's best candidates on the GPU and keep the fastest, instead of its first.
+    `stored`: a bundle's GEMM algorithms (none: an empty tuple), used by the rule both runtimes
+    follow instead of the cache; None for a pipeline that is not a bundle's."""
 
     library: Any = None
     cache: Path | None = None
     tune: bool = False
+    stored: tuple[GemmAlgorithms, ...] | None = None
 
 
 def cublaslt():

@@ -5,10 +5,14 @@ The algorithm is chosen when the pipeline is built, before the graph records any
 graph's recording and the eager launches use the same one, so `--verify` compares the same
 kernels. By default it is the heuristic's first answer for the node's descriptor within the
 node's workspace; with `GemmSettings.tune`, the heuristic's best `TUNE_CANDIDATES` are timed
-on the GPU with CUDA events and the fastest kept. The choice is kept in a JSON file per key
-(the node's descriptor in cuBLASLt terms, the GPU's name, cuBLASLt's version) under the
-artifact cache (`$PIPEC_CACHE_DIR/gemm`), so later runs use it too; a kept algorithm that the
-library no longer accepts (`cublasLtMatmulAlgoCheck`) is chosen again.
+on the GPU with CUDA events and the fastest kept. A pipeline loaded from a `.pipe` file keeps
+the choice in a JSON file per key (the node's descriptor in cuBLASLt terms, the GPU's name,
+cuBLASLt's version) under the artifact cache (`$PIPEC_CACHE_DIR/gemm`), so later runs use it
+too; a kept algorithm that the library no longer accepts (`cublasLtMatmulAlgoCheck`) is chosen
+again. A pipeline loaded from a bundle never reads that cache: it runs the algorithm the bundle
+stores for the node when the rule of plan/gemm_algorithms.py and `cublasLtMatmulAlgoCheck`
+allow it, else the heuristic's first, as the C runtime does (native/src/gemm.c), so both
+runtimes run the same kernels for one bundle.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ import hashlib
 import json
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..plan.dtypes import DTYPES
+from ..plan.gemm_algorithms import ChosenOn, GemmAlgorithms, StoredAlgorithm, gemm_spec, stored_for
 from ..plan.schema import GemmNodeSpec
 from .driver import Device
 from .cublaslt import PREFERENCE_TYPES, GemmError, GemmOp, GemmSettings, cublaslt, describe, set_attribute
@@ -34,6 +40,17 @@ TUNE_REPEATS = 10
 ALGORITHM_BYTES = 64  # sizeof(cublasLtMatmulAlgo_t)
 
 
+@dataclass(frozen=True)
+class GemmChoice:
+    """How a GEMM node's algorithm was chosen: `stored`, the bundle's; `why`, one line: `stored
+    (tune)`, `heuristic: <why not the stored one>` (the words of the C runtime's `pipec_gemm_at`),
+    or for a `.pipe` file `heuristic`, `tune` or `cached (tune)`."""
+
+    node: str
+    stored: bool
+    why: str
+
+
 class Gemms:
     """Shared by the graph build (each build records each node's call) and the eager program."""
 
@@ -43,8 +60,11 @@ class Gemms:
         self.handle = None
         self.ops: dict[str, GemmOp] = {}
         self.cache = AlgorithmCache(settings.cache)
-        # By key: nodes with one descriptor run one algorithm (tuning twice could pick two).
-        self.chosen: dict[str, np.ndarray] = {}
+        # By key: nodes with one descriptor run one algorithm (tuning twice could pick two):
+        # the algorithm, how it was chosen (heuristic | tune) and why.
+        self.chosen: dict[str, tuple[np.ndarray, str, str]] = {}
+        self.choices: dict[str, GemmChoice] = {}  # by node, in the order the nodes were prepared
+        self.chosen_by: dict[str, str] = {}  # by node: heuristic | tune
 
     def _open(self, node: GemmNodeSpec) -> None:
         if self.library is None:
@@ -61,7 +81,7 @@ class Gemms:
                 self._open(node)
             op = GemmOp(self.library, self.handle, node, self.buffers, self.device.driver.success)
             try:
-                op.algorithm = self._choose(op)
+                op.algorithm, self.chosen_by[node.name], self.choices[node.name] = self._choose(op)
                 self._first_call(op)
             except BaseException:
                 op.close()
@@ -74,25 +94,52 @@ class Gemms:
         """Each GEMM node's algorithm, as the hex of its `cublasLtMatmulAlgo_t`."""
         return {name: op.algorithm.tobytes().hex() for name, op in self.ops.items() if op.algorithm is not None}
 
-    def _choose(self, op: GemmOp) -> np.ndarray:
+    def stored(self, pipe: str) -> GemmAlgorithms:
+        """Every node's algorithm as a GEMM algorithms file holds it (plan/gemm_algorithms.py)."""
+        return GemmAlgorithms(self.chosen_on(), {
+            name: StoredAlgorithm(op.algorithm.tobytes(), op.problem.alignments, self.chosen_by[name], gemm_spec(op.node))
+            for name, op in self.ops.items() if op.algorithm is not None}, pipe)
+
+    def chosen_on(self) -> ChosenOn:
+        device = self.device
+        return ChosenOn(device.name, device.arch, device.multiprocessors, int(self.library.get_version()))
+
+    def _choose(self, op: GemmOp) -> tuple[np.ndarray, str, GemmChoice]:
+        """The node's algorithm, how it was chosen (heuristic | tune), and the choice as reported."""
+        if self.settings.stored is not None and not self.settings.tune:
+            return self._from_bundle(op)
         key = self.cache_key(op)
         if key not in self.chosen:
             self.chosen[key] = self._choose_anew(op, key)
-        return self.chosen[key]
+        algorithm, chosen_by, why = self.chosen[key]
+        return algorithm, chosen_by, GemmChoice(op.node.name, False, why)
 
-    def _choose_anew(self, op: GemmOp, key: str) -> np.ndarray:
+    def _from_bundle(self, op: GemmOp) -> tuple[np.ndarray, str, GemmChoice]:
+        """The bundle's algorithm for the node when plan/gemm_algorithms.py's rule and cuBLASLt
+        (`cublasLtMatmulAlgoCheck`) accept it, else the heuristic's first; the C runtime's
+        `choose` (native/src/gemm.c) follows the same steps with the same words."""
+        assert self.settings.stored is not None
+        name = op.node.name
+        entry, why_not = stored_for(self.settings.stored, self.chosen_on(), name, op.problem.alignments)
+        if entry is not None:
+            algorithm = np.frombuffer(entry.algorithm, np.uint8).copy()
+            if not (why_not := self._refusal(op, algorithm)):
+                return algorithm, entry.chosen_by, GemmChoice(name, True, f"stored ({entry.chosen_by})")
+        return self._heuristic(op, 1)[0], "heuristic", GemmChoice(name, False, f"heuristic: {why_not}")
+
+    def _choose_anew(self, op: GemmOp, key: str) -> tuple[np.ndarray, str, str]:
         tune = self.settings.tune
         kept = self.cache.get(key)
         if kept is not None and (kept["mode"] == "tune" or not tune):
             algorithm = np.frombuffer(bytes.fromhex(kept["algorithm"]), np.uint8).copy()
-            if algorithm.size == ALGORITHM_BYTES and self._accepts(op, algorithm):
-                return algorithm
+            if algorithm.size == ALGORITHM_BYTES and not self._refusal(op, algorithm):
+                return algorithm, kept["mode"], f"cached ({kept['mode']})"
+        mode = "tune" if tune else "heuristic"
         candidates = self._heuristic(op, TUNE_CANDIDATES if tune else 1)
         algorithm = self._fastest(op, candidates) if tune and len(candidates) > 1 else candidates[0]
-        self.cache.put(key, {"algorithm": algorithm.tobytes().hex(), "mode": "tune" if tune else "heuristic",
-                             "gpu": self.device.name, "cublaslt": int(self.library.get_version()),
-                             "gemm": json.loads(op.problem.key())})
-        return algorithm
+        self.cache.put(key, {"algorithm": algorithm.tobytes().hex(), "mode": mode, "gpu": self.device.name,
+                             "cublaslt": int(self.library.get_version()), "gemm": json.loads(op.problem.key())})
+        return algorithm, mode, mode
 
     def cache_key(self, op: GemmOp) -> str:
         """The problem, the GPU (name, architecture and the multiprocessors this context has:
@@ -130,13 +177,21 @@ class Gemms:
             raise GemmError(f"{op.what}: cuBLASLt has no algorithm for this GEMM ({summary(op)})")
         return [np.frombuffer(r["algo"].tobytes(), np.uint8).copy() for r in found]
 
-    def _accepts(self, op: GemmOp, algorithm: np.ndarray) -> bool:
-        result = np.zeros(1, dtype=self.library.matmul_heuristic_result_dtype)
+    def _refusal(self, op: GemmOp, algorithm: np.ndarray) -> str:
+        """Why cuBLASLt cannot run `algorithm` for the node (`cublasLtMatmulAlgoCheck` against its
+        descriptor and layouts, and the workspace it needs), or "" when it can."""
+        lib = self.library
+        result = np.zeros(1, dtype=lib.matmul_heuristic_result_dtype)
         try:
-            self.library.matmul_algo_check(self.handle, *op.operation, algorithm.ctypes.data, result.ctypes.data)
-        except self.library.cuBLASLtError:
-            return False
-        return int(result[0]["state"]) == 0 and int(result[0]["workspace_size"]) <= op.node.workspace_bytes
+            lib.matmul_algo_check(self.handle, *op.operation, algorithm.ctypes.data, result.ctypes.data)
+            status = int(result[0]["state"])
+        except lib.cuBLASLtError as error:
+            status = int(getattr(error, "status", -1))  # nvmath's error carries cublasStatus_t
+        if status != 0:
+            return f"cublasLtMatmulAlgoCheck refuses the stored algorithm (cuBLAS status {status})"
+        if (needed := int(result[0]["workspace_size"])) > op.node.workspace_bytes:
+            return f"the stored algorithm needs {needed} bytes of workspace, and the node has {op.node.workspace_bytes}"
+        return ""
 
     def _first_call(self, op: GemmOp) -> None:
         """One call outside any recording, its outputs restored after: what the library sets up

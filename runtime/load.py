@@ -116,11 +116,7 @@ def load(path: str | os.PathLike, options: LoadOptions = LoadOptions(), backends
     runs on a communicator of one rank."""
     path, options, backends = _checked(path, options, backends)
     launch = options.launch
-    if options.tune_gemms and launch is not None and launch.world_size > 1:
-        # Each rank would time its own candidates and could keep another algorithm: replicated
-        # results computed by GEMMs would then differ between ranks.
-        raise PipelineError([], f"{path}: --tune-gemms (tune_gemms) runs on one rank only; tune with "
-                                "WORLD_SIZE = 1, and the ranks reuse the cached choices")
+    refuse_tuning_on_ranks(path, options.tune_gemms, launch)
     settings = override(load_settings(path), lanes=options.lanes, include_dirs=options.include_dirs or None,
                         steps_per_launch=options.steps_per_launch, unroll=options.unroll)
     pipe = PipeFile(path, settings, {**(options.defines or {}), **(launch.constants() if launch else {})})
@@ -167,9 +163,18 @@ def _checked(path: object, given_options: object, given_backends: object) -> tup
     return source_file("path", path), checked, backends
 
 
+def refuse_tuning_on_ranks(path: Path, tune_gemms: bool, launch: Launch | None) -> None:
+    """Each rank would time its own candidates and could keep another algorithm: replicated
+    results computed by GEMMs would then differ between ranks."""
+    if tune_gemms and launch is not None and launch.world_size > 1:
+        raise PipelineError([], f"{path}: --tune-gemms (tune_gemms) runs on one rank only; tune with "
+                                "WORLD_SIZE = 1, and the ranks reuse the choices (the artifact cache's, "
+                                "or a bundle's from `pipec build --gemm-algorithms`)")
+
+
 def gemm_settings(backends: Backends, tune: bool) -> GemmSettings:
-    """How a load realises GEMM nodes: chosen algorithms are kept in (and reused from) the
-    artifact cache, for `pipec.load` and `pipec.load_bundle` alike."""
+    """How `pipec.load` realises GEMM nodes: chosen algorithms are kept in (and reused from)
+    the artifact cache. (A bundle's load uses the algorithms the bundle stores instead.)"""
     return GemmSettings(backends.cublaslt, cache.cache_dir() / "gemm" if cache.enabled() else None, tune)
 
 

@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from ..api_arguments import ArgumentError, constants, file_path, whole_number
+from ..plan.gemm_algorithms import file_json
 from ..plan.schema import Plan, collective_sequence
 from .collectives import CollectiveFailed, Collectives
 from .distributed import Distributed
 from .driver import CudaError, Device, release_device, wait_for
 from .eager import EagerProgram
-from .cublaslt import GemmSettings
-from .gemm_nodes import Gemms
+from .cublaslt import GemmError, GemmSettings
+from .gemm_nodes import GemmChoice, Gemms
 from .graph import BuiltGraph
 from .memory import BufferSet, DeviceBuffer
 from .modules import Modules
@@ -30,6 +31,7 @@ from .profile_analysis import ProfileError, ReplayProfile
 from .profile_collect import profile
 from .resources import LaunchLimitsExceeded, check_launch_resources
 from .state import load_state, save_state
+from .live import live_update, new_values
 from .update import UpdateRefused, changed_kernels
 from .verify import VerifyReport, Writer, verify
 from .views import BufferViews, ClosedError, stream_handle
@@ -39,8 +41,8 @@ class Pipeline:
     """The plan made real on `device`, which it takes over (and releases on close), with the
     ranks' connection `distributed` if any. `binaries` holds one compiled module per plan module,
     built for `device.arch`. Raises `LaunchLimitsExceeded` when a kernel node asks for more than
-    the device has. `recompile` gives the plan for new constant values (`pipec.load` passes it):
-    what `update` needs. `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the
+    the device has. `recompile` gives the plan for new constant values (`pipec.load` passes it),
+    which `update` compares; without it, `update` applies the plan's live-update record. `gemm` says how GEMM nodes are realised (the cuBLASLt binding, the
     algorithm cache, tuning); raises `GemmError` when one cannot be. `initial` holds
     buffers' initial bytes (a bundle's), uploaded instead of the values computed from their
     declarations."""
@@ -150,16 +152,21 @@ class Pipeline:
         """New values for constants of the file (`update(GAMMA=0.95)`) that only reach kernel
         scalar arguments and launch shapes: the executable graph's kernel nodes and the eager
         launches change in place for the launches enqueued from now on, with no new graph.
-        Returns the kernel nodes changed. Raises `UpdateRefused` (naming the first difference)
-        when the values change anything else, and `PipelineError` when the file no longer
-        checks with them."""
-        values = constants("update", values)
+        Returns the kernel nodes changed. A pipeline loaded from a `.pipe` file compiles it again
+        with the new values (any `-D` expression) and compares the plans; one from a bundle
+        computes them from the plan's live-update record (numbers and booleans). Raises
+        `UpdateRefused` (naming the first difference, or the constant's structural use) when the
+        values change anything else, `PipelineError` when the file no longer checks with them,
+        and `ArgumentError` for a bundle's unknown constant. Nothing changes on a refusal."""
         self._check_open()
         if self._recompile is None:
-            raise UpdateRefused("this pipeline was not loaded from a .pipe file; nothing to compile again")
-        defines = {**self._defines, **values}
-        plan = self._recompile(defines)
-        changed = changed_kernels(self.plan, plan, ", ".join(values))
+            plan, changed = live_update(self.plan, new_values("update", values))
+            defines = self._defines
+        else:
+            texts = constants("update", values)
+            defines = {**self._defines, **texts}
+            plan = self._recompile(defines)
+            changed = changed_kernels(self.plan, plan, ", ".join(texts))
         if findings := check_launch_resources(plan, self.modules):
             raise UpdateRefused("; ".join(f"{f.location}: {f.message}" for f in findings))
         scopes = {node.name: graph.scope for graph in plan.graph_tree(plan.step) for node in graph.nodes}
@@ -256,6 +263,22 @@ class Pipeline:
 
     def load_state(self, folder: str | Path) -> dict[str, str]:
         return load_state(self, file_path("load_state(folder)", folder))
+
+    @property
+    def gemm_choices(self) -> tuple[GemmChoice, ...]:
+        """How each GEMM node's algorithm was chosen, in the order the nodes were prepared: for a
+        bundle, its stored algorithm or the heuristic's and why (what the C runtime's
+        `pipec_gemm_at` reports)."""
+        return tuple(self.gemms.choices.values())
+
+    def gemm_algorithms(self) -> dict:
+        """The algorithm each GEMM node runs on this GPU, as the GEMM algorithms file holds it
+        (plan/gemm_algorithms.py): what `piperun --save-gemm-algorithms` writes and `pipec build
+        --gemm-algorithms` stores in a bundle. Raises GemmError for a plan without GEMM nodes."""
+        self._check_open()
+        if not self.gemms.ops:
+            raise GemmError(f"{self.plan.pipe} has no GEMM nodes: there are no algorithms to save")
+        return file_json(self.gemms.stored(self.plan.pipe))
 
     def _named(self, name: str) -> DeviceBuffer:
         if not isinstance(name, str) or name not in self._buffers.buffers:

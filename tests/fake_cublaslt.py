@@ -3,7 +3,9 @@ FakeCublasLt(fake_cuda))`.
 
 It keeps every descriptor, layout and preference with the attributes set on it (decoded from
 the bytes the runtime passed, by the attribute's name), answers the heuristic with
-`algorithm_count` distinct algorithms, and records each `matmul` with snapshots of what it was
+`algorithm_count` distinct algorithms (every 64-bit word of algorithm i holds i), accepts in
+`cublasLtMatmulAlgoCheck` the algorithms whose first word is one of those, saying that they need
+their second word's bytes of workspace, and records each `matmul` with snapshots of what it was
 called with. A matmul enqueues `recorded_kinds` on its stream (a kernel by default, so a
 recording holds one kernel node): its kernel computes, in cuBLASLt's own column-major terms from
 the layouts and attributes it was given, D = alpha * op(A) op(B) + beta * C for f32 operands
@@ -23,8 +25,15 @@ import numpy as np
 from fake_cuda import FakeCuda, KernelLaunch, Memcpy, Memset
 
 
+STATUSES = {"CUBLAS_STATUS_INVALID_VALUE": 7, "CUBLAS_STATUS_EXECUTION_FAILED": 13, "CUBLAS_STATUS_NOT_SUPPORTED": 15}
+
+
 class cuBLASLtError(Exception):  # noqa: N801 - the binding's name
-    pass
+    """As nvmath's: the status's name, and its number in `status`."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.status = STATUSES[name]
 
 
 class MatmulDescAttribute(enum.IntEnum):
@@ -186,9 +195,14 @@ class FakeCublasLt:
         ctypes.c_int32.from_address(returned).value = n
 
     def matmul_algo_check(self, handle, desc, a, b, c, d, algo, result) -> None:
-        number = ctypes.string_at(algo, 64)[0]
+        assert handle in self.handles and desc in self.descs and {a, b, c, d} <= set(self.layouts)
+        number, workspace = np.frombuffer(ctypes.string_at(algo, 64), "<u8")[:2]
         if not 1 <= number <= self.algorithm_count:
             raise cuBLASLtError("CUBLAS_STATUS_INVALID_VALUE")
+        out = np.frombuffer((ctypes.c_uint8 * matmul_heuristic_result_dtype.itemsize).from_address(result),
+                            matmul_heuristic_result_dtype)
+        out[0]["algo"]["data_"][:] = np.frombuffer(ctypes.string_at(algo, 64), "<u8")
+        out[0]["workspace_size"], out[0]["state"] = workspace, 0
 
     def matmul(self, handle, desc, alpha, a, adesc, b, bdesc, beta, c, cdesc, d, ddesc, algo, workspace,
                workspace_bytes, stream) -> None:

@@ -60,7 +60,8 @@ class FakeCommunicator:
     world_size: int = 2
     rank: int = 0
     backend: str = "fake"
-    calls: list = field(default_factory=list)  # (collective, count, dtype, op or root, captured, grouped)
+    # (collective, count, dtype, op or root, captured, grouped, src, dst)
+    calls: list = field(default_factory=list)
     groups: list = field(default_factory=list)  # the calls of each group ended, by collective
     state: int = 0  # what async_error answers
     aborted: bool = False
@@ -72,9 +73,9 @@ class FakeCommunicator:
         numpy = np.dtype(DTYPES[dtype].numpy)
         return self.fake._memory(address, count * numpy.itemsize).view(numpy)
 
-    def _enqueue(self, what, stream, detail, count, dtype, effect) -> None:
+    def _enqueue(self, what, stream, detail, count, dtype, effect, src, dst) -> None:
         handle = self.fake.CUstream(stream)
-        self.calls.append((what, count, dtype, detail, handle in self.fake.capturing, self._group is not None))
+        self.calls.append((what, count, dtype, detail, handle in self.fake.capturing, self._group is not None, src, dst))
         if self._group is not None:
             self._group.append((what, handle, effect))
         else:
@@ -103,24 +104,24 @@ class FakeCommunicator:
         factor = self.world_size if op == "sum" else 1
         def effect():
             self._array(dst, count, dtype)[:] = self._array(src, count, dtype) * factor
-        self._enqueue("allreduce", stream, op, count, dtype, effect)
+        self._enqueue("allreduce", stream, op, count, dtype, effect, src, dst)
 
     def broadcast(self, src, dst, count, dtype, root, stream) -> None:
         def effect():
             self._array(dst, count, dtype)[:] = self._array(src, count, dtype)
-        self._enqueue("broadcast", stream, root, count, dtype, effect)
+        self._enqueue("broadcast", stream, root, count, dtype, effect, src, dst)
 
     def allgather(self, src, dst, count, dtype, stream) -> None:
         def effect():
             self._array(dst, count * self.world_size, dtype)[:] = np.tile(self._array(src, count, dtype), self.world_size)
-        self._enqueue("allgather", stream, None, count, dtype, effect)
+        self._enqueue("allgather", stream, None, count, dtype, effect, src, dst)
 
     def reducescatter(self, src, dst, count, dtype, op, stream) -> None:
         factor = self.world_size if op == "sum" else 1
         def effect():
             mine = self._array(src, count * self.world_size, dtype)[self.rank * count:(self.rank + 1) * count]
             self._array(dst, count, dtype)[:] = mine * factor
-        self._enqueue("reducescatter", stream, op, count, dtype, effect)
+        self._enqueue("reducescatter", stream, op, count, dtype, effect, src, dst)
 
     def async_error(self) -> int:
         return self.state

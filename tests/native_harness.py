@@ -56,7 +56,8 @@ def fake_environment(build: Path, work: Path, param_sizes: dict) -> dict[str, st
     sizes.write_text(json.dumps(param_sizes))
     log.unlink(missing_ok=True)
     return {**os.environ, "PIPEC_DRIVER_LIBRARY": str(build / "libfake_cuda.so"),
-            "PIPEC_CUBLASLT_LIBRARY": str(build / "libfake_cublaslt.so"), "FAKE_CUDA_LOG": str(log),
+            "PIPEC_CUBLASLT_LIBRARY": str(build / "libfake_cublaslt.so"),
+            "PIPEC_NCCL_LIBRARY": str(build / "libfake_nccl.so"), "FAKE_CUDA_LOG": str(log),
             "FAKE_CUDA_PARAM_SIZES": str(sizes)}
 
 
@@ -178,6 +179,19 @@ def _matmul(normal: Normal, desc: dict, layouts, alpha, beta, pointers, algorith
 def python_matmuls(library, normal: Normal) -> list[dict]:
     return [_matmul(normal, m.desc, m.layouts, m.alpha, m.beta, m.pointers, m.algorithm.hex(), m.workspace,
                     m.workspace_bytes) for m in library.matmuls]
+
+
+def python_collectives(communicator, normal: Normal) -> list[dict]:
+    """Every NCCL call tests/fake_nccl.py's communicator took, in order."""
+    return [{"call": what, "count": count, "dtype": dtype, "detail": detail, "captured": captured, "grouped": grouped,
+             "src": normal.pointer(src), "dst": normal.pointer(dst)}
+            for what, count, dtype, detail, captured, grouped, src, dst in communicator.calls]
+
+
+def native_collectives(log: list[dict], normal: Normal) -> list[dict]:
+    """Every NCCL call native/tests/fake_nccl.c took, in order."""
+    return [{**{k: v for k, v in e.items() if k != "event"}, "src": normal.pointer(e["src"]),
+             "dst": normal.pointer(e["dst"])} for e in log if e["event"] == "nccl"]
 
 
 def native_matmuls(log: list[dict], normal: Normal) -> list[dict]:

@@ -13,6 +13,8 @@ import pytest
 import pipec
 from fake_cuda import fake_driver
 from pipec import load
+from pipec.compiler import compile_file, load_settings
+from pipec.compiler.config import override
 from pipec.runtime import Backends, PipelineError
 from pipec.runtime.update import UpdateRefused
 from pipec.runtime.views import BufferView, ClosedError
@@ -105,11 +107,14 @@ def test_rl_step_updates_and_refusals(name, value, refusal):
             pipeline.update(**{name: value})
 
 
-def test_a_pipeline_built_from_a_plan_alone_cannot_be_updated(live):
-    pipeline, _ = live
-    pipeline._recompile = None
-    with pytest.raises(UpdateRefused, match="not loaded from a .pipe file"):
-        pipeline.update(FACTOR=1.0)
+def test_a_pipeline_built_from_a_plan_alone_updates_through_its_live_record(live):
+    pipeline, fake = live
+    pipeline._recompile = None  # as a bundle's: no compiler
+    assert pipeline.update(FACTOR=3.0, BLOCK=64) == ["step/scaled", "step/bump/add_one"]
+    assert pipeline.plan == compile_file(LIVE, override(load_settings(LIVE), defines=(
+        ("FACTOR", "3.0"), ("BLOCK", "64")))).plan
+    with pytest.raises(UpdateRefused, match=r"^`N` cannot change in place: it reaches a buffer's dimension at "):
+        pipeline.update(N=500)
 
 
 def test_piperun_set_applies_updates_between_launches(monkeypatch, capsys):

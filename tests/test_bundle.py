@@ -16,9 +16,11 @@ from fake_cublaslt import FakeCublasLt
 from fake_cuda import Conditional, KernelLaunch, Memcpy, Memset, fake_driver
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.bundle import write_bundle
+from pipec.compiler.config import override
 from pipec.plan.bundle_format import BundleError
 from pipec.runtime import Backends, LoadOptions, load
 from pipec.runtime.bundle import load_bundle
+from pipec.runtime.process_launchers import Launch
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ROOT / "tests" / "fixtures" / "runtime" / "nodes.pipe"
@@ -145,8 +147,10 @@ BAD_BUNDLES = {
     "truncated cubin": (lambda b: _truncate(b / "modules" / "0.sm_90.cubin"),
                         r"modules/0\.sm_90\.cubin does not match its hash in the manifest \(\d[\d,]* bytes.*truncated"),
     "truncated manifest": (lambda b: _truncate(b / "manifest.json"), r"manifest\.json is not JSON \(truncated\?\)"),
-    "newer version": (lambda b: _rewrite_manifest(b, lambda m: m.update(format_version=2, readers=[2, 2])),
-                      r"is bundle format 2, for readers of versions 2 to 2; this pipec \(.*\) reads version 1"),
+    "newer version": (lambda b: _rewrite_manifest(b, lambda m: m.update(format_version=3, readers=[3, 3])),
+                      r"is bundle format 3, for readers of versions 3 to 3; this pipec \(.*\) reads version 2"),
+    "older version": (lambda b: _rewrite_manifest(b, lambda m: m.update(format_version=1, readers=[1, 1])),
+                      r"is bundle format 1, for readers of versions 1 to 1; this pipec \(.*\) reads version 2"),
     "changed plan": (lambda b: _flip_a_byte(b / "plan.json"), r"plan\.json does not match its hash"),
     "missing file": (lambda b: (b / "buffers" / "x.bin").unlink(), r"buffers/x\.bin is missing \(the manifest lists it\)"),
     "unlisted module": (lambda b: _drop_from_manifest(b, "modules/0.sm_90.cubin"),
@@ -187,17 +191,22 @@ def test_a_bundle_for_other_architectures_only_is_refused_and_leaks_nothing(tmp_
     assert [c.name for c in fake.calls].count("cuDevicePrimaryCtxRelease") == 1
 
 
-def test_a_bundle_pipeline_refuses_live_updates(sound_bundle):
-    from pipec.runtime.update import UpdateRefused
-
-    with load_bundle(sound_bundle, backends=Backends(fake_driver(NODES))) as pipeline:
-        with pytest.raises(UpdateRefused, match="not loaded from a .pipe file"):
-            pipeline.update(N=10)
-
-
 def test_the_package_offers_load_bundle_and_its_error():
     import pipec
 
     assert issubclass(pipec.BundleError, pipec.Error) and "load_bundle" in pipec.__all__
     with pytest.raises(pipec.BundleError, match="is not a bundle"):
         pipec.load_bundle(ROOT / "docs")
+
+
+@pytest.mark.parametrize("launch, world", [(None, "rank 0 of 1"), (Launch("torchrun", 1, 2, 1), "rank 1 of 2")])
+def test_a_bundle_runs_only_as_the_rank_it_was_built_for(launch, world, tmp_path):
+    """A plan records the RANK and WORLD_SIZE it was compiled with; as another rank (or with
+    collectives and no launcher, a world of one) the bundle is refused before the device."""
+    path = ROOT / "tests" / "fixtures" / "runtime" / "collectives.pipe"
+    compilation = compile_file(path, override(load_settings(path), defines=(("RANK", "0"), ("WORLD_SIZE", "2"))))
+    assert (compilation.plan.rank, compilation.plan.world_size) == (0, 2)
+    write_bundle(compilation.plan, ("sm_90",), tmp_path / "bundle", str(path))
+    with pytest.raises(BundleError, match=f"was built for rank 0 of 2, and this process is {world}: build one "
+                                          "bundle per rank"):
+        load_bundle(tmp_path / "bundle", launch=launch, backends=Backends(fake_driver(path)))

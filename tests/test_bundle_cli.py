@@ -50,7 +50,7 @@ def test_the_manifest_hashes_every_other_file_and_the_plan_is_emit_plans(capsys,
     assert manifest["files"] == {path: "sha256:" + hashlib.sha256(data).hexdigest()
                                  for path, data in written.items() if path != "manifest.json"}
     assert {k: manifest[k] for k in ("format", "format_version", "readers", "source", "archs")} == {
-        "format": "pipec-bundle", "format_version": 1, "readers": [1, 1], "source": str(GEMM_MLP),
+        "format": "pipec-bundle", "format_version": 2, "readers": [1, 2], "source": str(GEMM_MLP),
         "archs": ["sm_90", "sm_120"]}
     modules = len(json.loads(written["plan.json"])["modules"])
     assert {p for p in written if p.startswith("modules/")} == {
@@ -131,13 +131,44 @@ def test_piperun_runs_a_bundle_as_it_runs_its_file(monkeypatch, capsys, tmp_path
     assert err.startswith(f"piperun: {from_file[-1]['pipe']} on Fake H200 (sm_90")
 
 
-@pytest.mark.parametrize("args", [["-D", "FACTOR=2"], ["--set", "FACTOR=2@2"], ["--steps-per-launch", "2"],
-                                  ["--tune-gemms"], ["--lanes", "2"]])
+@pytest.mark.parametrize("args", [["-D", "FACTOR=2"], ["--steps-per-launch", "2"], ["--lanes", "2"]])
 def test_piperun_refuses_compiling_options_with_a_bundle(args, monkeypatch, capsys, tmp_path):
     out = tmp_path / "bundle"
     assert run(capsys, "build", LIVE, "-o", out)[0] == 0
     code, _, err = _piperun(monkeypatch, capsys, out, "--steps", "2", "--log-every", "2", *args)
     assert code == 2 and err.count("\n") == 1 and f"{args[0]} compiles the pipeline, and {out} is a bundle" in err
+
+
+def test_piperun_sets_a_bundle_constant_as_it_sets_its_files(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "bundle"
+    assert run(capsys, "build", LIVE, "-o", out)[0] == 0
+    updates = ["--set", "FACTOR=4.0@2", "--set", "BLOCK=256@2", "--set", "FACTOR=0.5@4"]
+    code, from_file, _ = _piperun(monkeypatch, capsys, LIVE, "--steps", "6", "--log-every", "3", "--json", *updates)
+    assert code == 0
+    code, from_bundle, _ = _piperun(monkeypatch, capsys, out, "--steps", "6", "--log-every", "3", "--json", *updates)
+    assert code == 0 and _timeless(from_bundle) == _timeless(from_file)
+    assert [e["nodes"] for e in from_bundle if e["event"] == "set"] == [
+        ["step/scaled"], ["step/scaled", "step/bump/add_one"], ["step/scaled"]]
+
+
+@pytest.mark.parametrize("update, message", [
+    ("NN=3@2", "--set NN: {out} has no constant `NN`; did you mean `N`?"),
+    ("N=500@2", "--set N: `N` cannot change in place: it reaches a buffer's dimension at "),
+    ("FACTOR=2*2@2", "--set FACTOR=2*2: a bundle takes numbers and `true`/`false`, not expressions"),
+])
+def test_piperun_refuses_a_bundle_update_before_the_gpu_in_one_line(update, message, monkeypatch, capsys, tmp_path):
+    out = tmp_path / "bundle"
+    assert run(capsys, "build", LIVE, "-o", out)[0] == 0
+    code, _, err = _piperun(monkeypatch, capsys, out, "--steps", "4", "--set", update)
+    assert code == 2 and err.count("\n") == 1 and message.format(out=out) in err
+
+
+def test_piperun_reports_a_bundle_update_the_program_cannot_take_in_one_line(monkeypatch, capsys, tmp_path):
+    out = tmp_path / "bundle"
+    assert run(capsys, "build", LIVE, "-o", out)[0] == 0
+    code, _, err = _piperun(monkeypatch, capsys, out, "--steps", "4", "--set", "BLOCK=2048@2")
+    assert code == 1 and err.count("\n") == 1
+    assert "BLOCK = 2048: block.x of `step/bump/add_one` (" in err and "lies outside 1 to 1024" in err
 
 
 def test_piperun_reports_a_bad_bundle_in_one_line(monkeypatch, capsys, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..codes import PC204
 from ..model import FillNode, ValueArg
 from ..consteval import representable
+from ...plan.arithmetic import argument_problem
 from .context import CheckContext
 
 
@@ -12,14 +13,7 @@ def scalar_out_of_range(ctx: CheckContext) -> None:
     for node, param, arg in ctx.bindings():
         if param.kind != "scalar" or param.dtype is None or not isinstance(arg, ValueArg):
             continue
-        value = arg.value
-        if isinstance(value, str):
-            problem = f"`{arg.span.text}` is a string"
-        elif param.dtype.kind == "b":
-            problem = None if isinstance(value, bool) or value in (0, 1) else f"`{value!r}` is not a boolean"
-        else:
-            problem = representable(value, param.dtype)
-        if problem:
+        if problem := argument_problem(arg.value, param.dtype):
             ctx.sink.add(PC204, f"{param.describe()} of `{node.kernel.name}`: {problem}", arg.span,
                          f"pass a value that fits `{param.ctype}`")
     for node in ctx.nodes:

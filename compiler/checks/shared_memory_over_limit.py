@@ -13,8 +13,13 @@ SHARED_LIMITS = {
 DEFAULT_LIMIT = 49152  # what every architecture allows without opting in
 
 
+def shared_limit(arch: str) -> int:
+    """The most dynamic shared memory a block may have on `arch`."""
+    return SHARED_LIMITS.get(arch.removesuffix("a"), DEFAULT_LIMIT)
+
+
 def shared_memory_over_limit(ctx: CheckContext) -> None:
-    limit = SHARED_LIMITS.get(ctx.arch.removesuffix("a"), DEFAULT_LIMIT)
+    limit = shared_limit(ctx.arch)
     for node in ctx.launches():
         if node.shared_bytes > limit:
             ctx.sink.add(PC312, f"{node.shared_bytes} bytes of dynamic shared memory; a block on "

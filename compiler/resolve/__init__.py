@@ -32,6 +32,7 @@ def resolve(source: SourceFile, tree: ast.Module, options: CompileOptions, sink:
     main = LoadedModule(real_path(source.path), source, tree)
     declarer = Declarer(ctx, main.path)
     declarer.populate(main)
+    declarer.mark_shared_imports()
     report_unused_defines(declarer, main)
     program_opts = program_options(ctx, main)
     kernels = list(declarer.kernel_sources.kernels.values())

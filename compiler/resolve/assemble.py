@@ -56,7 +56,7 @@ def program(source: SourceFile, d: Declarer, u: Unroller, main: LoadedModule, op
         kernels={n: s.kernel for n, s in scope.items() if isinstance(s, KernelSymbol)},
         step=step, init=init, options=options, waivers=waivers,
         dropped_statements=u.dropped_statements,
-        names_in_skipped_branches=frozenset(u.names_in_skipped_branches),
+        names_in_skipped_branches=frozenset(u.names_in_skipped_branches), live=d.ctx.live,
     )
 
 

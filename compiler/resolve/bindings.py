@@ -12,11 +12,13 @@ from ...dsl import ast
 from ..codes import PC113
 from ..consteval import Value
 from ..diagnostics import Label
+from ..live import LiveTerm
 from .context import Context
 from .ranks import reads_rank
 from .scope import Abort, ConstSymbol, InvalidSymbol, LoadedModule
 
-Bindings = dict[str, tuple[Value, ast.Keyword, bool]]  # name: value, binding, differs per rank
+# name: value, binding, differs per rank, its live-update term (compiler/live.py; None: not held)
+Bindings = dict[str, tuple[Value, ast.Keyword, bool, LiveTerm | None]]
 
 
 def evaluate_bindings(ctx: Context, module: LoadedModule, decl: ast.Import) -> Bindings:
@@ -30,17 +32,17 @@ def evaluate_bindings(ctx: Context, module: LoadedModule, decl: ast.Import) -> B
                          labels=(Label(bindings[name][1].span, "first bound here"),))
             continue
         try:
-            value = ctx.const(module, binding.value)
+            value, term = ctx.flow(module, binding.value)
         except Abort:
             continue  # reported; the file's own value stands
-        bindings[name] = (value, binding, reads_rank(module, {}, binding.value))
+        bindings[name] = (value, binding, reads_rank(module, {}, binding.value), term)
     return bindings
 
 
 def check_bindings(ctx: Context, module: LoadedModule, bound: set[tuple[int, str]]) -> None:
     """PC113 for each binding that names no constant the file itself declares; `bound` holds
     (id of module, constant) for each constant the importer's value replaced."""
-    for name, (_, binding, _) in module.bindings.items():
+    for name, (_, binding, _, _) in module.bindings.items():
         if (id(module), name) in bound:
             continue
         symbol = module.scope.get(name)
@@ -58,4 +60,4 @@ def check_bindings(ctx: Context, module: LoadedModule, bound: set[tuple[int, str
 def instance(bindings: Bindings) -> tuple:
     """What tells two loads of one file apart: the values bound to its constants."""
     return tuple(sorted((name, type(value).__name__, repr(value), per_rank)
-                        for name, (value, _, per_rank) in bindings.items()))
+                        for name, (value, _, per_rank, _) in bindings.items()))

@@ -31,13 +31,15 @@ def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl
     symbol = module.scope.get(type_name)
     if isinstance(symbol, ConstSymbol) and isinstance(symbol.value, str):
         type_name = symbol.value  # `const DT = "bf16"`: a type chosen by a constant (`-D`)
+        if symbol.live is not None:
+            ctx.live.read(symbol.live, "a buffer's element type", decl.dtype.span)
     dtype = DTYPES.get(type_name)
     if dtype is None or type_name not in BUFFER_DTYPES:
         named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
         ctx.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
                      "element types: " + ", ".join(BUFFER_DTYPES))
         raise Abort
-    shape = tuple(ctx.integer(module, {}, d, "a dimension") for d in decl.shape)
+    shape = tuple(ctx.integer(module, {}, d, "a dimension", use="a buffer's dimension") for d in decl.shape)
     for dim, expr in zip(shape, decl.shape):
         if dim <= 0:
             ctx.sink.add(PC107, f"dimension {dim} is not positive", expr.span,
@@ -85,7 +87,7 @@ def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.Buf
     if len(expr.args) != arity:
         ctx.sink.add(PC107, f"`{kind}` takes {arity} argument{'s' * (arity > 1)}", expr.span, hint)
         raise Abort
-    args = tuple(ctx.const(module, a) for a in expr.args)
+    args = tuple(ctx.const(module, a, use="a buffer's initial value") for a in expr.args)
     seed = _seed(ctx, module, expr, kind, hint)
     if kind == "load":
         return _load_init(ctx, files, module, expr, args[0], dtype, shape)
@@ -112,7 +114,7 @@ def _seed(ctx: Context, module: LoadedModule, expr: ast.Call, kind: str, hint: s
             ctx.sink.add(PC107, f"`{kind}` takes no argument `{keyword.name.text}`",
                          keyword.span, hint)
             raise Abort
-        seed = ctx.integer(module, {}, keyword.value, "a seed")
+        seed = ctx.integer(module, {}, keyword.value, "a seed", use="a buffer's seed")
         if not 0 <= seed < 1 << 64:
             ctx.sink.add(PC107, f"seed {seed} is outside 0 to 2**64 - 1", keyword.value.span,
                          "seeds are unsigned 64-bit integers")

@@ -94,7 +94,7 @@ def _counts_by_rank(u: Unroller, module: LoadedModule, env: dict, view: ast.Slic
         return {}
     counts = {}
     for rank in sorted({0, 1, u.launcher["WORLD_SIZE"] - 1}):  # 1 too: a program serves any world
-        lookup = u.ctx.lookup(module, {**env, "RANK": rank, "LOCAL_RANK": rank})
+        lookup = u.ctx.lookup(module, {**env, "RANK": rank, "LOCAL_RANK": rank}, use="a collective's slice bound")
         try:
             start, stop = (evaluate(b, lookup) if b is not None else 0 for b in (view.start, view.stop))
         except (ConstError, RuntimeValue):

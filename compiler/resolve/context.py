@@ -1,5 +1,7 @@
 """What every resolver pass holds: the options, the diagnostics, the toolchain, and constant
-evaluation over a module's scope with its value cache."""
+evaluation over a module's scope with its value cache. Every evaluation reports the updatable
+constants it reads to the live-update tracker (compiler/live.py): structural uses unless it is a
+definition that passes its value on (`flow`) or a kernel node's argument or launch shape (`live`)."""
 
 from __future__ import annotations
 
@@ -7,13 +9,14 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
-from ...dsl import ast
+from ...dsl import Span, ast
 from ..codes import PC103, PC105, PC301, PC302
 from ..config import CompileOptions
 from ..consteval import (
     ConstError, Lookup, RuntimeValue, Value, evaluate, is_arithmetic, literal, names_read,
 )
 from ..diagnostics import DiagnosticSink, Label
+from ..live import LiveTerm, LiveTracker, Resolved
 from .scope import (
     Abort, BufferSymbol, ConstSymbol, GraphSymbol, InvalidSymbol, KernelSymbol, LoadedModule,
 )
@@ -21,6 +24,10 @@ from .scope import (
 # Where a value is needed, which names the rule a run-time value breaks there: a decision
 # (PC301), a value baked into a node (PC302), or a compile-time constant (PC105).
 Place = Literal["branch", "value", "const"]
+# What an evaluation that no caller describes is, as a structural use of the constants it reads.
+_USES: dict[str, str] = {"branch": "a compile-time decision", "value": "a value fixed when the graph is built",
+                         "const": "a compile-time constant"}
+Reads = dict[int, Span]  # the record's values an evaluation read, each with where it was first read
 Env = dict[str, Value]  # the loop variables and graph parameters in scope
 S = TypeVar("S", KernelSymbol, BufferSymbol, GraphSymbol)
 
@@ -45,6 +52,11 @@ class Context:
     values: dict[tuple, Value] | None = None
     # by id(expr): the names it reads, None for an expression whose value is not kept
     free_names: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
+    live: LiveTracker = field(default_factory=LiveTracker)
+    # the record's values each kept value read (marked again where it is reused), and the
+    # terms of live sites, by the same keys as `values`
+    reads: dict[tuple, Reads] = field(default_factory=dict)
+    terms: dict[tuple, tuple[Value, LiveTerm | None]] = field(default_factory=dict)
 
     def keep_values(self) -> None:
         self.values = {}
@@ -71,7 +83,10 @@ class Context:
             raise Abort
         return symbol
 
-    def lookup(self, module: LoadedModule, env: Env) -> Lookup:
+    def lookup(self, module: LoadedModule, env: Env, reads: Reads | None = None,
+               use: str = "a compile-time value") -> Lookup:
+        """Name lookup for `evaluate`. A read of a value of the live-update record goes into
+        `reads`; without, it is a structural use, `use`, marked at once."""
         def lookup(ident: ast.Ident) -> Value:
             if ident.text in env:
                 return env[ident.text]
@@ -85,6 +100,11 @@ class Context:
                                      self.suggest(ident.text, list(env) + list(module.scope), "declarations"),
                                      rule=PC103)
                 case ConstSymbol():
+                    if symbol.live is not None:
+                        if reads is None:
+                            self.live.read(symbol.live, use, ident.span)
+                        else:
+                            reads.setdefault(symbol.live, ident.span)
                     return symbol.value
                 case BufferSymbol():
                     raise RuntimeValue(f"buffer `{ident.text}`", ident.span, ident.text)
@@ -92,8 +112,9 @@ class Context:
                              "only constants, loop variables and graph parameters have values")
         return lookup
 
-    def eval(self, module: LoadedModule, env: Env, expr: ast.Expr, *, context: Place) -> Value:
-        """Evaluate a constant; report and abort on failure, by the rule of `context`."""
+    def eval(self, module: LoadedModule, env: Env, expr: ast.Expr, *, context: Place, use: str | None = None) -> Value:
+        """Evaluate a constant; report and abort on failure, by the rule of `context`. The
+        constants it reads are used structurally: `use` says how."""
         # the commonest expressions, a literal (a launch's `32`) and a loop variable, directly
         if type(expr) is ast.IntLit:
             return expr.value
@@ -101,17 +122,75 @@ class Context:
             return env[expr.ident.text]
         key = self._key(module, env, expr)
         if key is not None and key in self.values:
-            return self.values[key]
-        try:
-            value = evaluate(expr, self.lookup(module, env))
+            value, reads = self.values[key], self.reads[key]
+        else:
+            reads = {}
+            value = self._evaluate(module, env, expr, context, reads)
             if key is not None:  # only values: a failure is reported at each place
-                self.values[key] = value
-            return value
+                self.values[key], self.reads[key] = value, reads
+        for entry, span in reads.items():
+            self.live.read(entry, use or _USES[context], span)
+        return value
+
+    def _evaluate(self, module: LoadedModule, env: Env, expr: ast.Expr, context: Place, reads: Reads) -> Value:
+        try:
+            return evaluate(expr, self.lookup(module, env, reads))
         except ConstError as error:
             self.sink.add(error.rule, error.message, error.span, error.hint)
         except RuntimeValue as rv:
             self._report_runtime_value(rv, context)
         raise Abort
+
+    def flow(self, module: LoadedModule, expr: ast.Expr) -> tuple[Value, LiveTerm | None]:
+        """A constant's definition or an import binding: its value, reported and aborted on
+        failure as a constant's, and its term (None when the record cannot hold it, and the
+        values it read are then used structurally)."""
+        reads: Reads = {}
+        value = self._evaluate(module, {}, expr, "const", reads)
+        term = self.live.term(expr, self._resolver(module, {}))
+        if term is None:
+            for entry, span in reads.items():
+                self.live.read(entry, "a definition the live-update record cannot hold", span)
+        return value, term
+
+    def live_value(self, module: LoadedModule, env: Env, expr: ast.Expr) -> tuple[Value, LiveTerm | None]:
+        """A kernel node's scalar argument or launch shape: its value and, when it reads values
+        of the record, its term. Raises ConstError or RuntimeValue as `evaluate` does."""
+        key = self._key(module, env, expr)
+        if key is not None and key in self.terms:
+            return self.terms[key]
+        reads: Reads = {}
+        value = evaluate(expr, self.lookup(module, env, reads))
+        term = self.live.term(expr, self._resolver(module, env)) if reads else None
+        if reads and term is None:
+            for entry, span in reads.items():
+                self.live.read(entry, "an expression the live-update record cannot hold", span)
+        if key is not None:
+            self.terms[key] = value, term
+        return value, term
+
+    def live_integer(self, module: LoadedModule, env: Env, expr: ast.Expr, what: str,
+                     context: Place = "const") -> tuple[int, LiveTerm | None]:
+        """`live_value` of an integer (a launch shape), reported and aborted as `integer` does."""
+        try:
+            value, term = self.live_value(module, env, expr)
+        except ConstError as error:
+            self.sink.add(error.rule, error.message, error.span, error.hint)
+            raise Abort from None
+        except RuntimeValue as rv:
+            self._report_runtime_value(rv, context)
+            raise Abort from None
+        return self._integer(value, expr, what), term
+
+    def _resolver(self, module: LoadedModule, env: Env):
+        def resolve(ident: ast.Ident) -> Resolved:
+            if ident.text in env:
+                return "value", env[ident.text]
+            symbol = module.scope.get(ident.text)
+            if isinstance(symbol, ConstSymbol):
+                return ("entry", symbol.live) if symbol.live is not None else ("value", symbol.value)
+            return None
+        return resolve
 
     def _key(self, module: LoadedModule, env: Env, expr: ast.Expr) -> tuple | None:
         if self.values is None:
@@ -140,12 +219,14 @@ class Context:
             self.sink.add(PC105, f"{rv.description} is not a compile-time constant", rv.span,
                           "use constants, loop variables and graph parameters here")
 
-    def const(self, module: LoadedModule, expr: ast.Expr) -> Value:
-        return self.eval(module, {}, expr, context="const")
+    def const(self, module: LoadedModule, expr: ast.Expr, use: str | None = None) -> Value:
+        return self.eval(module, {}, expr, context="const", use=use)
 
     def integer(self, module: LoadedModule, env: Env, expr: ast.Expr, what: str,
-                context: Place = "const") -> int:
-        value = self.eval(module, env, expr, context=context)
+                context: Place = "const", use: str | None = None) -> int:
+        return self._integer(self.eval(module, env, expr, context=context, use=use or what), expr, what)
+
+    def _integer(self, value: Value, expr: ast.Expr, what: str) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             self.sink.add(PC105, f"{what} must be an integer, found `{literal(value)}`", expr.span,
                           "use an integer expression")

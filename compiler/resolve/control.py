@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from ...dsl import Span, ast
 from ..codes import PC105, PC320
 from ..consteval import literal, names_read
+from ..live import LiveTerm
 from ..model import (
     Access, Buffer, ConditionalKind, ConditionalNode, Construct, DecideNode, DecideRole, GraphBody, Init,
     Mode,
@@ -28,6 +29,8 @@ from .unroll import Frame, Unroller
 
 CONTROL_PREFIX = "pipec.control."
 MAX_SWITCH_CASES = 1024  # a switch node has one body per value up to its largest case
+# the period of `every` and the count of `repeat`: a u32 argument of the deciding kernels
+OPERAND_RANGE = {"every": (1, (1 << 32) - 1), "repeat": (0, (1 << 32) - 1)}
 
 @dataclass(frozen=True)
 class _Conditional:
@@ -41,6 +44,7 @@ class _Conditional:
     flag: Access | None
     blocks: Sequence[tuple[str, ast.Block | None]]
     reason: str | None = None  # why the decision may differ between ranks, if it may
+    operand_live: LiveTerm | None = None  # the operand's live-update term (compiler/live.py)
 
 
 def resolve_if(u: Unroller, f: Frame, stmt: ast.If) -> None:
@@ -52,7 +56,7 @@ def resolve_if(u: Unroller, f: Frame, stmt: ast.If) -> None:
 
 
 def _host_if(u: Unroller, f: Frame, stmt: ast.If) -> None:
-    cond = u.ctx.eval(f.module, f.env, stmt.cond, context="branch")
+    cond = u.ctx.eval(f.module, f.env, stmt.cond, context="branch", use="a compile-time `if`")
     if not isinstance(cond, bool):
         u.ctx.sink.add(PC105, f"a condition must be a boolean, found `{literal(cond)}`",
                        stmt.cond.span, "compare explicitly, for example `N > 0`")
@@ -135,19 +139,20 @@ def device_loop(u: Unroller, f: Frame, stmt: ast.DeviceLoop) -> None:
         _conditional(u, f, stmt, _Conditional("while", "while", "flag", 0, flag, body))
         return
     what = "the period of `every`" if stmt.kind == "every" else "the count of `repeat`"
-    operand = u.ctx.integer(f.module, f.env, stmt.operand, what, "branch")
-    least = 1 if stmt.kind == "every" else 0
-    if not least <= operand < 1 << 32:
-        u.ctx.sink.add(PC105, f"{what} must lie between {least} and {(1 << 32) - 1}, found {operand}",
+    # the operand is the deciding kernels' scalar argument: a live-update site
+    operand, term = u.ctx.live_integer(f.module, f.env, stmt.operand, what, "branch")
+    least, most = OPERAND_RANGE[stmt.kind]
+    if not least <= operand <= most:
+        u.ctx.sink.add(PC105, f"{what} must lie between {least} and {most}, found {operand}",
                        stmt.operand.span, "use a constant in that range")
         raise Abort
     # a period or count computed from the rank runs the body a different number of times per rank
     reason = (f"{what}, `{stmt.operand.span.text}`, reads the rank"
               if reads_rank(f.module, f.env, stmt.operand) else None)
     if stmt.kind == "every":
-        _conditional(u, f, stmt, _Conditional("every", "if", "every", operand, None, body, reason))
+        _conditional(u, f, stmt, _Conditional("every", "if", "every", operand, None, body, reason, term))
     else:
-        _conditional(u, f, stmt, _Conditional("repeat", "while", "repeat-start", operand, None, body, reason))
+        _conditional(u, f, stmt, _Conditional("repeat", "while", "repeat-start", operand, None, body, reason, term))
 
 
 def _conditional(u: Unroller, f: Frame, stmt, c: _Conditional) -> None:
@@ -188,7 +193,7 @@ def _decide(u: Unroller, body: GraphBody, c: _Conditional, role: DecideRole, ind
     control_mode = Mode.WRITE if role in ("flag", "repeat-start") else Mode.READ_WRITE
     stop = 1 if role == "flag" else 2
     node = DecideNode(u.node_name(body, f"decide:{c.construct}"), role, index, c.flag, control,
-                      c.operand, span)
+                      c.operand, span, operand_live=c.operand_live)
     decision = Access(control, 0, stop, control_mode, span)
     node.accesses = ((c.flag,) if c.flag is not None else ()) + (decision,)
     body.items.append(node)

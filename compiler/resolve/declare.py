@@ -15,6 +15,7 @@ from .context import Context
 from .files import SHIPPED_KERNELS as SHIPPED_KERNELS  # where tests and tools look for it
 from .files import ProjectFiles
 from .kernel_imports import KernelImporter
+from ..live import LiveTerm
 from .ranks import LAUNCHER_CONSTANTS, PER_RANK, builtin_span, launcher_constants, reads_rank
 from .scope import (
     Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, Symbol, declared, mark_invalid,
@@ -48,6 +49,9 @@ class Declarer:
         self.launcher_symbols = {name: ConstSymbol(value, builtin_span(name), per_rank=name in PER_RANK)
                                  for name, value in self.launcher.items()}
         self.bound_names: set[tuple[int, str]] = set()  # (id of module, constant) given a binding
+        # for the live-update record: each file's bindings, and how many imports load each file
+        self.bound_files: dict[Path, list[tuple[ast.Keyword, LiveTerm | None]]] = {}
+        self.import_count: dict[Path, int] = {}
 
     def _parse_defines(self) -> dict[str, tuple[ast.Expr, Span]]:
         """`-D NAME=EXPR` values, parsed like constant expressions of the main file."""
@@ -113,17 +117,37 @@ class Declarer:
                               name.span, f"piperun sets it from the launcher; to check a "
                               f"value, pass `-D {name.text}=...`")
             return
+        live = self.ctx.live
         if name.text in module.bindings:  # the importer's value replaces this one
-            bound, _, per_rank = module.bindings[name.text]
-            symbol = ConstSymbol(bound, name.span, per_rank)
+            bound, _, per_rank, term = module.bindings[name.text]
             self.bound_names.add((id(module), name.text))
+            entry = live.add(f"{module.path.name}:{name.text}", name.span, False, term, bound) \
+                if term is not None and term.roots else None
+            symbol = ConstSymbol(bound, name.span, per_rank, entry)
         else:
-            if module.path == self.loading[0] and name.text in self.defines:
+            main = module.path == self.loading[0]  # the main file's constants are updatable
+            if main and name.text in self.defines:
                 value = self.defines[name.text][0]
                 self.used_defines.add(name.text)
-            symbol = ConstSymbol(self.ctx.const(module, value), name.span,
-                                 reads_rank(module, {}, value))
+            computed, term = self.ctx.flow(module, value)
+            entry = None
+            if main or (term is not None and term.roots):
+                entry = live.add(name.text if main else f"{module.path.name}:{name.text}", name.span, main,
+                                 term, computed)
+            symbol = ConstSymbol(computed, name.span, reads_rank(module, {}, value), entry)
         self.declare(module, name, symbol)
+
+    def mark_shared_imports(self) -> None:
+        """An import binding that reads an updatable constant passes its value on, unless its
+        file is imported more than once: the values then decide whether the imports share one
+        instance (with its buffers), so the constants they read are structural."""
+        for path, bound in self.bound_files.items():
+            if self.import_count[path] > 1:
+                for binding, term in bound:
+                    if term is not None:
+                        self.ctx.live.mark(term.roots, f"a binding of `{binding.name.text}` for `{path.name}`, "
+                                           f"which is imported {self.import_count[path]} times (the values "
+                                           "decide which imports share an instance)", binding.span)
 
     def _import(self, module: LoadedModule, decl: ast.Import) -> None:
         target, refused = self.files.find(module.path.parent, decl.path.value)
@@ -138,7 +162,9 @@ class Declarer:
         elif target.suffix in (".cu", ".cuh", ".cuda"):
             self._import_kernels(module, decl, target)
         else:
-            imported = self._load(target, decl.path.span, evaluate_bindings(self.ctx, module, decl))
+            bindings = evaluate_bindings(self.ctx, module, decl)
+            self.bound_files.setdefault(target, []).extend((b, term) for _, b, _, term in bindings.values())
+            imported = self._load(target, decl.path.span, bindings)
             if imported is None:
                 mark_invalid(module, decl.names or ())
             else:
@@ -183,6 +209,7 @@ class Declarer:
                 self.declare(module, ident, symbol)
 
     def _load(self, path: Path, via: Span, bindings: Bindings) -> LoadedModule | None:
+        self.import_count[path] = self.import_count.get(path, 0) + 1
         if (path, instance(bindings)) in self.modules:
             return self.modules[path, instance(bindings)]
         if len(self.modules) + len(self.loading) >= MAX_INSTANCES:

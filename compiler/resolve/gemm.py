@@ -108,7 +108,7 @@ def _scale(u: Unroller, module, env, factors: list[ast.Expr], what: str) -> floa
     value = 1.0
     for factor in factors:
         try:
-            number = evaluate(factor, u.ctx.lookup(module, env))
+            number = evaluate(factor, u.ctx.lookup(module, env, use=f"a GEMM's {what}"))
         except RuntimeValue as rv:
             gemm_error(u, PC507, f"{what} reads {rv.description}, known only on the "
                        "device; a gemm's scales are set when the graph is built", rv.span,
@@ -149,7 +149,7 @@ def _word(u: Unroller, module, env, option: ast.Keyword, words: tuple[str, ...])
     if isinstance(value, ast.Name) and value.ident.text in words:
         return value.ident.text
     try:
-        word = evaluate(value, u.ctx.lookup(module, env))
+        word = evaluate(value, u.ctx.lookup(module, env, use=f"a GEMM's `{option.name.text}`"))
     except (ConstError, RuntimeValue):
         word = None
     if word not in words:

@@ -22,7 +22,7 @@ def program_options(ctx: Context, module: LoadedModule) -> Options:
             continue
         name = decl.name.text
         try:
-            value = ctx.const(module, decl.value)
+            value = ctx.const(module, decl.value, use=f"option `{name}`")
         except Abort:
             continue
         if name == "lanes" and isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1024:

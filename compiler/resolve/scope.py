@@ -14,6 +14,7 @@ from typing import ClassVar
 from ...dsl import SourceFile, Span, ast
 from ...errors import Error
 from ..consteval import Value
+from ..live import LiveTerm
 from ..model import Buffer, Kernel
 
 
@@ -25,6 +26,9 @@ class ConstSymbol:
     # RANK, LOCAL_RANK or a constant computed from them: its value differs between the ranks
     # of one run, so a decision on it may too (PC603)
     per_rank: bool = False
+    # its value in the live-update record (compiler/live.py) when an update can change it: a
+    # constant of the main file, or one an import binds from one; None when its value is fixed
+    live: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,9 @@ class LoadedModule:
     tree: ast.Module
     scope: dict[str, Symbol] = field(default_factory=dict)
     # `import "f" with (NAME = EXPR)`: the importer's values for constants this file declares,
-    # each with its binding and whether it differs per rank (the main file's come from `-D`)
-    bindings: dict[str, tuple[Value, ast.Keyword, bool]] = field(default_factory=dict)
+    # each with its binding, whether it differs per rank and its live-update term (the main
+    # file's come from `-D`)
+    bindings: dict[str, tuple[Value, ast.Keyword, bool, LiveTerm | None]] = field(default_factory=dict)
 
     def names_of(self, kind: type) -> list[str]:
         """The names this module's scope binds to symbols of `kind`, for suggestions."""

@@ -142,7 +142,7 @@ class Sizer:
                 extra = Size(1) if stmt.kind in ("while", "repeat") else Size()
                 return Size(2) + extra + self._size_of(module, env, unknown, stmt.body.stmts, stack, before, lower)
             case ast.If():
-                cond = self._value(module, env, unknown, stmt.cond, lower)
+                cond = self._value(module, env, unknown, stmt.cond, lower, "a compile-time `if`")
                 chosen = stmt.then if cond is True else stmt.orelse if cond is False else None
                 if isinstance(chosen, ast.If):
                     return self._size(module, env, unknown, chosen, stack, before, lower)
@@ -163,8 +163,8 @@ class Sizer:
 
     def _size_of_loop(self, module, env, unknown, stmt: ast.For, stack, before: Size,
                       lower: bool) -> Size:
-        start = self._value(module, env, unknown, stmt.start, lower)
-        stop = self._value(module, env, unknown, stmt.stop, lower)
+        start = self._value(module, env, unknown, stmt.start, lower, "a loop bound")
+        stop = self._value(module, env, unknown, stmt.stop, lower, "a loop bound")
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop)):
             return Size()
         trips = max(stop - start, 0)
@@ -196,7 +196,8 @@ class Sizer:
         decl = symbol.decl
         if decl.name.text in stack or len(stmt.args) != len(decl.params):
             return Size()
-        values = tuple(self._value(module, env, unknown, a, lower) for a in stmt.args)
+        use = f"an argument of graph `{decl.name.text}`, part of its instance's name,"
+        values = tuple(self._value(module, env, unknown, a, lower, use) for a in stmt.args)
         if None in values:
             return Size()
         key = (id(decl), tuple((type(v), v) for v in values))
@@ -213,10 +214,11 @@ class Sizer:
         self.deepest = max(self.deepest, self.nesting + depth)
         return size + Size(1)
 
-    def _value(self, module, env, unknown, expr: ast.Expr, lower: bool):
+    def _value(self, module, env, unknown, expr: ast.Expr, lower: bool, use: str):
         """The expression's value, None when the unrolling would reject it; when it reads a
-        variable in `unknown`, None for a lower bound, else _DependsOnLoop."""
-        lookup = self.ctx.lookup(module, env)
+        variable in `unknown`, None for a lower bound, else _DependsOnLoop. The constants it
+        reads are used structurally, as `use` (compiler/live.py)."""
+        lookup = self.ctx.lookup(module, env, use=use)
 
         def known(ident: ast.Ident):
             if ident.text in unknown:

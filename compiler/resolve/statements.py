@@ -9,10 +9,12 @@ from collections.abc import Mapping
 
 from ...dsl import ast
 from ..codes import PC105, PC201, PC205, PC315
-from ..consteval import ConstError, RuntimeValue, evaluate
+from ..consteval import ConstError, RuntimeValue, names_read
 from ..diagnostics import Label
+from ..live import LaunchLive, LiveTerm
 from ..model import (
-    Access, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, RuntimeValueArg, ValueArg,
+    Access, Arg, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, PointerArg, RuntimeValueArg,
+    ValueArg,
 )
 from ..ranges import launch_accesses
 from . import collectives, control, gemm
@@ -24,45 +26,70 @@ from .unroll import Frame, Handler, Unroller
 
 def launch(u: Unroller, f: Frame, stmt: ast.Launch) -> None:
     kernel = u.ctx.symbol(f.module, stmt.kernel, KernelSymbol).kernel
-    grid = _dims(u, f, stmt.grid, "grid")
-    block = _dims(u, f, stmt.block, "block")
-    shared = 0
+    grid, grid_live = _dims(u, f, stmt.grid, "grid")
+    block, block_live = _dims(u, f, stmt.block, "block")
+    shared, shared_live = 0, None
     if stmt.shared_bytes is not None:
-        shared = u.ctx.integer(f.module, f.env, stmt.shared_bytes, "shared memory")
-    args = tuple(_arg(u, f.module, f.env, a) for a in stmt.args)
+        shared, shared_live = u.ctx.live_integer(f.module, f.env, stmt.shared_bytes, "shared memory")
+    bound = [_arg(u, f.module, f.env, a) for a in stmt.args]
+    args = tuple(arg for arg, _ in bound)
     config_end = stmt.shared_bytes or stmt.block
     node = LaunchNode(
         u.node_name(f.body, kernel.name), kernel, grid, block, shared, args, stmt.span,
         stmt.grid.span.to(config_end.span), group=f.group,
     )
     node.accesses = launch_accesses(node, u.extents)
+    terms = (*grid_live, *block_live, shared_live, *(term for _, term in bound))
+    if any(term is not None for term in terms):
+        node.live = LaunchLive(tuple(term for _, term in bound), grid_live, block_live, shared_live)
+        _extents_read(u, node, stmt)
     f.body.items.append(node)
 
 
-def _dims(u: Unroller, f: Frame, expr: ast.Expr, what: str) -> tuple[int, int, int]:
+def _extents_read(u: Unroller, node: LaunchNode, stmt: ast.Launch) -> None:
+    """The scalar arguments and launch shapes an extent reads (`/// pipec: extent`) set which
+    elements the launch touches, its accesses: they are structural."""
+    assert node.live is not None
+    for param, arg in zip(node.kernel.params, node.args):
+        if param.kind != "pointer" or not isinstance(arg, PointerArg) or param.extent is None:
+            continue
+        names = set(names_read(param.extent.expr))
+        use = f"a value that the extent of `{param.name}` in `{node.kernel.name}` reads, which sets the elements " \
+              "the launch touches,"
+        read = [term for p, term in zip(node.kernel.params, node.live.args) if p.name in names]
+        read += [*node.live.grid] if "gridDim" in names else []
+        read += [*node.live.block] if "blockDim" in names else []
+        for term in read:
+            if term is not None:
+                u.ctx.live.mark(term.roots, use, stmt.span)
+
+
+def _dims(u: Unroller, f: Frame, expr: ast.Expr, what: str) -> tuple[tuple[int, int, int], tuple[LiveTerm | None, ...]]:
     items = expr.items if isinstance(expr, ast.TupleLit) else (expr,)
     if len(items) > 3:
         u.ctx.sink.add(PC105, f"a {what} has at most three dimensions", expr.span, "write `(x, y, z)`")
         raise Abort
-    dims = [u.ctx.integer(f.module, f.env, item, f"a {what} dimension") for item in items]
-    return tuple(dims + [1] * (3 - len(dims)))  # type: ignore[return-value]
+    dims = [u.ctx.live_integer(f.module, f.env, item, f"a {what} dimension") for item in items]
+    values = [d for d, _ in dims] + [1] * (3 - len(dims))
+    return (values[0], values[1], values[2]), tuple(term for _, term in dims) + (None,) * (3 - len(dims))
 
 
-def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg):
+def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg) -> tuple[Arg, LiveTerm | None]:
     value = arg.value
     pointer = u.pointer(module, env, value, arg.access, arg.span)
     if pointer is not None:
-        return pointer
+        return pointer, None
     if arg.access is not None:
         u.ctx.sink.add(PC205, f"`{arg.access}` qualifies a buffer, but `{value.span.text}` is a value",
                        arg.span, f"remove `{arg.access}`")
         raise Abort
     if isinstance(value, ast.NullLit):
-        return NullArg(value.span)
+        return NullArg(value.span), None
     try:
-        return ValueArg(evaluate(value, u.ctx.lookup(module, env)), value.span)
+        computed, term = u.ctx.live_value(module, env, value)
+        return ValueArg(computed, value.span), term
     except RuntimeValue as rv:
-        return RuntimeValueArg(rv.description, buffer_named(module, rv.buffer_name), value.span)
+        return RuntimeValueArg(rv.description, buffer_named(module, rv.buffer_name), value.span), None
     except ConstError as error:
         u.ctx.sink.add(error.rule, error.message, error.span, error.hint)
         raise Abort from None
@@ -70,7 +97,7 @@ def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg):
 
 def fill(u: Unroller, f: Frame, stmt: ast.Fill) -> None:
     target = u.target(f.module, f.env, stmt.target, "fill target")
-    value = u.ctx.eval(f.module, f.env, stmt.value, context="value")
+    value = u.ctx.eval(f.module, f.env, stmt.value, context="value", use="a fill's value")
     if isinstance(value, str):
         u.ctx.sink.add(PC105, "a fill value must be a number", stmt.value.span, "fill with a number")
         raise Abort
@@ -100,7 +127,8 @@ def graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall) -> None:
     symbol = u.ctx.symbol(f.module, stmt.name, GraphSymbol)
     decl = symbol.decl
     _check_graph_use(u, f, stmt, decl)
-    values = [u.ctx.eval(f.module, f.env, a, context="value") for a in stmt.args]
+    values = [u.ctx.eval(f.module, f.env, a, context="value", use=f"an argument of graph `{decl.name.text}`, "
+                         "part of its instance's name,") for a in stmt.args]
     suffix = f"[{', '.join(map(str, values))}]" if values else ""
     name = u.node_name(f.body, decl.name.text + suffix)
     child = GraphBody(name, decl.name.text, decl.span)

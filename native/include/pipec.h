@@ -5,12 +5,14 @@
  * buffers/<name>.bin (initial contents the host cannot recompute cheaply). This library opens a
  * bundle and builds, instantiates and replays the graph the Python runtime builds for the same
  * plan: the same kernel, memset, memcpy, child graph and conditional nodes, the same edges, in
- * the same order, explicitly (stream capture only for the one library call of a GEMM node, as
- * runtime/library.py records it).
+ * the same order, explicitly (stream capture only for the one library call of a GEMM or
+ * collective node, as runtime/library.py records it).
  *
  * It depends on the CUDA driver API only, loaded at run time (dlopen of libcuda.so.1, or of
  * `pipec_options.driver_library`, or of $PIPEC_DRIVER_LIBRARY). cuBLASLt is loaded only when the
- * plan has GEMM nodes (libcublasLt.so.13, then .12; or `cublaslt_library` / $PIPEC_CUBLASLT_LIBRARY).
+ * plan has GEMM nodes (libcublasLt.so.13, then .12; or `cublaslt_library` / $PIPEC_CUBLASLT_LIBRARY),
+ * NCCL only when it has collective nodes (libnccl.so.2; or `nccl_library` / $PIPEC_NCCL_LIBRARY),
+ * which run over the communicator the host created (`nccl_comm`; docs/native.md, "Collectives").
  *
  * Errors: every function returns a pipec_status; on failure `pipec_last_error()` gives one line
  * saying what went wrong and where (the buffer, the node, its .pipe location). Nothing prints,
@@ -47,7 +49,7 @@ typedef unsigned long long CUdeviceptr;
 #endif
 
 #define PIPEC_ABI_VERSION 1
-#define PIPEC_BUNDLE_FORMAT_VERSION 1 /* the bundle format version this library reads */
+#define PIPEC_BUNDLE_FORMAT_VERSION 2 /* the bundle format version this library reads */
 
 typedef enum pipec_status {
     PIPEC_OK = 0,
@@ -61,7 +63,10 @@ typedef enum pipec_status {
     PIPEC_ERROR_OUT_OF_MEMORY = 8,
     PIPEC_ERROR_UPDATE_REFUSED = 9,   /* an update that would need a new graph */
     PIPEC_ERROR_STATE = 10,           /* a saved state that does not match the pipeline */
-    PIPEC_ERROR_LAUNCH_LIMITS = 11    /* a kernel asks for more than the device has */
+    PIPEC_ERROR_LAUNCH_LIMITS = 11,   /* a kernel asks for more than the device has */
+    PIPEC_ERROR_COLLECTIVE = 12       /* NCCL failed, or a wait outlasted the timeout (a rank stopped): pipec
+                                         has aborted the host's communicator (ncclCommAbort), which the host
+                                         must neither use nor destroy again */
 } pipec_status;
 
 /* Element types of buffers (the plan's dtype names). */
@@ -81,7 +86,7 @@ typedef struct pipec_binding {
     pipec_dtype dtype;
 } pipec_binding;
 
-#define PIPEC_OPTIONS_VERSION 1
+#define PIPEC_OPTIONS_VERSION 2
 
 typedef struct pipec_options {
     uint32_t version;              /* PIPEC_OPTIONS_VERSION; pipec_options_init sets it */
@@ -90,10 +95,15 @@ typedef struct pipec_options {
     CUstream stream;               /* NULL: a non-blocking stream of the pipeline's own */
     const pipec_binding *bindings; /* binding_count entries, each a distinct buffer */
     size_t binding_count;
-    void *nccl_comm;               /* an ncclComm_t for plans with collectives; this version refuses such
-                                      plans at open (PIPEC_ERROR_UNSUPPORTED, naming the node) */
+    void *nccl_comm;               /* the host's ncclComm_t, needed by a plan with collective nodes: rank
+                                      RANK of WORLD_SIZE as the bundle was built (checked at open). The
+                                      host destroys it after pipec_close; after a failed collective pipec
+                                      has aborted it (ncclCommAbort), and the host must not use it again */
     const char *driver_library;    /* NULL: $PIPEC_DRIVER_LIBRARY, else libcuda.so.1 */
     const char *cublaslt_library;  /* NULL: $PIPEC_CUBLASLT_LIBRARY, else libcublasLt.so.13/.12 */
+    const char *nccl_library;      /* NULL: $PIPEC_NCCL_LIBRARY, else libnccl.so.2 */
+    double nccl_timeout_s;         /* 0: $PIPEC_NCCL_TIMEOUT, else 120: the longest a wait for work with
+                                      collectives may take before pipec aborts the communicator */
 } pipec_options;
 
 /* One file of an in-memory bundle: its path relative to the bundle folder ("plan.json",
@@ -161,6 +171,26 @@ PIPEC_API pipec_status pipec_write_buffer(pipec_pipeline *p, const char *name, c
  * built with pipec_add_to_graph keep the values they were built with. */
 PIPEC_API pipec_status pipec_update_plan(pipec_pipeline *p, const char *plan_json, size_t length, size_t *changed);
 
+/* A constant's value, as `-D NAME=VALUE` writes one: the kind matters (3 / 2 is 1, 3.0 / 2 is 1.5). */
+typedef enum pipec_value_kind { PIPEC_VALUE_INT = 0, PIPEC_VALUE_UINT = 1, PIPEC_VALUE_FLOAT = 2, PIPEC_VALUE_BOOL = 3 } pipec_value_kind;
+typedef struct pipec_value {
+    pipec_value_kind kind;
+    union { int64_t i; uint64_t u; double f; int b; } as; /* PIPEC_VALUE_UINT: integers past INT64_MAX */
+} pipec_value;
+
+/* Live update without the compiler (runtime/live.py, docs/plan.md "Live updates"): new values for
+ * `count` constants of the main file, computed through the plan's live-update record into the
+ * kernel nodes' scalar arguments and launch shapes they reach (a constant derived from one follows
+ * it), checked as the compiler checks them and against the device, then set as pipec_update_plan
+ * sets them; *changed (if not NULL) is the count of kernel nodes changed. All or nothing: an unknown
+ * name or kind is PIPEC_ERROR_INVALID_ARGUMENT; a constant that cannot change in place (one line
+ * naming its structural use), or a value the program cannot take, PIPEC_ERROR_UPDATE_REFUSED. */
+PIPEC_API pipec_status pipec_update_constants(pipec_pipeline *p, const char *const *names, const pipec_value *values,
+                                              size_t count, size_t *changed);
+/* A constant of the main file: its value now, and in *structural (if not NULL) NULL when it can
+ * change in place, else why not ("reaches a buffer's dimension at rl_step.pipe:134:20"). */
+PIPEC_API pipec_status pipec_constant(pipec_pipeline *p, const char *name, pipec_value *value, const char **structural);
+
 /* The same nodes launched one by one in program order, n times (runtime/eager.py). */
 PIPEC_API pipec_status pipec_run_eager(pipec_pipeline *p, uint64_t n);
 
@@ -190,6 +220,19 @@ PIPEC_API pipec_status pipec_load_state(pipec_pipeline *p, const char *dir);
  * times while the pipeline is open; it uses the pipeline's buffers. */
 PIPEC_API pipec_status pipec_add_to_graph(pipec_pipeline *p, CUgraph host_graph, const CUgraphNode *deps, size_t ndeps,
                                 CUgraphNode *out_last);
+
+/* How each GEMM node's cuBLASLt algorithm was chosen at open, in the order the nodes were prepared
+ * (program order, `init` first): the algorithm the bundle stores for the node (`pipec build
+ * --gemm-algorithms`) when it was chosen on this GPU (name, architecture, multiprocessors) and
+ * this cuBLASLt version, for operands no more aligned than they are here, and
+ * cublasLtMatmulAlgoCheck accepts it for the node's descriptor and layouts within its workspace;
+ * else the heuristic's first. *stored is 1 for the stored one; *why is one line, "stored (tune)"
+ * or "heuristic: " and why not the stored one, the words the Python runtime's
+ * `Pipeline.gemm_choices` uses. Any out-parameter may be NULL; the strings live as long as the
+ * pipeline. docs/native.md, "GEMM algorithms". */
+PIPEC_API size_t pipec_gemm_count(const pipec_pipeline *p);
+PIPEC_API pipec_status pipec_gemm_at(const pipec_pipeline *p, size_t index, const char **node, int *stored,
+                                     const char **why);
 
 /* Waits for the pipeline's work and frees everything it owns (never the bindings, the host's
  * context or stream). NULL is accepted. */

@@ -3,6 +3,7 @@
 #ifndef PIPEC_HPP
 #define PIPEC_HPP
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -25,6 +26,13 @@ private:
 inline void check(pipec_status status) {
     if (status != PIPEC_OK) throw error(status, pipec_last_error());
 }
+
+// A constant's value for pipeline::update_constants, of the kind `-D` would give it: 3, 3.0 and
+// true compute differently.
+inline pipec_value integer(std::int64_t i) { pipec_value v{}; v.kind = PIPEC_VALUE_INT; v.as.i = i; return v; }
+inline pipec_value unsigned_integer(std::uint64_t u) { pipec_value v{}; v.kind = PIPEC_VALUE_UINT; v.as.u = u; return v; }
+inline pipec_value floating(double f) { pipec_value v{}; v.kind = PIPEC_VALUE_FLOAT; v.as.f = f; return v; }
+inline pipec_value boolean(bool b) { pipec_value v{}; v.kind = PIPEC_VALUE_BOOL; v.as.b = b; return v; }
 
 class pipeline {
 public:
@@ -90,6 +98,24 @@ public:
         report.version = PIPEC_OPTIONS_VERSION;
         check(pipec_verify(p_, steps, &report));
         return report;
+    }
+
+    // New values for constants, all or nothing, through the plan's live-update record; the count
+    // of kernel nodes changed.
+    std::size_t update_constants(const std::vector<std::pair<std::string, pipec_value>> &values) {
+        std::vector<const char *> names;
+        std::vector<pipec_value> raw;
+        for (const auto &[name, value] : values) names.push_back(name.c_str()), raw.push_back(value);
+        std::size_t changed = 0;
+        check(pipec_update_constants(p_, names.data(), raw.data(), raw.size(), &changed));
+        return changed;
+    }
+
+    // Why a constant cannot change in place ("reaches a buffer's dimension at ..."), "" when it can.
+    std::string structural(const std::string &constant) {
+        const char *why = nullptr;
+        check(pipec_constant(p_, constant.c_str(), nullptr, &why));
+        return why ? why : "";
     }
 
     void save_state(const std::string &dir, std::uint64_t steps) { check(pipec_save_state(p_, dir.c_str(), steps)); }

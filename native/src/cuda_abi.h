@@ -20,6 +20,7 @@ typedef unsigned long long CUgraphConditionalHandle;
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_ERROR_NOT_READY 600
 #define CU_STREAM_NON_BLOCKING 1
 #define CU_EVENT_DISABLE_TIMING 2
 #define CU_MEMHOSTALLOC_PORTABLE 1
@@ -165,6 +166,7 @@ _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D is 200 bytes in cuda
     X(StreamCreate, "cuStreamCreate", (CUstream *stream, unsigned int flags)) \
     X(StreamDestroy, "cuStreamDestroy_v2", (CUstream stream)) \
     X(StreamSynchronize, "cuStreamSynchronize", (CUstream stream)) \
+    X(StreamQuery, "cuStreamQuery", (CUstream stream)) \
     X(StreamWaitEvent, "cuStreamWaitEvent", (CUstream stream, CUevent event, unsigned int flags)) \
     X(StreamBeginCapture, "cuStreamBeginCapture_v2", (CUstream stream, int mode)) \
     X(StreamEndCapture, "cuStreamEndCapture", (CUstream stream, CUgraph *graph)) \

@@ -1,5 +1,6 @@
 /* The same nodes as the graph, launched one by one on the pipeline's stream in program order,
- * from the "eager" module instance (runtime/eager.py). Everything a launch needs is prepared
+ * from the "eager" module instance (runtime/eager.py), a collective as its NCCL call (or group)
+ * on the same stream (collectives.c). Everything a launch needs is prepared
  * once. A conditional node is decided by the same generated kernel as in the graph; eager
  * execution waits for it, reads the decision it stored in control[0], and runs the chosen body
  * (a loop body again while the decision stays nonzero). On sm_90 and later the kernels that the
@@ -47,9 +48,6 @@ static pipec_status prepare_op(pipec_pipeline *p, const node_spec *n, eager_item
         return status == PIPEC_OK ? kernel_args_make(p, n, NULL, &item->args) : status;
     }
     if (n->kind == NODE_GEMM) return gemm_prepare(p, n); /* described, its algorithm chosen, called once */
-    if (n->kind == NODE_COLLECTIVE)
-        return fail(PIPEC_ERROR_UNSUPPORTED, "`%s` (%s) is a collective: the C runtime does not run collectives yet",
-                    n->name, n->location);
     return PIPEC_OK;
 }
 
@@ -139,6 +137,8 @@ static pipec_status run_op(pipec_pipeline *p, const eager_item *item) {
         break;
     case NODE_GEMM:
         return gemm_enqueue(p, n, s);
+    case NODE_COLLECTIVE:
+        return collective_issue(p, n, s);
     case NODE_MEMSET: {
         CUdeviceptr dst = buffer_pointer(p, n->buffer, n->byte_offset);
         call = n->element_size == 1 ? "cuMemsetD8Async" : n->element_size == 2 ? "cuMemsetD16Async" : "cuMemsetD32Async";
@@ -158,7 +158,8 @@ static pipec_status run_op(pipec_pipeline *p, const eager_item *item) {
 
 /* The decision the branch's kernel stored, once everything before it has finished. */
 static pipec_status decided(pipec_pipeline *p, const eager_item *branch, uint32_t *decision) {
-    CU(p, p->driver.StreamSynchronize(p->stream), "cuStreamSynchronize", branch->node->name);
+    pipec_status waited = stream_wait(p, branch->node->name);
+    if (waited != PIPEC_OK) return waited;
     CU(p, p->driver.MemcpyDtoH(decision, buffer_pointer(p, branch->node->control, 0), 4), "cuMemcpyDtoH",
        branch->node->name);
     return PIPEC_OK;

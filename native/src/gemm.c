@@ -1,18 +1,20 @@
-/* GEMM nodes through cuBLASLt (runtime/gemm.py, gemms.py, library.py), loaded with dlopen when
- * the first GEMM node is prepared. One cublasLtMatmul per node in cuBLASLt's column-major terms:
- * c^T = op(b)^T op(a)^T, so cuBLASLt's A is the program's b, its B the program's a, every
- * layout (rows = the program's cols, cols = the program's rows, ld). The algorithm is the
- * heuristic's first answer within the node's workspace, chosen once per node when the eager
- * program is prepared, followed by one call outside any recording (its outputs saved and
- * restored) so that the library's lazy set-up happens before the recording. The graph records
- * the call on a private stream (the only stream capture in pipec, THREAD_LOCAL, scoped to the
- * call) and refuses a recording holding anything but kernel and memset nodes. */
+/* GEMM nodes through cuBLASLt (runtime/cublaslt.py, gemm_nodes.py, library.py), loaded with
+ * dlopen when the first GEMM node is prepared. One cublasLtMatmul per node in cuBLASLt's
+ * column-major terms: c^T = op(b)^T op(a)^T, so cuBLASLt's A is the program's b, its B the
+ * program's a, every layout (rows = the program's cols, cols = the program's rows, ld). The
+ * algorithm, chosen once per node when the eager program is prepared, is the one the bundle
+ * stores for it where gemm_algorithms.c's rule and cublasLtMatmulAlgoCheck accept it, else the
+ * heuristic's first answer within the node's workspace (gemm_nodes.py `_from_bundle`, in the
+ * same words: pipec_gemm_at reports which and why). One call outside any recording follows (its
+ * outputs saved and restored) so that the library's lazy set-up happens before the recording.
+ * The graph records the call as library.c records every library node. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime.h"
+#include "text.h"
 
 typedef int lt_status;
 typedef void *lt_handle;
@@ -38,6 +40,8 @@ typedef struct lt_heuristic {
     X(PreferenceSet, "cublasLtMatmulPreferenceSetAttribute", (void *preference, int attribute, const void *value, \
         size_t size)) \
     X(PreferenceDestroy, "cublasLtMatmulPreferenceDestroy", (void *preference)) \
+    X(AlgoCheck, "cublasLtMatmulAlgoCheck", (lt_handle handle, void *desc, void *a, void *b, void *c, void *d, \
+        const lt_algo *algo, lt_heuristic *result)) \
     X(Heuristic, "cublasLtMatmulAlgoGetHeuristic", (lt_handle handle, void *desc, void *a, void *b, void *c, void *d, \
         void *preference, int requested, lt_heuristic *results, int *returned)) \
     X(Matmul, "cublasLtMatmul", (lt_handle handle, void *desc, const void *alpha, CUdeviceptr a, void *adesc, \
@@ -58,6 +62,8 @@ typedef struct gemm_op {
     CUdeviceptr a, b, c, workspace;
     float alpha, beta;
     lt_algo algo;
+    int stored; /* the bundle's algorithm runs */
+    char *why;  /* how it was chosen, one line (pipec_gemm_at) */
 } gemm_op;
 
 struct gemms {
@@ -65,6 +71,7 @@ struct gemms {
 #define LT_FIELD(field, symbol, params) lt_status (*field) params;
     LT_ENTRY_POINTS(LT_FIELD)
 #undef LT_FIELD
+    size_t (*GetVersion)(void);
     lt_handle handle;
     gemm_op *ops;
     size_t count;
@@ -91,6 +98,8 @@ static pipec_status open_library(pipec_pipeline *p, const node_spec *n) {
         return fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s): %s has no %s", n->name, n->location, tried, symbol);
     LT_ENTRY_POINTS(LT_LOAD)
 #undef LT_LOAD
+    if (!(*(void **)(&g->GetVersion) = dlsym(g->library, "cublasLtGetVersion")))
+        return fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s): %s has no cublasLtGetVersion", n->name, n->location, tried);
     LT(n, g->Create(&g->handle), "cublasLtCreate");
     return PIPEC_OK;
 }
@@ -177,12 +186,11 @@ static pipec_status describe(pipec_pipeline *p, const node_spec *n, gemm_op *op)
     return PIPEC_OK;
 }
 
-static pipec_status choose(pipec_pipeline *p, const node_spec *n, gemm_op *op) {
+static pipec_status heuristic(pipec_pipeline *p, const node_spec *n, gemm_op *op, const uint32_t alignments[4]) {
     gemms *lt = p->gemms;
     void *preference = NULL;
     LT(n, lt->PreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
     uint64_t workspace = n->gemm->workspace_bytes;
-    uint32_t alignments[4] = {alignment(op->a), alignment(op->b), alignment(op->c), alignment(op->c)};
     lt_status status = lt->PreferenceSet(preference, PREF_MAX_WORKSPACE_BYTES, &workspace, 8);
     for (int i = 0; i < 4 && status == 0; i++)
         status = lt->PreferenceSet(preference, PREF_MIN_ALIGNMENT_A + i, &alignments[i], 4);
@@ -203,6 +211,53 @@ static pipec_status choose(pipec_pipeline *p, const node_spec *n, gemm_op *op) {
                     (long long)n->gemm->k, (long long)n->gemm->batch);
     op->algo = result.algo;
     return PIPEC_OK;
+}
+
+/* Whether cuBLASLt runs `algo` for the node (cublasLtMatmulAlgoCheck against its descriptor and
+ * layouts, within its workspace); why not appended to `why` (gemm_nodes.py `_refusal`). */
+static int accepted(const gemms *lt, const node_spec *n, const gemm_op *op, const lt_algo *algo, text *why) {
+    lt_heuristic result;
+    memset(&result, 0, sizeof result);
+    lt_status status = lt->AlgoCheck(lt->handle, op->desc, op->layouts[0], op->layouts[1], op->layouts[2],
+                                     op->layouts[2], algo, &result);
+    char line[160];
+    if (status != 0 || result.state != 0)
+        snprintf(line, sizeof line, "cublasLtMatmulAlgoCheck refuses the stored algorithm (cuBLAS status %d)",
+                 status != 0 ? status : result.state);
+    else if (result.workspace_size > n->gemm->workspace_bytes)
+        snprintf(line, sizeof line, "the stored algorithm needs %zu bytes of workspace, and the node has %llu",
+                 result.workspace_size, (unsigned long long)n->gemm->workspace_bytes);
+    else
+        return 1;
+    text_puts(why, line);
+    return 0;
+}
+
+static pipec_status choose(pipec_pipeline *p, const node_spec *n, gemm_op *op) {
+    const gemms *lt = p->gemms;
+    uint32_t alignments[4] = {alignment(op->a), alignment(op->b), alignment(op->c), alignment(op->c)};
+    const char *chosen_by = NULL;
+    text reason = {0}, why = {0};
+    const unsigned char *stored = stored_gemm_for(p, n->name, lt->GetVersion(), alignments, &chosen_by, &reason);
+    lt_algo algo;
+    if (stored) memcpy(&algo, stored, sizeof algo);
+    op->stored = stored && accepted(lt, n, op, &algo, &reason);
+    pipec_status status = PIPEC_OK;
+    if (op->stored) {
+        op->algo = algo;
+        text_puts(&why, "stored (");
+        text_puts(&why, chosen_by);
+        text_puts(&why, ")");
+    } else {
+        status = heuristic(p, n, op, alignments);
+        text_puts(&why, "heuristic: ");
+        text_puts(&why, reason.data ? reason.data : "");
+    }
+    free(reason.data);
+    op->why = why.data;
+    if (status == PIPEC_OK && (reason.failed || why.failed))
+        status = fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
+    return status;
 }
 
 static gemm_op *find_op(const pipec_pipeline *p, const char *name) {
@@ -245,8 +300,8 @@ static pipec_status first_call(pipec_pipeline *p, const node_spec *n, const gemm
         CUresult r = p->driver.MemcpyDtoDAsync(saved[i][0], saved[i][1], saved[i][2], p->stream);
         if (r != CUDA_SUCCESS && status == PIPEC_OK) status = fail_cuda(&p->driver, "cuMemcpyDtoDAsync", r, n->name);
     }
-    CUresult r = p->driver.StreamSynchronize(p->stream);
-    if (r != CUDA_SUCCESS && status == PIPEC_OK) status = fail_cuda(&p->driver, "cuStreamSynchronize", r, n->name);
+    pipec_status waited = stream_wait(p, n->name);
+    if (status == PIPEC_OK) status = waited;
     for (size_t i = 0; i < count; i++) p->driver.MemFree(saved[i][1]);
     free(saved);
     return status;
@@ -256,6 +311,7 @@ static void release_op(gemms *lt, gemm_op *op) {
     for (int i = 0; i < 3; i++)
         if (op->layouts[i]) lt->LayoutDestroy(op->layouts[i]);
     if (op->desc) lt->DescDestroy(op->desc);
+    free(op->why);
 }
 
 pipec_status gemm_prepare(pipec_pipeline *p, const node_spec *n) {
@@ -290,49 +346,9 @@ pipec_status gemm_enqueue(pipec_pipeline *p, const node_spec *n, CUstream stream
     return enqueue(p, n, op, stream);
 }
 
-/* library.py `_inspect`: a recording may hold kernel and memset nodes only. */
-static pipec_status inspect(pipec_pipeline *p, const node_spec *n, CUgraph graph) {
-    size_t count = 0;
-    CU(p, p->driver.GraphGetNodes(graph, NULL, &count), "cuGraphGetNodes", n->name);
-    CUgraphNode *nodes = calloc(count ? count : 1, sizeof *nodes);
-    if (!nodes) return fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
-    CUresult r = p->driver.GraphGetNodes(graph, nodes, &count);
-    pipec_status status = r == CUDA_SUCCESS ? PIPEC_OK : fail_cuda(&p->driver, "cuGraphGetNodes", r, n->name);
-    for (size_t i = 0; i < count && status == PIPEC_OK; i++) {
-        int type;
-        r = p->driver.GraphNodeGetType(nodes[i], &type);
-        if (r != CUDA_SUCCESS) status = fail_cuda(&p->driver, "cuGraphNodeGetType", r, n->name);
-        else if (type != CU_GRAPH_NODE_TYPE_KERNEL && type != CU_GRAPH_NODE_TYPE_MEMSET)
-            status = fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s): the library call recorded a node of type %d; a library "
-                          "node may hold kernel, memset nodes only", n->name, n->location, type);
-    }
-    free(nodes);
-    return status;
-}
-
 pipec_status gemm_record(pipec_pipeline *p, const node_spec *n, CUgraph *out) {
-    const gemm_op *op = find_op(p, n->name);
-    if (!op) return fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s) was not prepared", n->name, n->location);
-    CUstream stream;
-    CU(p, p->driver.StreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate", n->name);
-    CUgraph graph = NULL;
-    pipec_status status = PIPEC_OK;
-    CUresult r = p->driver.StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
-    if (r != CUDA_SUCCESS) status = fail_cuda(&p->driver, "cuStreamBeginCapture", r, n->name);
-    if (status == PIPEC_OK) {
-        pipec_status called = enqueue(p, n, op, stream);
-        r = p->driver.StreamEndCapture(stream, &graph); /* ended whatever happened, or the stream stays unusable */
-        if (called != PIPEC_OK) status = called;
-        else if (r != CUDA_SUCCESS || !graph)
-            status = fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s): the library call could not be recorded: "
-                          "cuStreamEndCapture failed with %d (the call did something stream capture forbids)",
-                          n->name, n->location, r);
-    }
-    if (status == PIPEC_OK) status = inspect(p, n, graph);
-    if (status != PIPEC_OK && graph) p->driver.GraphDestroy(graph);
-    p->driver.StreamDestroy(stream);
-    if (status == PIPEC_OK) *out = graph;
-    return status;
+    if (!find_op(p, n->name)) return fail(PIPEC_ERROR_LIBRARY, "gemm `%s` (%s) was not prepared", n->name, n->location);
+    return library_record(p, n, "gemm", gemm_enqueue, 0, out);
 }
 
 void gemms_close(pipec_pipeline *p) {
@@ -344,4 +360,18 @@ void gemms_close(pipec_pipeline *p) {
     if (lt->library) dlclose(lt->library);
     free(lt);
     p->gemms = NULL;
+}
+
+size_t pipec_gemm_count(const pipec_pipeline *p) { return p && p->gemms ? p->gemms->count : 0; }
+
+pipec_status pipec_gemm_at(const pipec_pipeline *p, size_t index, const char **node, int *stored, const char **why) {
+    if (!p) return fail(PIPEC_ERROR_INVALID_ARGUMENT, "pipec_gemm_at: the pipeline is NULL");
+    if (index >= pipec_gemm_count(p))
+        return fail(PIPEC_ERROR_INVALID_ARGUMENT, "GEMM node %zu does not exist (%zu GEMM nodes)", index,
+                    pipec_gemm_count(p));
+    const gemm_op *op = &p->gemms->ops[index];
+    if (node) *node = op->name;
+    if (stored) *stored = op->stored;
+    if (why) *why = op->why;
+    return PIPEC_OK;
 }

@@ -194,11 +194,8 @@ static pipec_status embed_leaves(pipec_pipeline *p, built_graph *g, int index, C
 
 static pipec_status add_library(pipec_pipeline *p, built_graph *g, CUgraph graph, const node_spec *n,
                                 const handles *deps, CUgraphNode *out) {
-    if (n->kind == NODE_COLLECTIVE)
-        return fail(PIPEC_ERROR_UNSUPPORTED, "`%s` (%s) is a collective: the C runtime does not run collectives yet",
-                    n->name, n->location);
     CUgraph recording;
-    pipec_status status = gemm_record(p, n, &recording);
+    pipec_status status = n->kind == NODE_GEMM ? gemm_record(p, n, &recording) : collective_record(p, n, &recording);
     if (status != PIPEC_OK) return status;
     CUresult result = p->driver.GraphAddChildGraphNode(out, graph, deps->items, deps->count, recording);
     p->driver.GraphDestroy(recording); /* the child graph node holds its own clone */

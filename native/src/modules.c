@@ -76,7 +76,7 @@ void modules_close(pipec_pipeline *p) {
 
 /* One kernel node's resources against the device's limits (resources.py `_launch_findings`):
  * the first finding, as "location: message". */
-static pipec_status check_node(pipec_pipeline *p, const node_spec *n) {
+pipec_status check_node_resources(pipec_pipeline *p, const node_spec *n) {
     CUfunction f;
     pipec_status status = module_function(p, EAGER_SCOPE, n->module, n->function, 0, &f);
     if (status != PIPEC_OK) return status;
@@ -109,7 +109,7 @@ pipec_status check_launch_resources(pipec_pipeline *p) {
         plan_leaves(&p->plan, roots[r], leaves, count);
         pipec_status status = PIPEC_OK;
         for (size_t i = 0; i < count && status == PIPEC_OK; i++)
-            if (leaves[i]->kind == NODE_KERNEL) status = check_node(p, leaves[i]);
+            if (leaves[i]->kind == NODE_KERNEL) status = check_node_resources(p, leaves[i]);
         free(leaves);
         if (status != PIPEC_OK) return status;
     }

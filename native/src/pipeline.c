@@ -121,6 +121,8 @@ static pipec_status build(pipec_pipeline *p, const pipec_options *o) {
     if (status != PIPEC_OK) return status;
     if ((status = plan_parse(p->bundle.plan_text, p->bundle.plan_length, "plan.json", &p->plan)) != PIPEC_OK)
         return status;
+    if ((status = live_open(p)) != PIPEC_OK) return status;
+    if ((status = stored_gemms_read(p)) != PIPEC_OK) return status;
     if ((status = open_device(p, o)) != PIPEC_OK) return status;
     if ((status = choose_images(p)) != PIPEC_OK) return status;
     if ((status = enter(p)) != PIPEC_OK) return status;
@@ -134,39 +136,52 @@ static pipec_status build(pipec_pipeline *p, const pipec_options *o) {
     if (status == PIPEC_OK) status = check_launch_resources(p);
     if (status == PIPEC_OK) status = buffers_open(p, o->bindings, o->bindings ? o->binding_count : 0);
     if (status == PIPEC_OK) status = diags_build(p);
+    if (status == PIPEC_OK) status = collectives_open(p, o);
     if (status == PIPEC_OK) status = run_init(p);
     if (status == PIPEC_OK) status = eager_prepare(p, p->plan.step, &p->eager);
     if (status == PIPEC_OK) status = graph_build(p, p->plan.step, &p->graph);
-    if (status == PIPEC_OK) {
-        CUresult r = p->driver.StreamSynchronize(p->stream);
-        if (r != CUDA_SUCCESS) status = fail_cuda(&p->driver, "cuStreamSynchronize", r, p->plan.pipe);
-    }
+    if (status == PIPEC_OK) status = stream_wait(p, p->plan.pipe);
     leave(p);
     return status;
 }
 
-static void destroy(pipec_pipeline *p) {
+/* Frees everything; PIPEC_OK, or the one failure that leaves something behind (an NCCL abort
+ * that never returned). The last error of a failed open is kept. */
+static pipec_status destroy(pipec_pipeline *p) {
+    char reason[1024];
+    snprintf(reason, sizeof reason, "%s", pipec_last_error());
+    pipec_status status = PIPEC_OK;
     if (p->driver.library && p->context && p->driver.CtxPushCurrent(p->context) == CUDA_SUCCESS) {
-        if (p->stream) p->driver.StreamSynchronize(p->stream); /* a faulted context: free the rest all the same */
+        /* A faulted context, or a failed collective (the abort it began ends NCCL's kernels): wait
+         * as far as possible, and free the rest all the same. */
+        if (p->stream && stream_wait(p, NULL) != PIPEC_OK) p->driver.StreamSynchronize(p->stream);
         for (size_t i = 0; i < p->embedding_count; i++) graph_close(p, &p->embeddings[i]);
         graph_close(p, &p->graph);
         eager_free(&p->eager);
+        status = collectives_close(p); /* after the graphs holding recorded collectives are gone */
+        if (status != PIPEC_OK) snprintf(reason, sizeof reason, "%s", pipec_last_error());
         gemms_close(p);
         buffers_close(p);
         modules_close(p);
         if (p->own_stream) p->driver.StreamDestroy(p->stream);
         leave(p);
     }
+    if (p->collectives && (status = collectives_close(p)) != PIPEC_OK) /* no context to free the rest in */
+        snprintf(reason, sizeof reason, "%s", pipec_last_error());
     if (p->primary) p->driver.DevicePrimaryCtxRelease(p->device);
     free(p->embeddings);
     free(p->images);
+    stored_gemms_free(p);
     diags_free(p);
     driver_close(&p->driver);
+    live_free(p);
     plan_free(&p->plan);
     for (size_t i = 0; i < p->retired_count; i++) plan_free(&p->retired[i]);
     free(p->retired);
     bundle_free(&p->bundle);
     free(p);
+    fail(status, "%s", reason);
+    return status;
 }
 
 static pipec_status open_bundle(bundle *b, const pipec_options *options, pipec_pipeline **out) {
@@ -215,8 +230,7 @@ pipec_status pipec_open_memory(const pipec_file *files, size_t count, const pipe
 }
 
 pipec_status pipec_close(pipec_pipeline *p) {
-    if (p) destroy(p);
-    return PIPEC_OK;
+    return p ? destroy(p) : PIPEC_OK;
 }
 
 CUstream pipec_stream(const pipec_pipeline *p) { return p ? p->stream : NULL; }

@@ -124,6 +124,37 @@ static void parse_matrix(reader *r, const plan *p, const json *o, const char *co
     m->batch_stride = integer(r, v, context, "batch_stride");
 }
 
+static void parse_collective(reader *r, const plan *p, const json *o, node_spec *n) {
+    collective_spec *c = n->collective = calloc(1, sizeof *c);
+    if (!c) { bad(r, n->name, "collective", "memory"); return; }
+    const char *kind = optional_text(o, "collective"), *op = optional_text(o, "op");
+    static const char *const KINDS[] = {"allreduce", "broadcast", "allgather", "reducescatter"};
+    int known = 0;
+    for (size_t i = 0; kind && i < sizeof KINDS / sizeof *KINDS; i++) known |= strcmp(kind, KINDS[i]) == 0;
+    if (!known) bad(r, n->name, "collective", "allreduce, broadcast, allgather or reducescatter");
+    snprintf(c->collective, sizeof c->collective, "%s", kind && known ? kind : "");
+    snprintf(c->op, sizeof c->op, "%s", op && strlen(op) < sizeof c->op ? op : "");
+    c->root = optional_integer(r, o, n->name, "root");
+    const json *operands = field(r, o, n->name, "operands", JSON_ARRAY, "a list");
+    c->operand_count = operands ? operands->count : 0;
+    c->operands = calloc(c->operand_count ? c->operand_count : 1, sizeof *c->operands);
+    if (!c->operands) { bad(r, n->name, "operands", "memory"); return; }
+    if (operands && !operands->count) bad(r, n->name, "operands", "a list of at least one operand");
+    for (size_t i = 0; i < c->operand_count && !r->failed; i++) {
+        const json *v = &operands->items[i];
+        operand_spec *x = &c->operands[i];
+        const char *type = optional_text(v, "dtype");
+        int t = type ? dtype_from_name(type) : -1;
+        if (t < 0) bad(r, n->name, "dtype", "a known type");
+        x->type = t < 0 ? DT_U8 : (dtype)t;
+        x->count = (uint64_t)integer(r, v, n->name, "count");
+        x->src = buffer_ref(r, p, v, n->name, "src");
+        x->dst = buffer_ref(r, p, v, n->name, "dst");
+        x->src_offset = integer(r, v, n->name, "src_offset");
+        x->dst_offset = integer(r, v, n->name, "dst_offset");
+    }
+}
+
 static void parse_gemm(reader *r, const plan *p, const json *o, node_spec *n) {
     gemm_spec *g = n->gemm = calloc(1, sizeof *g);
     if (!g) { bad(r, n->name, "gemm", "memory"); return; }
@@ -220,6 +251,7 @@ static void parse_node(reader *r, const plan *p, const json *o, node_spec *n) {
         parse_gemm(r, p, o, n);
     } else if (strcmp(kind, "collective") == 0) {
         n->kind = NODE_COLLECTIVE;
+        parse_collective(r, p, o, n);
     } else {
         bad(r, n->name, "kind", "a known node kind");
     }
@@ -329,6 +361,11 @@ pipec_status plan_parse(const char *source, size_t length, const char *what, pla
     for (size_t i = 0; i < out->graph_count && !r.failed; i++) parse_graph(&r, out, &graphs->items[i], &out->graphs[i]);
     out->step = (int)optional_integer(&r, d, "the plan", "step");
     out->init = (int)optional_integer(&r, d, "the plan", "init");
+    /* absent from plans written before they were recorded: one process */
+    out->world_size = json_get(d, "world_size") ? integer(&r, d, "the plan", "world_size") : 1;
+    out->rank = json_get(d, "rank") ? integer(&r, d, "the plan", "rank") : 0;
+    if (!r.failed && (out->world_size < 1 || out->rank < 0 || out->rank >= out->world_size))
+        bad(&r, "the plan", "rank", "a rank of its world_size");
     for (size_t g = 0; g < out->graph_count && !r.failed; g++)
         for (size_t i = 0; i < out->graphs[g].node_count; i++) {
             const node_spec *n = &out->graphs[g].nodes[i];
@@ -358,6 +395,8 @@ static void free_node(node_spec *n) {
     free(n->args);
     free(n->bodies);
     free(n->gemm);
+    if (n->collective) free(n->collective->operands);
+    free(n->collective);
 }
 
 void plan_free(plan *p) {

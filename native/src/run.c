@@ -13,6 +13,9 @@
 
 pipec_status pipec_step(pipec_pipeline *p, uint64_t n) {
     CHECK_OPEN(p);
+    pipec_status usable = collectives_usable(p);
+    if (usable != PIPEC_OK) return usable;
+    if (n) collectives_launched(p);
     for (uint64_t i = 0; i < n; i++) CU(p, p->driver.GraphLaunch(p->graph.exec, p->stream), "cuGraphLaunch", p->plan.pipe);
     return PIPEC_OK;
 }
@@ -42,8 +45,7 @@ pipec_status pipec_launch(pipec_pipeline *p, CUstream stream, uint64_t n) {
 
 pipec_status pipec_synchronize(pipec_pipeline *p) {
     CHECK_OPEN(p);
-    CU(p, p->driver.StreamSynchronize(p->stream), "cuStreamSynchronize", p->plan.pipe);
-    return PIPEC_OK;
+    return stream_wait(p, p->plan.pipe);
 }
 
 pipec_status pipec_run_eager(pipec_pipeline *p, uint64_t n) {

@@ -74,6 +74,22 @@ typedef struct gemm_spec {
     uint64_t workspace_bytes;
 } gemm_spec;
 
+/* One NCCL call of a collective node (plan_schema.py CollectiveOperandSpec). */
+typedef struct operand_spec {
+    dtype type;
+    uint64_t count; /* elements each rank sends (allgather, broadcast, allreduce) or receives (reducescatter) */
+    int src, dst;
+    int64_t src_offset, dst_offset; /* bytes */
+} operand_spec;
+
+typedef struct collective_spec {
+    char collective[16]; /* allreduce | broadcast | allgather | reducescatter */
+    char op[8];          /* sum | avg | max | min, "" for none */
+    int64_t root;        /* broadcast; -1 for none */
+    operand_spec *operands;
+    size_t operand_count;
+} collective_spec;
+
 typedef struct node_spec {
     int kind, id;
     char *name, *location;
@@ -104,6 +120,7 @@ typedef struct node_spec {
     size_t body_count;
     int control;
     gemm_spec *gemm;
+    collective_spec *collective;
 } node_spec;
 
 typedef struct graph_spec {
@@ -141,6 +158,7 @@ typedef struct plan {
     graph_spec *graphs;
     size_t graph_count;
     int step, init;    /* graph indices, -1 for none */
+    int64_t world_size, rank; /* the launcher constants it was compiled with */
 } plan;
 
 pipec_status plan_parse(const char *text, size_t length, const char *what, plan *out);
@@ -239,6 +257,9 @@ typedef struct built_graph {
 } built_graph;
 
 typedef struct gemms gemms; /* gemm.c */
+typedef struct stored_gemms stored_gemms; /* gemm_algorithms.c */
+typedef struct collectives collectives; /* collectives.c */
+typedef struct live_record live_record; /* live.c */
 
 struct pipec_pipeline {
     driver driver;
@@ -261,6 +282,8 @@ struct pipec_pipeline {
     device_buffer *buffers;
     size_t buffers_made;
     gemms *gemms;
+    stored_gemms *stored_gemms; /* the bundle's gemm_algorithms.json; NULL without one */
+    collectives *collectives; /* NULL for a plan without collective nodes */
     char cublaslt_path[512]; /* options.cublaslt_library, kept for the first GEMM node */
     eager_program eager;
     built_graph graph;
@@ -268,6 +291,7 @@ struct pipec_pipeline {
     size_t embedding_count;
     plan *retired; /* plans replaced by updates: names and scopes above point into them */
     size_t retired_count;
+    live_record *live; /* the plan's live-update record, as pipec_update_constants has changed it */
 };
 
 /* context.c: push the pipeline's context for a call, pop it after. */
@@ -286,6 +310,7 @@ void driver_close(driver *d);
 pipec_status module_function(pipec_pipeline *p, const char *scope, int module, const char *name,
                              unsigned shared_bytes, CUfunction *out);
 pipec_status check_launch_resources(pipec_pipeline *p);
+pipec_status check_node_resources(pipec_pipeline *p, const node_spec *n);
 void modules_close(pipec_pipeline *p);
 
 /* memory.c (runtime/memory.py) */
@@ -321,10 +346,43 @@ pipec_status graph_embed(pipec_pipeline *p, CUgraph host, const CUgraphNode *dep
 pipec_status graph_update_kernel(pipec_pipeline *p, built_graph *g, const node_spec *node, const char *scope);
 void graph_close(pipec_pipeline *p, built_graph *g);
 
+/* live.c (runtime/live.py): the record read and checked at open, freed on close */
+pipec_status live_open(pipec_pipeline *p);
+void live_free(pipec_pipeline *p);
+
 /* gemm.c (runtime/gemm.py, gemms.py, library.py) */
 pipec_status gemm_prepare(pipec_pipeline *p, const node_spec *node);
 pipec_status gemm_enqueue(pipec_pipeline *p, const node_spec *node, CUstream stream);
 pipec_status gemm_record(pipec_pipeline *p, const node_spec *node, CUgraph *out);
 void gemms_close(pipec_pipeline *p);
+
+/* gemm_algorithms.c (plan/gemm_algorithms.py): the bundle's stored GEMM algorithms, read at open
+ * and checked against the plan; the rule's first steps for a node: the 64 bytes stored for it on
+ * this GPU and cuBLASLt, for operands aligned as `alignments` (and how they were chosen), or NULL
+ * with why not appended to `why`. */
+struct text;
+pipec_status stored_gemms_read(pipec_pipeline *p);
+const unsigned char *stored_gemm_for(const pipec_pipeline *p, const char *node, uint64_t cublaslt,
+                                     const uint32_t alignments[4], const char **chosen_by, struct text *why);
+void stored_gemms_free(pipec_pipeline *p);
+
+/* library.c (runtime/library.py): one library call recorded on a private stream into a graph
+ * of its own and inspected: kernel and memset nodes, and host nodes where `allow_host`. */
+typedef pipec_status (*library_call)(pipec_pipeline *p, const node_spec *node, CUstream stream);
+pipec_status library_record(pipec_pipeline *p, const node_spec *node, const char *what, library_call call,
+                            int allow_host, CUgraph *out);
+
+/* collectives.c (runtime/collectives.py, distributed.py): NCCL over the host's communicator */
+pipec_status collectives_open(pipec_pipeline *p, const pipec_options *options);
+pipec_status collective_issue(pipec_pipeline *p, const node_spec *node, CUstream stream);
+pipec_status collective_record(pipec_pipeline *p, const node_spec *node, CUgraph *out);
+pipec_status collectives_usable(pipec_pipeline *p); /* PIPEC_OK unless the communicator was aborted */
+void collectives_launched(pipec_pipeline *p);      /* the step graph was launched: what a wait names */
+/* Waits for the pipeline's stream: cuStreamSynchronize, or with collectives a poll that never
+ * hangs on a failed rank (the stream, ncclCommGetAsyncError, the timeout; it aborts the
+ * communicator on failure). `where` names the wait in a driver error. */
+pipec_status stream_wait(pipec_pipeline *p, const char *where);
+/* Frees the collectives; after a failure, joins the abort begun then (the graphs must be gone). */
+pipec_status collectives_close(pipec_pipeline *p);
 
 #endif

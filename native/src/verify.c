@@ -17,7 +17,8 @@ static void snapshot_free(const pipec_pipeline *p, snapshot s) {
 }
 
 static pipec_status take(pipec_pipeline *p, snapshot *out) {
-    CU(p, p->driver.StreamSynchronize(p->stream), "cuStreamSynchronize", p->plan.pipe);
+    pipec_status waited = stream_wait(p, p->plan.pipe);
+    if (waited != PIPEC_OK) return waited;
     snapshot s = calloc(p->plan.buffer_count ? p->plan.buffer_count : 1, sizeof *s);
     pipec_status status = s ? PIPEC_OK : fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
     for (size_t i = 0; status == PIPEC_OK && i < p->plan.buffer_count; i++) {
@@ -30,7 +31,8 @@ static pipec_status take(pipec_pipeline *p, snapshot *out) {
 }
 
 static pipec_status put_back(pipec_pipeline *p, snapshot s) {
-    CU(p, p->driver.StreamSynchronize(p->stream), "cuStreamSynchronize", p->plan.pipe);
+    pipec_status waited = stream_wait(p, p->plan.pipe);
+    if (waited != PIPEC_OK) return waited;
     for (size_t i = 0; i < p->plan.buffer_count; i++) {
         pipec_status status = buffer_write(p, (int)i, s[i]);
         if (status != PIPEC_OK) return status;

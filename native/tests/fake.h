@@ -41,6 +41,11 @@ struct fnode {
     uint64_t handle;
     fgraph **bodies;
     unsigned nbodies;
+    /* what a fake library's kernel does when it runs (fake_nccl.c's collectives): a function of
+     * bytes the node owns, copied with the node */
+    void (*effect)(const unsigned char *data, size_t size);
+    unsigned char *effect_data;
+    size_t effect_size;
 };
 
 struct fgraph {
@@ -64,6 +69,7 @@ typedef struct fake_state {
     fhandle *handles; size_t handle_count;
     json *param_sizes;
     int param_sizes_read;
+    _Atomic int stuck; /* the device's work never finishes (a collective waiting for a rank that stopped) */
 } fake_state;
 
 extern fake_state fake;

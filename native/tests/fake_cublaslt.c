@@ -1,7 +1,9 @@
 /* A fake cuBLASLt for the C runtime's CPU tests: the C counterpart of tests/fake_cublaslt.py.
  * It keeps every descriptor and layout with the attributes set on it, answers the heuristic
  * with algorithm 1 (every 64-bit word of the algorithm holds 1, as the Python fake's first),
- * and records each cublasLtMatmul in $FAKE_CUDA_LOG with the attributes it was called with; a
+ * accepts in cublasLtMatmulAlgoCheck the algorithms whose first word is 1, 2 or 3 (the Python
+ * fake's three), saying they need their second word's bytes of workspace, and records each
+ * cublasLtMatmul in $FAKE_CUDA_LOG with the attributes it was called with; a
  * matmul enqueues one kernel, cublasLt_fake_gemm, on its stream (fake_cuda.c), so a recording
  * holds one kernel node. It computes nothing. */
 #include <stdint.h>
@@ -86,6 +88,16 @@ EXPORT int cublasLtMatmulAlgoGetHeuristic(void *handle, void *desc, void *a, voi
     memset(results, 0, sizeof *results);
     for (int i = 0; i < 8; i++) results[0].algo[i] = 1;
     *returned = 1;
+    return 0;
+}
+
+EXPORT int cublasLtMatmulAlgoCheck(void *handle, void *desc, void *a, void *b, void *c, void *d, const uint64_t *algo,
+                                   heuristic *result) {
+    if (!handle || !desc || !a || !b || !c || !d || !algo || !result) return 7;
+    if (algo[0] < 1 || algo[0] > 3) return 7; /* CUBLAS_STATUS_INVALID_VALUE */
+    memset(result, 0, sizeof *result);
+    memcpy(result->algo, algo, sizeof result->algo);
+    result->workspace = (size_t)algo[1];
     return 0;
 }
 

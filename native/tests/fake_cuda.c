@@ -14,6 +14,8 @@
  * sizes); $FAKE_CUDA_CAPABILITY ("90") and $FAKE_CUDA_DRIVER_VERSION ("12090") describe the
  * device. Child graph nodes hold a deep copy of their graph, as the real driver does. This file
  * holds the entry points and the memory; fake_graph.c the graphs, their runs and the log. */
+#include <time.h>
+
 #include "fake.h"
 
 fake_state fake;
@@ -93,6 +95,38 @@ EXPORT CUresult fake_cuda_enqueue_kernel(CUstream stream, const char *function, 
     return enqueue(stream, n);
 }
 
+/* The same with what it does when it runs: `effect` of a copy of `size` bytes (fake_nccl.c). */
+EXPORT CUresult fake_cuda_enqueue_effect(CUstream stream, const char *function,
+                                         void (*effect)(const unsigned char *, size_t), const void *data, size_t size) {
+    fnode *n = new_node(K_KERNEL);
+    unsigned one[3] = {1, 1, 1};
+    set_kernel(n, function, one, one, 0, NULL);
+    n->args_known = 1;
+    n->effect = effect;
+    n->effect_data = malloc(size ? size : 1);
+    memcpy(n->effect_data, data, size);
+    n->effect_size = size;
+    return enqueue(stream, n);
+}
+
+EXPORT int fake_cuda_capturing(CUstream stream) { return stream && ((fstream *)stream)->capture != NULL; }
+
+/* Stuck: the device's work never finishes until an abort (fake_nccl.c) unsticks it. */
+EXPORT void fake_cuda_set_stuck(int stuck) { fake.stuck = stuck; }
+
+/* What the real driver does while the device is stuck: it waits. Here the wait is bounded, and a
+ * runtime that would wait for ever (nothing unsticks it) crashes the test instead of hanging it. */
+static void wait_until_unstuck(const char *call) {
+    for (int i = 0; fake.stuck; i++) {
+        if (i == 5000) {
+            fprintf(stderr, "fake_cuda: %s waited 5 s for work that never finishes\n", call);
+            abort();
+        }
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
 /* --- the exported driver ------------------------------------------------------------------- */
 
 EXPORT CUresult cuInit(unsigned int flags) { (void)flags; return OK; }
@@ -143,6 +177,7 @@ EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice device) { (void)device; re
 EXPORT CUresult cuCtxPushCurrent_v2(CUcontext context) { return context ? OK : INVALID; }
 EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *context) { *context = (CUcontext)&primary_context; return OK; }
 EXPORT CUresult cuCtxGetDevice(CUdevice *device) { *device = 0; return OK; }
+EXPORT CUresult cuCtxSetCurrent(CUcontext context) { return context ? OK : INVALID; }
 
 EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags) {
     (void)flags;
@@ -160,7 +195,12 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
     return OK;
 }
 
-EXPORT CUresult cuStreamSynchronize(CUstream stream) { (void)stream; return OK; }
+EXPORT CUresult cuStreamSynchronize(CUstream stream) {
+    (void)stream;
+    wait_until_unstuck("cuStreamSynchronize");
+    return OK;
+}
+EXPORT CUresult cuStreamQuery(CUstream stream) { return stream && fake.stuck ? CUDA_ERROR_NOT_READY : OK; }
 EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
     (void)stream, (void)flags;
     return event ? OK : INVALID;
@@ -445,6 +485,7 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
 }
 
 EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
+    wait_until_unstuck("cuGraphExecDestroy"); /* the driver waits for the executable's launches in flight */
     free(exec);
     fake.execs--;
     return OK;
@@ -453,7 +494,8 @@ EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
 EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS_v2 *p) {
     fexec *e = (fexec *)exec;
     fnode *n = (fnode *)find_in(e->graph, (const fnode *)node);
-    if (!n || n->kind != K_KERNEL) return INVALID;
+    const char *failing = getenv("FAKE_CUDA_FAIL_EXEC_SET"); /* a function whose node cannot be set: a driver failure */
+    if (!n || n->kind != K_KERNEL || (failing && strcmp(failing, ((ffunction *)p->func)->name) == 0)) return INVALID;
     unsigned grid[3] = {p->gridDimX, p->gridDimY, p->gridDimZ}, block[3] = {p->blockDimX, p->blockDimY, p->blockDimZ};
     set_kernel(n, ((ffunction *)p->func)->name, grid, block, p->sharedMemBytes, p->kernelParams);
     text t = {0};

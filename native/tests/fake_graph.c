@@ -212,6 +212,7 @@ void execute(const fnode *n) {
     put(&t, ",\"serialized\":%s}", n->serialized ? "true" : "false");
     emit(&t);
     if (n->args_known && strncmp(n->function, "pipec_condition_", 16) == 0) decide(n);
+    if (n->effect) n->effect(n->effect_data, n->effect_size);
 }
 
 static void run_node(const fnode *n) {
@@ -261,6 +262,7 @@ void free_node(fnode *n) {
     free(n->function);
     free(n->args);
     free(n->arg_sizes);
+    free(n->effect_data);
     if (n->child) free_graph(n->child);
     for (unsigned b = 0; b < n->nbodies; b++) free_graph(n->bodies[b]);
     free(n->bodies);
@@ -309,6 +311,8 @@ static fnode *clone_node(const fnode *n) {
     if (c->arg_sizes) memcpy(c->arg_sizes, n->arg_sizes, n->nargs * sizeof *c->arg_sizes);
     c->args = n->args ? calloc(total + 1, 1) : NULL;
     if (c->args) memcpy(c->args, n->args, total);
+    c->effect_data = n->effect_data ? malloc(n->effect_size) : NULL;
+    if (c->effect_data) memcpy(c->effect_data, n->effect_data, n->effect_size);
     c->child = n->child ? clone_graph(n->child) : NULL;
     c->bodies = n->nbodies ? calloc(n->nbodies, sizeof *c->bodies) : NULL;
     for (unsigned b = 0; b < n->nbodies; b++) c->bodies[b] = clone_graph(n->bodies[b]);

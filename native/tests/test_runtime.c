@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "bundle_version.h"
 #include "pipec.h"
 #include "sha256.h"
 
@@ -76,8 +77,9 @@ static void test_sha256(void) {
 
 /* --- bundles ------------------------------------------------------------------------------- */
 
+/* The tiny plan without its live-update record, which tiny_bundle puts first. */
 static const char PLAN[] =
-    "{\"pipe\": \"tiny.pipe\", \"pipe_sha256\": \"00\", \"pipec_version\": \"0.1.0\", \"arch\": \"sm_90\", "
+    "\"pipe\": \"tiny.pipe\", \"pipe_sha256\": \"00\", \"pipec_version\": \"0.1.0\", \"arch\": \"sm_90\", "
     "\"compiler\": \"nvrtc\", \"lanes\": 1, \"gemm_groups\": [], \"init\": null, \"step\": 0,"
     "\"modules\": [{\"index\": 0, \"name\": \"tiny.cu\", \"path\": \"tiny.cu\", \"source\": null, \"include_dirs\": []}],"
     "\"buffers\": ["
@@ -102,7 +104,7 @@ typedef struct file { const char *path; char *data; size_t size; } file;
 
 static char *manifest(const file *files, size_t count, const char *readers) {
     char *out = malloc(4096);
-    size_t used = (size_t)snprintf(out, 4096, "{\"format\": \"pipec-bundle\", \"format_version\": 1, \"readers\": %s, "
+    size_t used = (size_t)snprintf(out, 4096, TEST_MANIFEST_START "\"readers\": %s, "
                                    "\"pipec_version\": \"0.1.0\", \"source\": \"tiny.pipe\", \"archs\": [\"sm_90\"], "
                                    "\"files\": {", readers);
     for (size_t i = 0; i < count; i++) {
@@ -114,15 +116,21 @@ static char *manifest(const file *files, size_t count, const char *readers) {
     return out;
 }
 
-/* A bundle of the tiny plan: its files, and the manifest last. */
-static size_t tiny_bundle(file out[4], const char *readers, int with_ptx) {
-    size_t n = 0;
-    out[n++] = (file){"plan.json", strdup(PLAN), strlen(PLAN)};
+/* A bundle of the tiny plan with the live-update record `live`: its files, and the manifest last. */
+static size_t tiny_bundle_with(file out[4], const char *readers, int with_ptx, const char *live) {
+    size_t n = 0, size = strlen(PLAN) + strlen(live) + 16;
+    char *plan = malloc(size);
+    snprintf(plan, size, "{\"live\": %s, %s", live, PLAN);
+    out[n++] = (file){"plan.json", plan, strlen(plan)};
     out[n++] = (file){"modules/0.sm_90.cubin", strdup("\x7f" "ELF fake cubin"), 15};
     if (with_ptx) out[n++] = (file){"modules/0.ptx", strdup(".version 8.0\n.target sm_90\n"), 27};
     char *m = manifest(out, n, readers);
     out[n++] = (file){"manifest.json", m, strlen(m)};
     return n;
+}
+
+static size_t tiny_bundle(file out[4], const char *readers, int with_ptx) {
+    return tiny_bundle_with(out, readers, with_ptx, "{\"values\": [], \"sites\": []}");
 }
 
 static void free_files(file *files, size_t n) {
@@ -160,7 +168,7 @@ static void expect_failure(pipec_status status, pipec_pipeline *const *out, pipe
 
 static void test_tiny_bundle_runs(void) {
     file files[4];
-    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    size_t n = tiny_bundle(files, "[1, 2]", 0);
     pipec_pipeline *p = NULL;
     CHECK(open_files(files, n, NULL, &p) == PIPEC_OK, "the tiny bundle does not open: %s", pipec_last_error());
     float x[4];
@@ -191,7 +199,7 @@ static void test_tiny_bundle_runs(void) {
 static void test_bad_bundles(void) {
     file files[4];
     pipec_pipeline *p = (pipec_pipeline *)&p;
-    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    size_t n = tiny_bundle(files, "[1, 2]", 0);
     files[1].size -= 3; /* a truncated cubin */
     write_dir("truncated-cubin", files, n);
     expect_failure(pipec_open_dir("truncated-cubin", NULL, &p), &p, PIPEC_ERROR_BUNDLE,
@@ -202,11 +210,15 @@ static void test_bad_bundles(void) {
     expect_failure(pipec_open_dir("truncated-manifest", NULL, &p), &p, PIPEC_ERROR_BUNDLE,
                    "manifest.json is not valid JSON", "a truncated manifest");
     free_files(files, n);
-    n = tiny_bundle(files, "[2, 2]", 0);
-    expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_UNSUPPORTED, "needs a runtime reading versions 2 to 2",
+    n = tiny_bundle(files, "[3, 3]", 0);
+    expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_UNSUPPORTED, "needs a runtime reading versions 3 to 3",
                    "a newer format version");
     free_files(files, n);
     n = tiny_bundle(files, "[1, 1]", 0);
+    expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_UNSUPPORTED, "needs a runtime reading versions 1 to 1",
+                   "an older format version");
+    free_files(files, n);
+    n = tiny_bundle(files, "[1, 2]", 0);
     files[0].data[10] ^= 1; /* plan.json changed after the manifest was written */
     expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_BUNDLE, "plan.json does not match the manifest",
                    "a hash mismatch");
@@ -217,7 +229,7 @@ static void test_bad_bundles(void) {
     expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_UNSUPPORTED,
                    "no module for sm_80 (Fake H200): the bundle has cubins for sm_90 and no PTX", "a missing arch");
     free_files(files, n);
-    n = tiny_bundle(files, "[1, 1]", 1);
+    n = tiny_bundle(files, "[1, 2]", 1);
     expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_UNSUPPORTED, "and PTX for a newer device",
                    "PTX for a newer arch");
     setenv("FAKE_CUDA_CAPABILITY", "100", 1);
@@ -229,7 +241,7 @@ static void test_bad_bundles(void) {
 
 static void test_bindings(void) {
     file files[4];
-    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    size_t n = tiny_bundle(files, "[1, 2]", 0);
     pipec_pipeline *p = NULL;
     pipec_options options;
     pipec_options_init(&options);
@@ -272,7 +284,7 @@ static void test_add_to_graph(void *fake) {
     launch run = (launch)dlsym(fake, "cuGraphLaunch");
     destroy exec_destroy = (destroy)dlsym(fake, "cuGraphExecDestroy"), graph_destroy = (destroy)dlsym(fake, "cuGraphDestroy");
     file files[4];
-    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    size_t n = tiny_bundle(files, "[1, 2]", 0);
     pipec_pipeline *p = NULL;
     CHECK(open_files(files, n, NULL, &p) == PIPEC_OK, "open: %s", pipec_last_error());
     CUgraph host;
@@ -308,7 +320,7 @@ static void test_host_stream(void *fake) {
     create(&mine, 1);
     create(&other, 1);
     file files[4];
-    size_t n = tiny_bundle(files, "[1, 1]", 0);
+    size_t n = tiny_bundle(files, "[1, 2]", 0);
     pipec_options options;
     pipec_options_init(&options);
     options.stream = mine;
@@ -323,6 +335,115 @@ static void test_host_stream(void *fake) {
     destroy(other);
     check_nothing_live("the host's stream");
     free_files(files, n);
+}
+
+/* --- live updates (src/live.c) -------------------------------------------------------------- */
+
+/* SCALE reaches the kernel's f32 argument (times 1.0), THREADS its block (a kernel of at most 256
+ * threads), N only a buffer's dimension. */
+static const char LIVE[] =
+    "{\"values\": ["
+    " {\"name\": \"SCALE\", \"location\": {}, \"updatable\": true, \"expr\": 2.5, \"value\": 2.5, \"structural\": null,"
+    "  \"sites\": [0]},"
+    " {\"name\": \"THREADS\", \"location\": {}, \"updatable\": true, \"expr\": 4, \"value\": 4, \"structural\": null,"
+    "  \"sites\": [1]},"
+    " {\"name\": \"N\", \"location\": {}, \"updatable\": true, \"expr\": 4, \"value\": 4,"
+    "  \"structural\": \"reaches a buffer's dimension at tiny.pipe:1:11\", \"sites\": []}],"
+    " \"sites\": ["
+    " {\"graph\": 0, \"node\": 0, \"field\": \"arg\", \"index\": 1, \"expr\": [\"*\", [\"ref\", 0], 1.0], \"low\": null,"
+    "  \"high\": null, \"multiple\": 1, \"threads\": 0},"
+    " {\"graph\": 0, \"node\": 0, \"field\": \"block\", \"index\": 0, \"expr\": [\"ref\", 1], \"low\": 1, \"high\": 1024,"
+    "  \"multiple\": 1, \"threads\": 256}]}";
+
+static pipec_status set_one(pipec_pipeline *p, const char *name, pipec_value value, size_t *changed) {
+    *changed = 99;
+    return pipec_update_constants(p, &name, &value, 1, changed);
+}
+
+static void expect_refusal(pipec_status status, pipec_status expected, const char *text, const char *what) {
+    CHECK(status == expected, "%s: status %d, expected %d (%s)", what, status, expected, pipec_last_error());
+    CHECK(strstr(pipec_last_error(), text) != NULL, "%s: the error does not say `%s`: %s", what, text, pipec_last_error());
+    CHECK(strchr(pipec_last_error(), '\n') == NULL, "%s: the error is more than one line", what);
+}
+
+static void test_live_updates(void) {
+    file files[4];
+    size_t n = tiny_bundle_with(files, "[1, 2]", 0, LIVE), changed;
+    pipec_pipeline *p = NULL;
+    CHECK(open_files(files, n, NULL, &p) == PIPEC_OK, "open: %s", pipec_last_error());
+    pipec_value value;
+    const char *structural = "unset";
+    CHECK(pipec_constant(p, "SCALE", &value, &structural) == PIPEC_OK && value.kind == PIPEC_VALUE_FLOAT &&
+          value.as.f == 2.5 && structural == NULL, "SCALE as compiled");
+    CHECK(pipec_constant(p, "N", NULL, &structural) == PIPEC_OK && structural &&
+          strcmp(structural, "reaches a buffer's dimension at tiny.pipe:1:11") == 0, "N is structural");
+    expect_refusal(pipec_constant(p, "M", &value, NULL), PIPEC_ERROR_INVALID_ARGUMENT, "tiny.pipe has no constant `M`",
+                   "an unknown constant's value");
+
+    pipec_value scale = {PIPEC_VALUE_FLOAT, {.f = 3.5}}, threads = {PIPEC_VALUE_INT, {.i = 8}};
+    CHECK(set_one(p, "SCALE", scale, &changed) == PIPEC_OK && changed == 1, "SCALE = 3.5: %s", pipec_last_error());
+    CHECK(pipec_constant(p, "SCALE", &value, NULL) == PIPEC_OK && value.as.f == 3.5, "SCALE is 3.5 now");
+    CHECK(set_one(p, "SCALE", scale, &changed) == PIPEC_OK && changed == 0, "the same value changes no node");
+    CHECK(set_one(p, "THREADS", threads, &changed) == PIPEC_OK && changed == 1, "THREADS = 8: %s", pipec_last_error());
+    pipec_verify_report report;
+    memset(&report, 0, sizeof report);
+    report.version = PIPEC_OPTIONS_VERSION;
+    CHECK(pipec_verify(p, 1, &report) == PIPEC_OK && report.ok, "the graph and the eager program agree: %s", report.first);
+
+    expect_refusal(set_one(p, "N", threads, &changed), PIPEC_ERROR_UPDATE_REFUSED,
+                   "`N` cannot change in place: it reaches a buffer's dimension at tiny.pipe:1:11", "a structural constant");
+    expect_refusal(set_one(p, "M", threads, &changed), PIPEC_ERROR_INVALID_ARGUMENT, "tiny.pipe has no constant `M`",
+                   "an unknown constant");
+    threads.as.i = 2048;
+    expect_refusal(set_one(p, "THREADS", threads, &changed), PIPEC_ERROR_UPDATE_REFUSED,
+                   "THREADS = 2048: block.x of `step/k` (tiny.pipe:4:5): block.x = 2048 lies outside 1 to 1024", "out of range");
+    threads.as.i = 512;
+    expect_refusal(set_one(p, "THREADS", threads, &changed), PIPEC_ERROR_UPDATE_REFUSED,
+                   "holds more than the 256 threads the kernel allows", "more threads than the kernel allows");
+    threads = (pipec_value){PIPEC_VALUE_FLOAT, {.f = 8.0}};
+    expect_refusal(set_one(p, "THREADS", threads, &changed), PIPEC_ERROR_UPDATE_REFUSED,
+                   "block.x must be an integer, not a float", "a float for a block");
+    scale = (pipec_value){PIPEC_VALUE_BOOL, {.b = 1}};
+    expect_refusal(set_one(p, "SCALE", scale, &changed), PIPEC_ERROR_UPDATE_REFUSED,
+                   "expected a number, found the boolean `true`", "a boolean where a number is multiplied");
+    expect_refusal(set_one(p, "SCALE", (pipec_value){(pipec_value_kind)7, {.i = 0}}, &changed),
+                   PIPEC_ERROR_INVALID_ARGUMENT, "the value of `SCALE` has no kind 7", "an unknown kind");
+    expect_refusal(pipec_update_constants(p, NULL, &scale, 1, &changed), PIPEC_ERROR_INVALID_ARGUMENT, "is NULL",
+                   "no names");
+
+    const char *both[] = {"SCALE", "THREADS"};
+    pipec_value values[] = {{PIPEC_VALUE_FLOAT, {.f = 9.0}}, {PIPEC_VALUE_INT, {.i = 2048}}};
+    expect_refusal(pipec_update_constants(p, both, values, 2, &changed), PIPEC_ERROR_UPDATE_REFUSED,
+                   "SCALE = 9.0, THREADS = 2048: block.x", "all or nothing");
+    CHECK(pipec_constant(p, "SCALE", &value, NULL) == PIPEC_OK && value.as.f == 3.5, "a refusal changes nothing");
+
+    values[1].as.i = 16;
+    setenv("FAKE_CUDA_FAIL_EXEC_SET", "k", 1);
+    expect_refusal(pipec_update_constants(p, both, values, 2, &changed), PIPEC_ERROR_CUDA,
+                   "cuGraphExecKernelNodeSetParams failed", "a driver failure");
+    unsetenv("FAKE_CUDA_FAIL_EXEC_SET");
+    CHECK(pipec_constant(p, "SCALE", &value, NULL) == PIPEC_OK && value.as.f == 3.5, "a driver failure keeps the values");
+    CHECK(pipec_update_constants(p, both, values, 2, &changed) == PIPEC_OK && changed == 1,
+          "after the driver failure the node has its old fields: %s", pipec_last_error());
+    pipec_close(p);
+    check_nothing_live("live updates");
+    free_files(files, n);
+
+    static const char *const malformed[] = {
+        "{\"values\": [], \"sites\": [{\"graph\": 5, \"node\": 0, \"field\": \"arg\", \"index\": 1, \"expr\": 1, "
+        "\"low\": null, \"high\": null, \"multiple\": 1, \"threads\": 0}]}",
+        "{\"values\": [], \"sites\": [{\"graph\": 0, \"node\": 0, \"field\": \"arg\", \"index\": 0, \"expr\": 1, "
+        "\"low\": null, \"high\": null, \"multiple\": 1, \"threads\": 0}]}",
+        "{\"values\": [{\"name\": \"X\", \"updatable\": true, \"expr\": 1, \"value\": 1, \"structural\": null, "
+        "\"sites\": [3]}], \"sites\": []}",
+        "{\"values\": []}",
+    };
+    for (size_t i = 0; i < sizeof malformed / sizeof *malformed; i++) {
+        n = tiny_bundle_with(files, "[1, 2]", 0, malformed[i]);
+        p = (pipec_pipeline *)&p;
+        expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_BUNDLE, "plan.json", "a malformed record");
+        free_files(files, n);
+    }
 }
 
 int main(void) {
@@ -341,6 +462,7 @@ int main(void) {
     test_bindings();
     test_add_to_graph(fake);
     test_host_stream(fake);
+    test_live_updates();
     dlclose(fake);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("all checks passed\n");

@@ -1,5 +1,6 @@
 """Bundles on a real GPU: the Python runtime replays a bundle bit for bit as it replays its
-`.pipe` file (rl_step, c51_step and an example with random initial values), `piperun DIR` and
+`.pipe` file (rl_step, c51_step and an example with random initial values; the bundle stores the
+GEMM algorithms the file's load ran, which it runs too), `piperun DIR` and
 `piperun FILE` save the same state, and a bundle without the device's cubin runs its PTX."""
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ def _device_arch() -> str:
         release_device(device)
 
 
-def _build(pipe: Path, out: Path, *archs: str) -> Path:
+def _build(pipe: Path, out: Path, *archs: str, gemm_algorithms: Path | None = None) -> Path:
     from pipec.compiler.cli import main
 
-    assert main(["build", str(pipe), "-o", str(out), *(f"--arch={a}" for a in archs)]) == 0
+    stored = ["--gemm-algorithms", str(gemm_algorithms)] if gemm_algorithms else []
+    assert main(["build", str(pipe), "-o", str(out), *(f"--arch={a}" for a in archs), *stored]) == 0
     return out
 
 
@@ -42,13 +44,21 @@ def _buffers(pipeline) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("pipe", PIPES, ids=lambda p: p.stem)
 def test_a_bundle_replays_bit_for_bit_as_its_file(pipe, tmp_path):
+    """The file's load runs the GEMM algorithms of the artifact cache (tuned ones, if a run kept
+    them), which a bundle's load never reads: the bundle stores them instead."""
     import pipec
+    from pipec.plan.gemm_algorithms import file_text
 
-    bundle = _build(pipe, tmp_path / "bundle", _device_arch())
+    algorithms = None
     with pipec.load(pipe) as from_file:
+        if from_file.gemms.ops:
+            algorithms = tmp_path / "gemms.json"
+            algorithms.write_text(file_text(from_file.gemm_algorithms()))
         from_file.step(STEPS)
         expected = _buffers(from_file)
+    bundle = _build(pipe, tmp_path / "bundle", _device_arch(), gemm_algorithms=algorithms)
     with pipec.load_bundle(bundle) as from_bundle:
+        assert all(choice.stored for choice in from_bundle.gemm_choices), from_bundle.gemm_choices
         from_bundle.step(STEPS)
         actual = _buffers(from_bundle)
     assert [name for name in expected if actual[name] != expected[name]] == []

@@ -203,9 +203,10 @@ def test_the_python_api_examples_run(index, monkeypatch, tmp_path):
     pytest.importorskip("torch")
     blocks = API_EXAMPLES
     monkeypatch.chdir(ROOT)
-    if "load_bundle" in blocks[index]:  # the bundle its comment says `pipec build` writes
+    if bundle := re.search(r'load_bundle\("(\w+)\.bundle"\)', blocks[index]):  # what its comment says `pipec build` writes
         from pipec.compiler.cli import main as pipec_main
 
-        assert pipec_main(["build", "pipelines/rl_step.pipe", "-o", str(tmp_path / "rl_step.bundle")]) == 0
+        name = bundle.group(1)
+        assert pipec_main(["build", f"pipelines/{name}.pipe", "-o", str(tmp_path / f"{name}.bundle")]) == 0
         monkeypatch.chdir(tmp_path)
     exec(compile(blocks[index], f"docs/python-api.md block {index + 1}", "exec"), {})

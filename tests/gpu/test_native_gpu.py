@@ -1,6 +1,8 @@
 """The C runtime (native/) on the GPU, against the Python runtime in the same process: the
-bundles of rl_step and c51_step replayed by both end bit-identical on every buffer; the C
-runtime's steps/s matches the Python runtime's (the same graph, so the GPU sets the pace);
+bundles of rl_step and c51_step replayed by both end bit-identical on every buffer, and so does
+c51_step's bundle with stored GEMM algorithms that are not the heuristic's, which both runtimes
+say they run; the C runtime's steps/s matches the Python runtime's (the same graph, so the GPU
+sets the pace);
 host time per cuGraphLaunch from C and from Python; the step embedded into a graph the
 host builds (pipec_add_to_graph) stays bit-exact; the C++ example runs clean under
 compute-sanitizer memcheck where it is installed. The library is built here with CMake.
@@ -59,6 +61,10 @@ class CRuntime:
                                      ctypes.POINTER(ctypes.c_int)]
         lib.pipec_read_buffer.argtypes = [handle, ctypes.c_char_p, handle, size]
         lib.pipec_add_to_graph.argtypes = [handle, handle, ctypes.POINTER(handle), size, ctypes.POINTER(handle)]
+        lib.pipec_gemm_count.argtypes = [handle]
+        lib.pipec_gemm_count.restype = size
+        lib.pipec_gemm_at.argtypes = [handle, size, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int),
+                                      ctypes.POINTER(ctypes.c_char_p)]
 
     def check(self, status: int) -> None:
         assert status == 0, self.lib.pipec_last_error().decode()
@@ -70,6 +76,15 @@ class CRuntime:
         self.check(self.lib.pipec_open_dir(str(bundle).encode(), None, ctypes.byref(p)))
         return p
 
+    def gemm_choices(self, p) -> list[tuple[str, bool, str]]:
+        """(node, stored, why) of each GEMM node, as pipec_gemm_at reports them."""
+        choices = []
+        for index in range(self.lib.pipec_gemm_count(p)):
+            node, stored, why = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_char_p()
+            self.check(self.lib.pipec_gemm_at(p, index, ctypes.byref(node), ctypes.byref(stored), ctypes.byref(why)))
+            choices.append((node.value.decode(), bool(stored.value), why.value.decode()))
+        return choices
+
     def read(self, p, name: str) -> bytes:
         size = ctypes.c_size_t()
         self.check(self.lib.pipec_buffer(p, name.encode(), None, ctypes.byref(size), None))
@@ -78,13 +93,23 @@ class CRuntime:
         return bytes(out)
 
 
-def _bundle(path: Path, folder: Path, arch: str) -> None:
+def _bundle(path: Path, folder: Path, arch: str, gemm_algorithms: tuple = ()) -> None:
     from pipec.compiler import compile_file, load_settings
     from pipec.compiler.bundle import write_bundle
 
     compilation = compile_file(path, load_settings(path))
     assert compilation.plan is not None
-    write_bundle(compilation.plan, (arch,), folder, str(path))
+    write_bundle(compilation.plan, (arch,), folder, str(path), gemm_algorithms)
+
+
+def _device_arch() -> str:
+    from pipec.runtime.driver import open_device, release_device
+
+    device = open_device(0)
+    try:
+        return device.arch
+    finally:
+        release_device(device)
 
 
 def _differences(c: CRuntime, p, snapshot: dict[str, np.ndarray]) -> list[str]:
@@ -143,9 +168,9 @@ def test_the_c_runtime_replays_bit_identical_to_the_python_runtime(name, native,
 
     path = ROOT / "pipelines" / f"{name}.pipe"
     c = CRuntime(native)
-    with pipec.load(path) as pipeline:
-        bundle = tmp_path / "bundle"
-        _bundle(path, bundle, pipeline.device.arch)
+    bundle = tmp_path / "bundle"
+    _bundle(path, bundle, _device_arch())
+    with pipec.load_bundle(bundle) as pipeline:  # the heuristic's GEMM algorithms, as the C runtime's
         p = c.open(bundle)
         try:
             assert not _differences(c, p, pipeline.snapshot()), "the buffers differ after the open"
@@ -176,16 +201,50 @@ def test_the_c_runtime_replays_bit_identical_to_the_python_runtime(name, native,
     assert c_rate >= 0.95 * py_rate, figures
 
 
+def test_both_runtimes_run_a_bundles_stored_gemm_algorithms_bit_identical(native, tmp_path):
+    """c51_step's bundle stores, for each GEMM node, the last of the heuristic's best candidates
+    (another kernel than the heuristic alone runs, where cuBLASLt offers several): both runtimes
+    say every node runs its stored algorithm, in the same words, and end bit-identical."""
+    import pipec
+    from pipec.plan.gemm_algorithms import file_text, read_file
+    from pipec.runtime.gemm_nodes import TUNE_CANDIDATES
+
+    path = ROOT / "pipelines" / "c51_step.pipe"
+    with pipec.load(path) as pipeline:
+        data, gemms, arch = pipeline.gemm_algorithms(), pipeline.gemms, pipeline.device.arch
+        other = []  # the nodes whose stored algorithm is not the heuristic's first
+        for name, op in gemms.ops.items():
+            candidates = gemms._heuristic(op, TUNE_CANDIDATES)
+            data["gemms"][name].update(algorithm=candidates[-1].tobytes().hex(), chosen_by="tune")
+            if len(candidates) > 1:
+                other.append(name)
+    (tmp_path / "c51.gemms.json").write_text(file_text(data))
+    assert other, "cuBLASLt offers one algorithm for every GEMM node here: nothing tells the stored from the heuristic's"
+    bundle = tmp_path / "bundle"
+    _bundle(path, bundle, arch, (read_file(tmp_path / "c51.gemms.json"),))
+    c = CRuntime(native)
+    with pipec.load_bundle(bundle) as pipeline:
+        p = c.open(bundle)
+        try:
+            python = [(choice.node, choice.stored, choice.why) for choice in pipeline.gemm_choices]
+            assert c.gemm_choices(p) == python and all(stored for _, stored, _ in python), python
+            assert pipeline.gemms.algorithms == {n: e["algorithm"] for n, e in data["gemms"].items()}
+            assert not _differences(c, p, pipeline.snapshot()), "the buffers differ after the open"
+            pipeline.step(STEPS)
+            c.check(c.lib.pipec_step(p, STEPS))
+            c.check(c.lib.pipec_synchronize(p))
+            assert not _differences(c, p, pipeline.snapshot()), f"buffers differ after {STEPS} steps"
+        finally:
+            c.lib.pipec_close(p)
+    print(json.dumps({"pipe": "c51_step", "gemm_nodes": len(python), "stored_other_than_heuristic": len(other)}))
+
+
 @pytest.mark.skipif(shutil.which("compute-sanitizer") is None, reason="compute-sanitizer is not installed")
 def test_the_cpp_example_is_memcheck_clean(native, tmp_path):
-    import pipec
-
     if not (native / "run_bundle").exists():
         pytest.skip("no C++ compiler: the example was not built")
     path = ROOT / "pipelines" / "rl_step.pipe"
-    with pipec.load(path) as pipeline:
-        arch = pipeline.device.arch
-    _bundle(path, tmp_path / "bundle", arch)
+    _bundle(path, tmp_path / "bundle", _device_arch())
     done = subprocess.run(["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "1",
                            str(native / "run_bundle"), str(tmp_path / "bundle"), "20"],
                           capture_output=True, text=True, timeout=600)

@@ -1,7 +1,9 @@
 //! Links pipec's C runtime, `libpipec_runtime`: from `$PIPEC_LIB_DIR` when set (a prebuilt
 //! `libpipec_runtime.a`, else `.so`), else built here from the repository's `native/` folder
 //! with CMake (this crate sits in `native/rust/pipec`), together with the fake CUDA driver the
-//! tests open pipelines on (`PIPEC_FAKE_DRIVER` for them; `$PIPEC_FAKE_DRIVER` overrides it).
+//! tests open pipelines on (`PIPEC_FAKE_DRIVER` for them; `$PIPEC_FAKE_DRIVER` overrides it), the
+//! fake cuBLASLt of their GEMM nodes (`PIPEC_FAKE_CUBLASLT`) and the fake NCCL their collectives
+//! run on (`PIPEC_FAKE_NCCL`).
 //! Only std: a build script may not depend on a crate either, as nothing can be downloaded.
 
 use std::env;
@@ -11,6 +13,8 @@ use std::process::Command;
 const STATIC: &str = "libpipec_runtime.a";
 const SHARED: &str = "libpipec_runtime.so";
 const FAKE_DRIVER: &str = "libfake_cuda.so";
+const FAKE_NCCL: &str = "libfake_nccl.so";
+const FAKE_CUBLASLT: &str = "libfake_cublaslt.so";
 
 fn main() {
     println!("cargo:rerun-if-env-changed=PIPEC_LIB_DIR");
@@ -22,8 +26,8 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", folder.display());
     if folder.join(STATIC).is_file() {
         println!("cargo:rustc-link-lib=static=pipec_runtime");
-        // what the C library itself links: dlopen for the driver, and libm
-        for system in ["dl", "m"] {
+        // what the C library itself links: dlopen for the driver, libm, and threads (the NCCL abort)
+        for system in ["dl", "m", "pthread"] {
             println!("cargo:rustc-link-lib={system}");
         }
     } else if folder.join(SHARED).is_file() {
@@ -35,6 +39,12 @@ fn main() {
     let fake = env::var_os("PIPEC_FAKE_DRIVER").map(PathBuf::from).or_else(|| find(&folder, FAKE_DRIVER));
     if let Some(fake) = fake {
         println!("cargo:rustc-env=PIPEC_FAKE_DRIVER={}", fake.display());
+    }
+    if let Some(fake) = find(&folder, FAKE_NCCL) {
+        println!("cargo:rustc-env=PIPEC_FAKE_NCCL={}", fake.display());
+    }
+    if let Some(fake) = find(&folder, FAKE_CUBLASLT) {
+        println!("cargo:rustc-env=PIPEC_FAKE_CUBLASLT={}", fake.display());
     }
     println!("cargo:root={}", folder.display()); // DEP_PIPEC_ROOT for crates that link it too
 }
@@ -64,6 +74,10 @@ fn build_with_cmake() -> PathBuf {
         "pipec_runtime_static",
         "--target",
         "fake_cuda",
+        "--target",
+        "fake_nccl",
+        "--target",
+        "fake_cublaslt",
     ]));
     find(&build, STATIC)
         .and_then(|library| library.parent().map(Path::to_path_buf))

@@ -3,8 +3,10 @@
 //! rl_step.bundle`), replays the step N times (default 1000), waits for an event and reads the
 //! mapped diagnostics every K steps (default 500), between replays as piperun does, prints
 //! piperun's summary and diagnostics lines (runtime/cli.py) for the same run, and saves the
-//! state in the Python runtime's format, as `piperun --save-state` does:
+//! state in the Python runtime's format, as `piperun --save-state` does. A bundle with GEMM nodes
+//! first gets piperun's line saying whether their stored algorithms took effect:
 //!
+//!     run_bundle: GEMM algorithms: stored (tune): all 14 nodes
 //!     run_bundle: ran 1000 steps in 0.034 s: 29411.76 steps/s, 33.1 us of GPU time per step (graph)
 //!     run_bundle: step=1000 mean_return_100=21.5 episodes=1.2e+04 loss=0.01234 ...
 //!
@@ -167,6 +169,10 @@ fn replay(driver: &Driver, context: CUcontext, args: &Arguments) -> Result<(), S
     let plan = std::fs::read_to_string(&plan_path).map_err(|e| format!("cannot read {}: {e}", plan_path.display()))?;
     let plan = PlanSummary::from_json(&plan).map_err(|e| e.to_string())?;
     let mut pipeline = Pipeline::open_dir(&args.bundle, &options).map_err(|e| e.to_string())?;
+    let choices = pipeline.gemm_choices().map_err(|e| e.to_string())?;
+    if !choices.is_empty() {
+        println!("{PROG}: GEMM algorithms: {}", report::gemm_summary(&choices));
+    }
     let mut events: [CuEvent; 2] = [std::ptr::null_mut(); 2];
     for event in events.iter_mut() {
         unsafe { cuda((driver.event_create)(event, 0), "cuEventCreate")? };

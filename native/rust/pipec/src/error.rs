@@ -23,6 +23,9 @@ pub enum ErrorKind {
     UpdateRefused,
     State,
     LaunchLimits,
+    /// NCCL failed or a wait outlasted the timeout: pipec aborted the host's communicator, which
+    /// the host must neither use nor destroy again.
+    Collective,
     /// A status this crate does not know (a newer library).
     Other(i32),
 }
@@ -41,6 +44,7 @@ impl ErrorKind {
             sys::PIPEC_ERROR_UPDATE_REFUSED => ErrorKind::UpdateRefused,
             sys::PIPEC_ERROR_STATE => ErrorKind::State,
             sys::PIPEC_ERROR_LAUNCH_LIMITS => ErrorKind::LaunchLimits,
+            sys::PIPEC_ERROR_COLLECTIVE => ErrorKind::Collective,
             other => ErrorKind::Other(other),
         }
     }

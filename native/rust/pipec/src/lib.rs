@@ -16,6 +16,7 @@ pub mod report;
 pub mod sys;
 
 mod error;
+mod live;
 mod options;
 
 use std::path::Path;
@@ -23,6 +24,7 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{c_path, c_string, check, text};
 pub use crate::error::{Error, ErrorKind, Result};
+pub use crate::live::{Constant, Value};
 use crate::options::RawOptions;
 pub use crate::options::{Binding, DType, Options};
 
@@ -63,6 +65,15 @@ pub struct VerifyReport {
     pub mismatches: usize,
     /// The first mismatch, as `piperun --verify` describes it ("" when ok).
     pub first: String,
+}
+
+/// How a GEMM node's cuBLASLt algorithm was chosen at open (`pipec_gemm_at`): the one the
+/// bundle stores (`pipec build --gemm-algorithms`), or the heuristic's, and `why` in one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GemmChoice {
+    pub node: String,
+    pub stored: bool,
+    pub why: String,
 }
 
 /// One file of an in-memory bundle (`manifest.json`, `plan.json`, `modules/0.sm_90.cubin`, ...).
@@ -116,7 +127,7 @@ impl Pipeline {
         })
     }
 
-    fn ptr(&self) -> *mut sys::pipec_pipeline {
+    pub(crate) fn ptr(&self) -> *mut sys::pipec_pipeline {
         self.raw.as_ptr()
     }
 
@@ -251,6 +262,19 @@ impl Pipeline {
         let out_last = if last { &mut out as *mut sys::CUgraphNode } else { ptr::null_mut() };
         check(sys::pipec_add_to_graph(self.ptr(), graph, deps.as_ptr(), deps.len(), out_last))?;
         Ok(if last { Some(out) } else { None })
+    }
+
+    /// How each GEMM node's algorithm was chosen, in the order the nodes were prepared: whether
+    /// the algorithms the bundle stores took effect on this GPU, and why not where they did not.
+    pub fn gemm_choices(&self) -> Result<Vec<GemmChoice>> {
+        let count = unsafe { sys::pipec_gemm_count(self.ptr()) };
+        (0..count)
+            .map(|index| {
+                let (mut node, mut stored, mut why) = (ptr::null(), 0, ptr::null());
+                check(unsafe { sys::pipec_gemm_at(self.ptr(), index, &mut node, &mut stored, &mut why) })?;
+                Ok(GemmChoice { node: unsafe { text(node) }, stored: stored != 0, why: unsafe { text(why) } })
+            })
+            .collect()
     }
 
     /// Waits for the pipeline's work and frees it, reporting a failure (`Drop` cannot).

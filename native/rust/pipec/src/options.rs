@@ -73,6 +73,8 @@ pub struct Options {
     nccl_comm: *mut c_void,
     driver_library: Option<PathBuf>,
     cublaslt_library: Option<PathBuf>,
+    nccl_library: Option<PathBuf>,
+    nccl_timeout_s: f64,
 }
 
 impl Default for Options {
@@ -85,6 +87,8 @@ impl Default for Options {
             nccl_comm: ptr::null_mut(),
             driver_library: None,
             cublaslt_library: None,
+            nccl_library: None,
+            nccl_timeout_s: 0.0,
         }
     }
 }
@@ -106,6 +110,20 @@ impl Options {
     /// libcublasLt.so.13, then .12).
     pub fn cublaslt_library(mut self, path: impl Into<PathBuf>) -> Options {
         self.cublaslt_library = Some(path.into());
+        self
+    }
+
+    /// The NCCL library, for plans with collective nodes (default: $PIPEC_NCCL_LIBRARY, else
+    /// libnccl.so.2).
+    pub fn nccl_library(mut self, path: impl Into<PathBuf>) -> Options {
+        self.nccl_library = Some(path.into());
+        self
+    }
+
+    /// The longest a wait for work with collectives may take before pipec aborts the
+    /// communicator (default 0: $PIPEC_NCCL_TIMEOUT, else 120 s).
+    pub fn nccl_timeout(mut self, seconds: f64) -> Options {
+        self.nccl_timeout_s = seconds;
         self
     }
 
@@ -138,7 +156,9 @@ impl Options {
         self
     }
 
-    /// The communicator of a plan with collective nodes.
+    /// The communicator of a plan with collective nodes: rank RANK of WORLD_SIZE, as the bundle
+    /// was built (checked at open). The host destroys it after the pipeline is closed, unless a
+    /// call failed with `ErrorKind::Collective`: pipec has aborted it then.
     ///
     /// # Safety
     /// `comm` is an `ncclComm_t` the host created, valid while the pipeline is open.
@@ -151,7 +171,7 @@ impl Options {
 /// `Options` as the C structure, with the strings and the binding table it points into.
 pub(crate) struct RawOptions {
     _names: Vec<CString>,
-    _libraries: (Option<CString>, Option<CString>),
+    _libraries: (Option<CString>, Option<CString>, Option<CString>),
     _bindings: Vec<sys::pipec_binding>,
     pub(crate) raw: sys::pipec_options,
 }
@@ -175,7 +195,8 @@ impl RawOptions {
             })
             .collect();
         let library = |path: &Option<PathBuf>| path.as_deref().map(c_path).transpose();
-        let libraries = (library(&options.driver_library)?, library(&options.cublaslt_library)?);
+        let libraries =
+            (library(&options.driver_library)?, library(&options.cublaslt_library)?, library(&options.nccl_library)?);
         let mut raw = unsafe {
             let mut raw = std::mem::MaybeUninit::<sys::pipec_options>::zeroed();
             sys::pipec_options_init(raw.as_mut_ptr());
@@ -189,6 +210,8 @@ impl RawOptions {
         raw.nccl_comm = options.nccl_comm;
         raw.driver_library = libraries.0.as_ref().map_or(ptr::null(), |s| s.as_ptr());
         raw.cublaslt_library = libraries.1.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        raw.nccl_library = libraries.2.as_ref().map_or(ptr::null(), |s| s.as_ptr());
+        raw.nccl_timeout_s = options.nccl_timeout_s;
         Ok(RawOptions { _names: names, _libraries: libraries, _bindings: bindings, raw })
     }
 }

@@ -1,6 +1,7 @@
 //! piperun's text lines (runtime/cli.py), so that a Rust host prints what piperun prints for
 //! the same run: the diagnostics line (`loss=0.5 steps=1000`: the first eight labelled values, a
-//! float as Python's `{:.4g}`, an integer as itself) and the summary line. Python's number
+//! float as Python's `{:.4g}`, an integer as itself), the summary line, and how a bundle's GEMM
+//! algorithms were chosen. Python's number
 //! formats are rebuilt here from Rust's correctly rounded ones.
 
 /// A diagnostic's value as piperun prints it: `{:.4g}` for a finite float, `nan`/`inf` for the
@@ -108,9 +109,50 @@ pub fn summary(prog: &str, steps: u64, wall_s: f64, gpu_ms: f64, mode: &str) -> 
     format!("{prog}: ran {steps} steps in {wall_s:.3} s: {per_s} steps/s, {gpu_us} us of GPU time per step ({mode})")
 }
 
+/// piperun's `GEMM algorithms: ...` (runtime/cli_reports.py `gemm_summary`): the nodes grouped
+/// by how their algorithm was chosen, in order of first appearance: `stored (tune): all 14
+/// nodes`, or `stored (tune): 12 of 14 nodes; heuristic: <why>: `a`, `b``.
+pub fn gemm_summary(choices: &[crate::GemmChoice]) -> String {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for choice in choices {
+        match groups.iter_mut().find(|(why, _)| *why == choice.why) {
+            Some((_, nodes)) => nodes.push(&choice.node),
+            None => groups.push((&choice.why, vec![&choice.node])),
+        }
+    }
+    let total = choices.len();
+    let nodes = |names: &[&str]| {
+        if names.len() == total && total > 1 {
+            format!("all {total} nodes")
+        } else if names.len() <= 3 {
+            names.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
+        } else {
+            format!("{} of {total} nodes", names.len())
+        }
+    };
+    groups.iter().map(|(why, names)| format!("{why}: {}", nodes(names))).collect::<Vec<_>>().join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gemm_choices_group_as_piperun_groups_them() {
+        // tests/test_gemm_algorithms.py's cases of `gemm_summary`
+        let choice = |node: &str, stored: bool, why: &str| crate::GemmChoice {
+            node: node.to_string(),
+            stored,
+            why: why.to_string(),
+        };
+        let stored: Vec<_> = (0..5).map(|i| choice(&format!("n{i}"), true, "stored (tune)")).collect();
+        assert_eq!(gemm_summary(&stored), "stored (tune): all 5 nodes");
+        assert_eq!(gemm_summary(&stored[..1]), "stored (tune): `n0`");
+        let mut mixed = stored.clone();
+        mixed.push(choice("m0", false, "heuristic: none"));
+        mixed.push(choice("m1", false, "heuristic: none"));
+        assert_eq!(gemm_summary(&mixed), "stored (tune): 5 of 7 nodes; heuristic: none: `m0`, `m1`");
+    }
 
     #[test]
     fn floats_print_as_pythons_4g() {

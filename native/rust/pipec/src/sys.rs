@@ -28,8 +28,8 @@ pub type CUgraphNode = *mut CUgraphNode_st;
 pub type CUdeviceptr = u64;
 
 pub const PIPEC_ABI_VERSION: c_int = 1;
-pub const PIPEC_BUNDLE_FORMAT_VERSION: c_int = 1;
-pub const PIPEC_OPTIONS_VERSION: u32 = 1;
+pub const PIPEC_BUNDLE_FORMAT_VERSION: c_int = 2;
+pub const PIPEC_OPTIONS_VERSION: u32 = 2;
 
 /// `enum pipec_status` (a C enum: an `int`).
 pub type pipec_status = c_int;
@@ -45,6 +45,7 @@ pub const PIPEC_ERROR_OUT_OF_MEMORY: pipec_status = 8;
 pub const PIPEC_ERROR_UPDATE_REFUSED: pipec_status = 9;
 pub const PIPEC_ERROR_STATE: pipec_status = 10;
 pub const PIPEC_ERROR_LAUNCH_LIMITS: pipec_status = 11;
+pub const PIPEC_ERROR_COLLECTIVE: pipec_status = 12;
 
 /// `enum pipec_dtype`.
 pub type pipec_dtype = c_int;
@@ -80,6 +81,8 @@ pub struct pipec_options {
     pub nccl_comm: *mut c_void,
     pub driver_library: *const c_char,
     pub cublaslt_library: *const c_char,
+    pub nccl_library: *const c_char,
+    pub nccl_timeout_s: f64,
 }
 
 #[repr(C)]
@@ -88,6 +91,30 @@ pub struct pipec_file {
     pub path: *const c_char,
     pub data: *const c_void,
     pub size: usize,
+}
+
+/// `enum pipec_value_kind`.
+pub type pipec_value_kind = c_int;
+pub const PIPEC_VALUE_INT: pipec_value_kind = 0;
+pub const PIPEC_VALUE_UINT: pipec_value_kind = 1;
+pub const PIPEC_VALUE_FLOAT: pipec_value_kind = 2;
+pub const PIPEC_VALUE_BOOL: pipec_value_kind = 3;
+
+/// The union `pipec_value.as`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union pipec_value_as {
+    pub i: i64,
+    pub u: u64,
+    pub f: f64,
+    pub b: c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct pipec_value {
+    pub kind: pipec_value_kind,
+    pub as_: pipec_value_as,
 }
 
 /// `pipec_pipeline`: opaque, owned through the pointer `pipec_open_*` gives.
@@ -166,6 +193,19 @@ extern "C" {
         length: usize,
         changed: *mut usize,
     ) -> pipec_status;
+    pub fn pipec_update_constants(
+        p: *mut pipec_pipeline,
+        names: *const *const c_char,
+        values: *const pipec_value,
+        count: usize,
+        changed: *mut usize,
+    ) -> pipec_status;
+    pub fn pipec_constant(
+        p: *mut pipec_pipeline,
+        name: *const c_char,
+        value: *mut pipec_value,
+        structural: *mut *const c_char,
+    ) -> pipec_status;
     pub fn pipec_run_eager(p: *mut pipec_pipeline, n: u64) -> pipec_status;
     pub fn pipec_verify(p: *mut pipec_pipeline, steps: u64, report: *mut pipec_verify_report) -> pipec_status;
 
@@ -178,6 +218,15 @@ extern "C" {
         deps: *const CUgraphNode,
         ndeps: usize,
         out_last: *mut CUgraphNode,
+    ) -> pipec_status;
+
+    pub fn pipec_gemm_count(p: *const pipec_pipeline) -> usize;
+    pub fn pipec_gemm_at(
+        p: *const pipec_pipeline,
+        index: usize,
+        node: *mut *const c_char,
+        stored: *mut c_int,
+        why: *mut *const c_char,
     ) -> pipec_status;
 
     pub fn pipec_close(p: *mut pipec_pipeline) -> pipec_status;

@@ -71,10 +71,16 @@ const C_FACTS: &[(&str, &str)] = &[
     ("abi", "PIPEC_ABI_VERSION"),
     ("bundle_format", "PIPEC_BUNDLE_FORMAT_VERSION"),
     ("options_version", "PIPEC_OPTIONS_VERSION"),
-    ("last_status", "PIPEC_ERROR_LAUNCH_LIMITS"),
+    ("options_nccl_library", "offsetof(pipec_options, nccl_library)"),
+    ("options_nccl_timeout_s", "offsetof(pipec_options, nccl_timeout_s)"),
+    ("last_status", "PIPEC_ERROR_COLLECTIVE"),
     ("bind_status", "PIPEC_ERROR_BIND"),
     ("last_dtype", "PIPEC_U16"),
     ("bf16", "PIPEC_BF16"),
+    ("value_size", "sizeof(pipec_value)"),
+    ("value_as", "offsetof(pipec_value, as)"),
+    ("value_bool", "PIPEC_VALUE_BOOL"),
+    ("value_uint", "PIPEC_VALUE_UINT"),
 ];
 
 #[test]
@@ -106,10 +112,16 @@ fn the_declarations_match_the_header() {
         ("abi", sys::PIPEC_ABI_VERSION as i64),
         ("bundle_format", sys::PIPEC_BUNDLE_FORMAT_VERSION as i64),
         ("options_version", sys::PIPEC_OPTIONS_VERSION as i64),
-        ("last_status", sys::PIPEC_ERROR_LAUNCH_LIMITS as i64),
+        ("options_nccl_library", offset_of!(sys::pipec_options, nccl_library) as i64),
+        ("options_nccl_timeout_s", offset_of!(sys::pipec_options, nccl_timeout_s) as i64),
+        ("last_status", sys::PIPEC_ERROR_COLLECTIVE as i64),
         ("bind_status", sys::PIPEC_ERROR_BIND as i64),
         ("last_dtype", sys::PIPEC_U16 as i64),
         ("bf16", sys::PIPEC_BF16 as i64),
+        ("value_size", size_of::<sys::pipec_value>() as i64),
+        ("value_as", offset_of!(sys::pipec_value, as_) as i64),
+        ("value_bool", sys::PIPEC_VALUE_BOOL as i64),
+        ("value_uint", sys::PIPEC_VALUE_UINT as i64),
     ];
     let c = header_facts();
     assert_eq!(c.len(), rust.len());
@@ -120,7 +132,7 @@ fn the_declarations_match_the_header() {
 
 #[test]
 fn every_status_has_its_kind_and_unknown_ones_are_kept() {
-    let kinds: Vec<ErrorKind> = (1..=11).map(ErrorKind::from_status).collect();
+    let kinds: Vec<ErrorKind> = (1..=12).map(ErrorKind::from_status).collect();
     assert_eq!(
         kinds,
         [
@@ -134,7 +146,8 @@ fn every_status_has_its_kind_and_unknown_ones_are_kept() {
             ErrorKind::OutOfMemory,
             ErrorKind::UpdateRefused,
             ErrorKind::State,
-            ErrorKind::LaunchLimits
+            ErrorKind::LaunchLimits,
+            ErrorKind::Collective
         ]
     );
     assert_eq!(ErrorKind::from_status(42), ErrorKind::Other(42));

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use pipec::plan::PlanSummary;
-use pipec::{Binding, BundleFile, DType, ErrorKind, Options, Pipeline};
+use pipec::{Binding, BundleFile, DType, ErrorKind, GemmChoice, Options, Pipeline, Value};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../..");
 
@@ -174,5 +174,152 @@ fn a_damaged_bundle_is_refused_naming_the_file() {
     let error = Pipeline::open_dir(&damaged, &options()).err().expect("a truncated cubin");
     assert_eq!(error.kind, ErrorKind::Bundle);
     assert!(error.message.contains("modules/0.sm_90.cubin") && !error.message.contains('\n'), "{error}");
+    assert_eq!(live(), [0; 6]);
+}
+
+fn fake_cublaslt() -> &'static str {
+    env!("PIPEC_FAKE_CUBLASLT", "build.rs found no fake cuBLASLt: let it build the library with CMake")
+}
+
+#[test]
+fn a_bundle_says_how_each_gemm_algorithm_was_chosen() {
+    let _serial = serial();
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gemm_mlp.bundle");
+    let pipec = std::env::var("PIPEC").unwrap_or_else(|_| "pipec".to_string());
+    let status = Command::new(&pipec)
+        .arg("build")
+        .arg(Path::new(ROOT).join("pipelines/examples/gemm_mlp.pipe"))
+        .arg("-o")
+        .arg(&out)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run `{pipec}`: {e}"));
+    assert!(status.success(), "`pipec build` builds gemm_mlp");
+    let pipeline = Pipeline::open_dir(&out, &options().cublaslt_library(fake_cublaslt())).unwrap();
+    let choices = pipeline.gemm_choices().unwrap();
+    let why = "heuristic: the bundle stores no GEMM algorithms";
+    let nodes = ["forward/gemm:h", "forward/gemm:y", "backward/gemm:dw2", "backward/gemm:dh", "backward/gemm:dw1"];
+    let expected: Vec<GemmChoice> = nodes
+        .iter()
+        .map(|node| GemmChoice { node: format!("step/{node}"), stored: false, why: why.to_string() })
+        .collect();
+    assert_eq!(choices, expected);
+    assert_eq!(pipec::report::gemm_summary(&choices), "heuristic: the bundle stores no GEMM algorithms: all 5 nodes");
+    pipeline.close().unwrap();
+    assert_eq!(live(), [0; 6]);
+}
+
+fn fake_nccl() -> &'static str {
+    env!("PIPEC_FAKE_NCCL", "build.rs found no fake NCCL: let it build the library with CMake")
+}
+
+/// A symbol of the fake NCCL (native/tests/fake_nccl.c).
+unsafe fn nccl_symbol(name: &std::ffi::CStr) -> *mut c_void {
+    let path = CString::new(fake_nccl()).unwrap();
+    let library = dlopen(path.as_ptr(), 2 /* RTLD_NOW */);
+    assert!(!library.is_null(), "the fake NCCL loads");
+    let symbol = dlsym(library, name.as_ptr());
+    assert!(!symbol.is_null(), "the fake NCCL exports {name:?}");
+    symbol
+}
+
+/// A communicator of the fake NCCL, rank `rank` of `size`, as a host creates it.
+fn communicator(rank: c_int, size: c_int) -> *mut c_void {
+    unsafe {
+        let get_id: unsafe extern "C" fn(*mut [u8; 128]) -> c_int =
+            std::mem::transmute(nccl_symbol(c"ncclGetUniqueId"));
+        let init: unsafe extern "C" fn(*mut *mut c_void, c_int, [u8; 128], c_int) -> c_int =
+            std::mem::transmute(nccl_symbol(c"ncclCommInitRank"));
+        let mut id = [0u8; 128];
+        let mut comm = std::ptr::null_mut();
+        assert_eq!((get_id(&mut id), init(&mut comm, size, id, rank)), (0, 0), "the fake NCCL makes a communicator");
+        comm
+    }
+}
+
+fn destroy(comm: *mut c_void) {
+    unsafe {
+        let destroy: unsafe extern "C" fn(*mut c_void) -> c_int = std::mem::transmute(nccl_symbol(c"ncclCommDestroy"));
+        destroy(comm);
+    }
+}
+
+/// tests/fixtures/runtime/collectives.pipe's bundle for rank 0 of 2.
+fn collectives() -> &'static Path {
+    static BUNDLE: OnceLock<PathBuf> = OnceLock::new();
+    BUNDLE.get_or_init(|| {
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("collectives.bundle");
+        let pipec = std::env::var("PIPEC").unwrap_or_else(|_| "pipec".to_string());
+        let status = Command::new(&pipec)
+            .arg("build")
+            .arg(Path::new(ROOT).join("tests/fixtures/runtime/collectives.pipe"))
+            .args(["-D", "RANK=0", "-D", "WORLD_SIZE=2", "-o"])
+            .arg(&out)
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run `{pipec}`: {e}"));
+        assert!(status.success(), "`pipec build` builds the collectives fixture");
+        out
+    })
+}
+
+#[test]
+fn collectives_run_over_the_hosts_communicator_and_each_failure_is_one_line_of_its_kind() {
+    let _serial = serial();
+    let comm = communicator(0, 2);
+    let with = |comm| unsafe { options().nccl_library(fake_nccl()).nccl_comm(comm).nccl_timeout(0.2) };
+    let mut pipeline = Pipeline::open_dir(collectives(), &with(comm)).unwrap();
+    pipeline.step(1).unwrap();
+    pipeline.synchronize().unwrap();
+    let mut x = [0u8; 4 * 4096];
+    pipeline.read_buffer("x", &mut x).unwrap();
+    assert!(x.chunks(4).all(|v| f32::from_le_bytes(v.try_into().unwrap()) == 2.0), "1.0 summed over two ranks");
+    pipeline.close().unwrap();
+    destroy(comm);
+
+    let wrong = communicator(1, 2);
+    let error = Pipeline::open_dir(collectives(), &with(wrong)).err().expect("rank 1's communicator, rank 0's bundle");
+    assert_eq!(error.kind, ErrorKind::InvalidArgument);
+    assert!(error.message.contains("was built for rank 0 of 2, and the host's communicator is rank 1 of 2"), "{error}");
+    destroy(wrong);
+
+    let stalls = communicator(0, 2);
+    let run: unsafe extern "C" fn() -> c_int = unsafe { std::mem::transmute(nccl_symbol(c"fake_nccl_kernels")) };
+    std::env::set_var("FAKE_NCCL_STALL_AT", (unsafe { run() } + 1).to_string()); // the check at open
+    let error = Pipeline::open_dir(collectives(), &with(stalls)).err().expect("a rank that never joins the check");
+    std::env::remove_var("FAKE_NCCL_STALL_AT");
+    assert_eq!(error.kind, ErrorKind::Collective); // pipec aborted the communicator: not destroyed here
+    assert!(error.message.ends_with("; the NCCL communicator is aborted") && !error.message.contains('\n'), "{error}");
+    assert_eq!(live(), [0; 6]);
+}
+
+#[test]
+fn constants_change_in_place_from_the_record_all_or_nothing() {
+    let _serial = serial();
+    let mut pipeline = Pipeline::open_dir(rl_step(), &options()).unwrap();
+    let gamma = pipeline.constant("GAMMA").unwrap();
+    assert_eq!((gamma.value, gamma.structural), (Value::Float(0.99), None));
+    assert_eq!(pipeline.update_constants(&[("GAMMA", 0.95.into()), ("TD_SPB", Value::Int(2))]).unwrap(), 2);
+    assert_eq!(pipeline.constant("GAMMA").unwrap().value, Value::Float(0.95));
+    pipeline.step(1).unwrap();
+
+    let lr = pipeline.constant("LR").unwrap().structural.expect("LR reaches the init block");
+    let error = pipeline.update_constants(&[("LR", 5e-4.into())]).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::UpdateRefused);
+    assert_eq!(
+        error.message,
+        format!(
+            "`LR` cannot change in place: it {lr}; only constants that reach kernel scalar \
+        arguments and launch shapes can (rebuild with `-D LR=...`)"
+        )
+    );
+    let error = pipeline.update_constants(&[("GAMMA", 0.9.into()), ("TD_SPB", Value::Float(2.5))]).unwrap_err();
+    assert_eq!(error.kind, ErrorKind::UpdateRefused, "a float where the grid needs an integer");
+    assert!(error.message.starts_with("GAMMA = 0.9, TD_SPB = 2.5: ") && !error.message.contains('\n'), "{error}");
+    assert_eq!(pipeline.constant("GAMMA").unwrap().value, Value::Float(0.95), "a refusal changes nothing");
+    let error = pipeline.update_constants(&[("NO_SUCH", Value::Bool(true))]).unwrap_err();
+    assert!(
+        error.kind == ErrorKind::InvalidArgument && error.message.ends_with("has no constant `NO_SUCH`"),
+        "{error}"
+    );
+    pipeline.close().unwrap();
     assert_eq!(live(), [0; 6]);
 }
