@@ -14,14 +14,19 @@ slices per element, independent nodes): tests/test_dag.py compares all of it wit
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import wraps
 from itertools import pairwise
+from typing import ParamSpec, TypeVar
 
 from .elements import Elements
 from .model import GraphBody, Node
 from .parallel_conflicts import Conflict, sibling_conflicts, touches
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -52,8 +57,10 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
     them: not reduced, yet not every conflicting pair either (one implied through a later
     write is left out); their transitive closure is that of all conflicting pairs. Also the
     conflicts inside parallel blocks, and the blocks whose conflicts were counted only in part."""
-    elements: dict[int, Elements] = {}
     preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
+    if len(items) < 2:  # nothing to order: most of an unrolled program's child graphs
+        return preds, [], frozenset()
+    elements: dict[int, Elements] = {}
     conflicts: list[Conflict] = []
     in_part: set[int] = set()
     index = 0
@@ -101,7 +108,20 @@ def _without_cycle_collection():
             gc.enable()
 
 
-@_without_cycle_collection()
+def _collector_off(function: Callable[P, R]) -> Callable[P, R]:
+    """`function` run as in _without_cycle_collection, at no cost when the collector is off
+    already (the compiler turns it off for all of a compile, which calls these once per graph
+    body: tens of thousands of times)."""
+    @wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not gc.isenabled():
+            return function(*args, **kwargs)
+        with _without_cycle_collection():
+            return function(*args, **kwargs)
+    return run
+
+
+@_collector_off
 def build_dag(body: GraphBody) -> Dag:
     preds, conflicts, in_part = hazard_predecessors(body.items)
     reduced = _reduce(preds)
@@ -233,7 +253,7 @@ class _Reach:
         return self.latest[v].get(self.chain[u], -1) >= u
 
 
-@_without_cycle_collection()
+@_collector_off
 def add_lanes(n: int, edges: list[tuple[int, int]], lanes: int) -> list[tuple[int, int]]:
     """The DAG's edges plus ordering edges that leave at most `lanes` nodes able to run at once
     (the width: the most nodes no path orders), transitively reduced. A DAG that narrow gets no

@@ -11,7 +11,7 @@ from operator import attrgetter
 
 from ..plan.schema import (
     NODE_KINDS, AccessSpec, ArgSpec, ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, GraphSpec,
-    KernelNodeSpec, Location, MemcpyNodeSpec, MemsetNodeSpec, Plan,
+    KernelNodeSpec, LiveSpec, Location, MemcpyNodeSpec, MemsetNodeSpec, Plan,
 )
 
 
@@ -57,8 +57,9 @@ class _JsonWriter:
         self.shared: dict[str, dict[int, str]] = {}  # indent -> id -> text
 
     def stream(self, value, indent: str) -> Iterator[str]:
-        """`value`'s text in pieces: the plan and its graphs field by field, the tuples they hold
-        (graphs, nodes, edges) item by item, every other value whole."""
+        """`value`'s text in pieces: the plan, its graphs and its live-update record field by
+        field, the tuples they hold (graphs, nodes, edges, sites) item by item, every other value
+        whole."""
         kind: type = type(value)
         if kind not in _STREAMED:
             yield self.text(value, indent)
@@ -132,7 +133,7 @@ class _JsonWriter:
         return f",\n{inner}".join(items)
 
 
-_STREAMED = (Plan, GraphSpec)
+_STREAMED = (Plan, GraphSpec, LiveSpec)  # the plan, its graphs, its live-update record's sites
 _SHARED = (Location, AccessSpec, ArgSpec)
 
 

@@ -59,13 +59,17 @@ class Extents:
         # keyed by it live, and the names its extent reads
         self.names: dict[int, tuple[Param, tuple[str, ...]]] = {}
 
-    def value(self, param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:
-        """extent_value, computed once per parameter and inputs."""
+    def names_read(self, param: Param) -> tuple[str, ...]:
+        """The names `param`'s extent reads, found once."""
         assert param.extent is not None
         entry = self.names.get(id(param))
         if entry is None:
             entry = self.names[id(param)] = (param, names_read(param.extent.expr))
-        inputs = tuple([scalars.get(name, _UNBOUND) for name in entry[1]])
+        return entry[1]
+
+    def value(self, param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:
+        """extent_value, computed once per parameter and inputs."""
+        inputs = tuple([scalars.get(name, _UNBOUND) for name in self.names_read(param)])
         key = (id(param), node.grid, node.block, inputs, tuple(map(type, inputs)))
         if key not in self.values:
             self.values[key] = extent_value(param, node, scalars)

@@ -53,7 +53,7 @@ def _extents_read(u: Unroller, node: LaunchNode, stmt: ast.Launch) -> None:
     for param, arg in zip(node.kernel.params, node.args):
         if param.kind != "pointer" or not isinstance(arg, PointerArg) or param.extent is None:
             continue
-        names = set(names_read(param.extent.expr))
+        names = u.extents.names_read(param)
         use = f"a value that the extent of `{param.name}` in `{node.kernel.name}` reads, which sets the elements " \
               "the launch touches,"
         read = [term for p, term in zip(node.kernel.params, node.live.args) if p.name in names]
@@ -75,6 +75,23 @@ def _dims(u: Unroller, f: Frame, expr: ast.Expr, what: str) -> tuple[tuple[int, 
 
 
 def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg) -> tuple[Arg, LiveTerm | None]:
+    """An argument and its record form. One that reads no loop variable or graph parameter (a
+    buffer, a constant) resolves alike wherever its launch is unrolled: it is resolved once per
+    module and kept, which most arguments of a loop's or a graph's launches are. A failure is
+    not kept: it is reported at each place."""
+    names = u.arg_names.get(id(arg))
+    if names is None:
+        names = u.arg_names[id(arg)] = frozenset(names_read(arg.value))
+    if not names.isdisjoint(env):
+        return _resolve_arg(u, module, env, arg)
+    key = (id(arg), id(module))
+    kept = u.kept_args.get(key)
+    if kept is None:
+        kept = u.kept_args[key] = _resolve_arg(u, module, env, arg)
+    return kept
+
+
+def _resolve_arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg) -> tuple[Arg, LiveTerm | None]:
     value = arg.value
     pointer = u.pointer(module, env, value, arg.access, arg.span)
     if pointer is not None:
