@@ -14,7 +14,7 @@ slices per element, independent nodes): tests/test_dag.py compares all of it wit
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import wraps
@@ -22,7 +22,7 @@ from itertools import pairwise
 from typing import ParamSpec, TypeVar
 
 from .elements import Elements
-from .model import GraphBody, Node
+from .model import CONTAINERS, GraphBody, Node
 from .parallel_conflicts import Conflict, sibling_conflicts, touches
 
 P = ParamSpec("P")
@@ -72,26 +72,34 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
                 end += 1
         # Every member of a parallel block depends on what came before the block, not on
         # its siblings; the block's accesses join the live set only once it is complete.
-        for member in range(index, end):
-            for access in items[member].accesses:
-                if touches(access) and id(access.buffer) in elements:
-                    elements[id(access.buffer)].predecessors(
-                        access.start, access.stop, int(access.mode), access.buffer.name, preds[member])
+        touched = [_touched(items[member]) for member in range(index, end)]
+        for member, accesses in enumerate(touched, index):
+            found = preds[member]
+            for key, start, stop, mode, buffer in accesses:
+                if (segments := elements.get(key)) is not None:
+                    segments.predecessors(start, stop, mode, buffer, found)
         if end - index > 1:
-            found, complete = sibling_conflicts(items, index, end)
-            conflicts += found
+            found_conflicts, complete = sibling_conflicts(items, index, end)
+            conflicts += found_conflicts
             if not complete:
                 in_part.add(group)
-        for member in range(index, end):
-            for access in items[member].accesses:
-                if not touches(access):
-                    continue
-                if id(access.buffer) in elements:
-                    elements[id(access.buffer)].add(access.start, access.stop, int(access.mode), member, index)
+        for member, accesses in enumerate(touched, index):
+            for key, start, stop, mode, _ in accesses:
+                if (segments := elements.get(key)) is not None:
+                    segments.add(start, stop, mode, member, index)
                 else:
-                    elements[id(access.buffer)] = Elements(access.start, access.stop, int(access.mode), member)
+                    elements[key] = Elements(start, stop, mode, member)
         index = end
     return preds, conflicts, frozenset(in_part)
+
+
+def _touched(node: Node) -> list[tuple[int, int, int, int, str]]:
+    """(id of the buffer, start, stop, mode, buffer name) of each access of `node` that touches
+    an element, in order. A child graph's or a conditional's accesses are its nodes', which
+    repeat one another (each node of a graph reading the same weights): a repeat is left out,
+    since it would find and record only what the first did."""
+    touched = [(id(a.buffer), a.start, a.stop, int(a.mode), a.buffer.name) for a in node.accesses if touches(a)]
+    return list(dict.fromkeys(touched)) if isinstance(node, CONTAINERS) else touched
 
 
 @contextmanager
@@ -174,51 +182,91 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
         if not preds[w]:
             continue
         base = min(preds[w][-1], lowest[w])
-        # `covered`: the ancestors of the predecessors kept so far, bit i for node base + i,
-        # tested in its bytes (shifting an int costs its width, and a node that reads a
-        # hundred thousand slices tests as many). A kept predecessor's ancestors join it only
-        # once they reach the next predecessor to test, and then all those waiting at once
-        # (`_union`): each joining alone would copy the whole int, quadratic in the slices.
-        covered, tested = 0, b""
-        waiting: list[tuple[int, int]] = []
-        reach = -1  # the latest node of a waiting set
-        direct = []
-        for p in preds[w]:  # latest first: an earlier one may be an ancestor of a later one
-            if reach >= p:
-                covered |= _union(waiting, base)
-                tested = covered.to_bytes((covered.bit_length() + 7) >> 3, "little")
-                waiting, reach = [], -1
+        covered = 0  # w's ancestors found so far, bit i for node base + i
+        unseen = iter(preds[w])
+        count = 0
+        for p in unseen:  # latest first: an earlier one may be an ancestor of a later one
             # a covered p's ancestors are covered already: most of a dense DAG's predecessors
-            if tested and (k := p - base) >> 3 < len(tested) and tested[k >> 3] >> (k & 7) & 1:
-                continue
-            direct.append(p)
-            if (entry := ancestors.get(p)) is not None:
-                waiting.append(entry)
-                reach = max(reach, entry[0] + entry[1].bit_length() - 1)
-        kept += [(p, w) for p in direct]
+            if not (covered >> (p - base)) & 1:
+                kept.append((p, w))
+                low, bits = ancestors.get(p, (base, 0))
+                covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << (p - base)
+                count += 1
+                if count == _FEW:
+                    covered = _many_predecessors(w, unseen, base, covered, ancestors, kept)
         for p in last_users[w]:
             ancestors.pop(p, None)
-        if last_use[w] >= 0:  # w's own ancestors: its direct predecessors and theirs
-            bits = (covered | _union(waiting + [(p, 1) for p in direct], base)) >> (lowest[w] - base)
-            if bits:
-                trim = (bits & -bits).bit_length() - 1
-                ancestors[w] = (lowest[w] + trim, bits >> trim)
+        if last_use[w] >= 0 and (bits := covered >> (lowest[w] - base)):
+            trim = (bits & -bits).bit_length() - 1
+            ancestors[w] = (lowest[w] + trim, bits >> trim)
     return sorted(kept)
+
+
+_FEW = 64  # predecessors a node keeps before _many_predecessors takes over
+_WIDE = 1 << 12  # bits of a covered set past which it is tested in its bytes
+
+
+def _many_predecessors(w: int, unseen: Iterator[int], base: int, covered: int,
+                       ancestors: dict[int, tuple[int, int]], kept: list[tuple[int, int]]) -> int:
+    """_reduce's loop for a node that keeps many predecessors (one reading a hundred thousand
+    slices, each written or copied by a node of its own): the rest of them, and `covered` with
+    them and their ancestors. Adding each one's ancestors to `covered` would copy the whole
+    int each time: they wait until they reach the next predecessor to test, and then join all
+    at once (`_union`); the kept predecessors join only at the end (they test nothing); and
+    once wide, `covered` is tested in its bytes, where a shift would copy it per test."""
+    wide = _bytes_if_wide(covered)
+    waiting: list[tuple[int, int]] = []
+    reach = -1  # the latest node of a waiting set
+    direct = []
+    for p in unseen:
+        if reach >= p:
+            covered |= _union(waiting, base)
+            waiting, reach = [], -1
+            wide = _bytes_if_wide(covered)
+        k = p - base
+        if wide:
+            if k >> 3 < len(wide) and wide[k >> 3] >> (k & 7) & 1:
+                continue
+        elif covered >> k & 1:
+            continue
+        kept.append((p, w))
+        direct.append(p)
+        if (entry := ancestors.get(p)) is not None:
+            waiting.append(entry)
+            reach = max(reach, entry[0] + entry[1].bit_length() - 1)
+    return covered | _union(waiting, base) | _bits(direct, base)
+
+
+def _bytes_if_wide(bits: int) -> bytes:
+    """`bits` in bytes, little end first, once it is wider than _WIDE; else none."""
+    return bits.to_bytes((bits.bit_length() + 7) >> 3, "little") if bits.bit_length() > _WIDE else b""
 
 
 def _union(sets: list[tuple[int, int]], base: int) -> int:
     """The union of node sets (low, bits), as bits from node `base` (lower nodes dropped),
     merged pairwise in order of `low`: k sets spread over a width W cost about W log k, not
     the k W of adding each to the whole."""
-    if not sets:
+    if len(sets) > 1:
+        sets = sorted(sets)
+        while len(sets) > 1:
+            merged = [(low, bits | more << (other - low))
+                      for (low, bits), (other, more) in zip(sets[::2], sets[1::2])]
+            sets = merged + sets[-1:] if len(sets) % 2 else merged
+    elif not sets:
         return 0
-    sets = sorted(sets)
-    while len(sets) > 1:
-        merged = [(low, bits | more << (other - low))
-                  for (low, bits), (other, more) in zip(sets[::2], sets[1::2])]
-        sets = merged + sets[-1:] if len(sets) % 2 else merged
     low, bits = sets[0]
     return bits << (low - base) if low >= base else bits >> (base - low)
+
+
+def _bits(nodes: list[int], base: int) -> int:
+    """`nodes`, all at or above `base`, as bits from `base`, through bytes: adding each to the
+    whole would copy it each time."""
+    if not nodes:
+        return 0
+    ones = bytearray(((max(nodes) - base) >> 3) + 1)
+    for v in nodes:
+        ones[(v - base) >> 3] |= 1 << ((v - base) & 7)
+    return int.from_bytes(ones, "little")
 
 
 class _Reach:
