@@ -20,7 +20,7 @@ from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
 from .live_record import PendingSite, launch_sites, operand_site, with_record
-from .programmatic_edges import EdgeDecider
+from .programmatic_edges import EdgeDecider, UnitHazards
 from ..plan.arithmetic import argument_value
 from ..plan.dtypes import fill_pattern
 from .model import (
@@ -42,7 +42,8 @@ _MODE_NAMES = {Mode.READ: "r", Mode.WRITE: "w", Mode.READ_WRITE: "rw"}
 
 
 class _Lowering:
-    def __init__(self, program: Program, dags: dict[int, Dag], arch: str, include_dirs: tuple[str, ...]) -> None:
+    def __init__(self, program: Program, dags: dict[int, Dag], hazard_lists: UnitHazards, arch: str,
+                 include_dirs: tuple[str, ...]) -> None:
         self.program = program
         self.dags = dags
         self.arch = arch  # programmatic edges need sm_90 or newer
@@ -57,7 +58,7 @@ class _Lowering:
         self.access_specs: dict[tuple, AccessSpec] = {}
         self.locations: dict[tuple[int, int], Location] = {}  # by id(span.source), span.start
         self.arg_specs: dict[tuple, ArgSpec] = {}
-        self.edges = EdgeDecider(program.bodies())
+        self.edges = EdgeDecider(hazard_lists)
         self.live_sites: list[PendingSite] = []  # kernel node fields updatable constants reach
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
@@ -292,9 +293,9 @@ def _step_first_access(program: Program) -> dict[str, str | None]:
     return {name: first.get(name) for name in program.buffers}
 
 
-def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
+def build_plan(program: Program, dags: list[Dag], hazard_lists: UnitHazards, arch: str, compiler: str,
                include_dirs: tuple[str, ...] = ()) -> Plan:
-    lowering = _Lowering(program, {id(d.body): d for d in dags}, arch, include_dirs)
+    lowering = _Lowering(program, {id(d.body): d for d in dags}, hazard_lists, arch, include_dirs)
     init = lowering.lower_body(program.init, "eager") if program.init is not None else None
     step_scope = "shared" if program.options.share_modules else "step"
     step = lowering.lower_body(program.step, step_scope) if program.step is not None else None

@@ -28,6 +28,7 @@ from .dag import _without_cycle_collection as without_cycle_collection
 from .diagnostics import Diagnostic, DiagnosticSink
 from .lower import build_plan
 from .model import Program, child_bodies
+from .programmatic_edges import UnitHazards
 from .resolve import resolve
 from .steps_per_launch import per_launch, unroll_step
 from .suppressions import apply_suppressions, find_suppressions
@@ -41,6 +42,7 @@ Until = Literal["parse", "check", "plan"]
 class CheckedProgram:
     program: Program
     dags: list[Dag]
+    unit_hazards: UnitHazards  # found by the checks (PC323), for the programmatic edges
 
 
 @dataclass
@@ -84,13 +86,14 @@ def resolve_program(tree: ast.Module, c: Compilation) -> Program:
 
 def check_program(program: Program, c: Compilation) -> CheckedProgram:
     dags = [build_dag(body) for body in _all_bodies(program)]
-    run_checks(CheckContext(program, dags, c.sink, c.settings.compile.arch))
-    return CheckedProgram(program, dags)
+    context = CheckContext(program, dags, c.sink, c.settings.compile.arch)
+    run_checks(context)
+    return CheckedProgram(program, dags, context.unit_hazards)
 
 
 def plan_program(checked: CheckedProgram, c: Compilation) -> Plan:
     options = c.settings.compile
-    return build_plan(checked.program, checked.dags, options.arch, options.compiler,
+    return build_plan(checked.program, checked.dags, checked.unit_hazards, options.arch, options.compiler,
                       tuple(str(d) for d in options.include_dirs))
 
 
