@@ -104,16 +104,12 @@ class _JsonWriter:
 
     def _composite(self, value, kind: type, indent: str) -> str:
         inner = indent + " "
-        keys = _keys(kind)
-        if keys is not None:  # a dataclass, as `to_json` writes it: a node first says its kind
-            # ints and strings inline: most fields are, and a call for each costs more than its text
-            items = [key + (int.__repr__(v) if type(v) is int else
-                            encode_basestring_ascii(v) if type(v) is str else self.text(v, inner))
-                     for key, v in zip(keys, _fields(kind)(value))]
-            if kind in NODE_KINDS:
-                items.insert(0, '"kind": ' + encode_basestring_ascii(NODE_KINDS[kind]))
-            opening, closing = "{", "}"
-        elif (kind is tuple or kind is list) and value and type(value[0]) in _SHARED:
+        if is_dataclass(kind):  # its fields' texts put into its form; ints and strings inline:
+            # most fields are, and a call for each costs more than its text
+            return _form(kind, indent) % tuple([
+                int.__repr__(v) if type(v) is int else encode_basestring_ascii(v) if type(v) is str
+                else self.text(v, inner) for v in _fields(kind)(value)])
+        if (kind is tuple or kind is list) and value and type(value[0]) in _SHARED:
             # a node's accesses or arguments: their texts found in one pass in C (an id that
             # is no shared object's finds nothing), any others one by one
             items = list(map(self.shared.setdefault(inner, {}).get, map(id, value)))
@@ -135,6 +131,17 @@ class _JsonWriter:
 
 _STREAMED = (Plan, GraphSpec, LiveSpec)  # the plan, its graphs, its live-update record's sites
 _SHARED = (Location, AccessSpec, ArgSpec)
+
+
+@cache
+def _form(kind: type, indent: str) -> str:
+    """A dataclass's text at `indent` as `to_json` and `json.dumps` write it, with `%s` for each
+    field's value: a node first says its kind."""
+    inner = indent + " "
+    keys = _keys(kind) or ()
+    items = (['"kind": ' + encode_basestring_ascii(NODE_KINDS[kind])] if kind in NODE_KINDS else []) + \
+        [key + "%s" for key in keys]
+    return f"{{\n{inner}" + f",\n{inner}".join(items) + f"\n{indent}}}" if items else "{}"
 
 
 @cache

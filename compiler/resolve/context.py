@@ -156,6 +156,11 @@ class Context:
     def live_value(self, module: LoadedModule, env: Env, expr: ast.Expr) -> tuple[Value, LiveTerm | None]:
         """A kernel node's scalar argument or launch shape: its value and, when it reads values
         of the record, its term. Raises ConstError or RuntimeValue as `evaluate` does."""
+        # a literal (a launch's `32`) and a loop variable read no value of the record: directly
+        if type(expr) is ast.IntLit:
+            return expr.value, None
+        if type(expr) is ast.Name and expr.ident.text in env:
+            return env[expr.ident.text], None
         key = self._key(module, env, expr)
         if key is not None and key in self.terms:
             return self.terms[key]
