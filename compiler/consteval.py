@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
+from functools import cache
 from typing import Any
 
 from ..dsl import ast
@@ -113,11 +114,19 @@ def names_read(expr: ast.Expr) -> tuple[str, ...]:
         if isinstance(node, ast.Name):
             names[node.ident.text] = None
         else:
-            for f in fields(node):
-                value = getattr(node, f.name)
+            kind: type = type(node)
+            for value in _field_values(kind)(node):
                 pending.extend(v for v in (value if isinstance(value, tuple) else (value,))
                                if _is_expression(v))
     return tuple(names)
+
+
+@cache
+def _field_values(kind: type) -> Callable[[Any], tuple]:
+    """A function giving the fields of a syntax-tree type in order, in one call."""
+    names = tuple(f.name for f in fields(kind))
+    return (lambda node: ()) if not names else operator.attrgetter(*names) if len(names) > 1 else \
+        (lambda node: (getattr(node, names[0]),))
 
 
 def _is_expression(value) -> bool:

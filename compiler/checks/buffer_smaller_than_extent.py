@@ -18,11 +18,10 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
         if any(p.kind == "scalar" and p.dtype is not None and isinstance(a, ValueArg)
                and representable(a.value, p.dtype) for p, a in zip(node.kernel.params, node.args)):
             continue  # scalar_out_of_range reports the value; the kernel would never see it
-        scalars = scalar_bindings(node)
-        for param, arg in zip(node.kernel.params, node.args):
+        for param, arg, needed in zip(node.kernel.params, node.args,
+                                      extents.of_launch(node, scalar_bindings(node))):
             if param.extent is None or not isinstance(arg, PointerArg):
                 continue
-            needed = extents.value(param, node, scalars)
             if needed is None:
                 scalars_bound = all(isinstance(a, ValueArg) for p, a in zip(node.kernel.params, node.args)
                                     if p.kind == "scalar")

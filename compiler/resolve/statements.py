@@ -53,14 +53,16 @@ def _extents_read(u: Unroller, node: LaunchNode, stmt: ast.Launch) -> None:
     for param, arg in zip(node.kernel.params, node.args):
         if param.kind != "pointer" or not isinstance(arg, PointerArg) or param.extent is None:
             continue
-        names = u.extents.names_read(param)
-        use = f"a value that the extent of `{param.name}` in `{node.kernel.name}` reads, which sets the elements " \
-              "the launch touches,"
-        read = [term for p, term in zip(node.kernel.params, node.live.args) if p.name in names]
-        read += [*node.live.grid] if "gridDim" in names else []
-        read += [*node.live.block] if "blockDim" in names else []
-        for term in read:
-            if term is not None:
+        positions, grid, block = u.extents.inputs(param, node.kernel)
+        read = [node.live.args[i] for i in positions if i < len(node.live.args)]
+        read += [*node.live.grid] if grid else []
+        read += [*node.live.block] if block else []
+        # the words only for a value not yet structural: an unrolled launch repeats the marks
+        terms = [term for term in read if term is not None and not u.ctx.live.fixed(term.roots)]
+        if terms:
+            use = f"a value that the extent of `{param.name}` in `{node.kernel.name}` reads, which sets the " \
+                  "elements the launch touches,"
+            for term in terms:
                 u.ctx.live.mark(term.roots, use, stmt.span)
 
 

@@ -58,6 +58,7 @@ class Unroller:
         self.control_buffers: dict[str, Buffer] = {}
         self.workspaces: dict[str, Buffer] = {}
         self.names_in_skipped_branches: set[str] = set()
+        self.skipped_branches: set[int] = set()  # by id: the branches whose names are in it
         self.extents = Extents()
         # launch arguments that read no loop variable or graph parameter, resolved once per
         # module (statements._arg): by id(ast.Arg), the names each reads; by (id(ast.Arg),
