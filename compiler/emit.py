@@ -104,7 +104,7 @@ class _JsonWriter:
 
     def _composite(self, value, kind: type, indent: str) -> str:
         inner = indent + " "
-        if is_dataclass(kind):  # its fields' texts put into its form; ints and strings inline:
+        if _is_record(kind):  # a dataclass: its fields' texts put into its form; ints and strings inline:
             # most fields are, and a call for each costs more than its text
             return _form(kind, indent) % tuple([
                 int.__repr__(v) if type(v) is int else encode_basestring_ascii(v) if type(v) is str
@@ -131,6 +131,11 @@ class _JsonWriter:
 
 _STREAMED = (Plan, GraphSpec, LiveSpec)  # the plan, its graphs, its live-update record's sites
 _SHARED = (Location, AccessSpec, ArgSpec)
+
+
+@cache
+def _is_record(kind: type) -> bool:
+    return is_dataclass(kind)
 
 
 @cache

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..dsl import Span
+from ..plan.arithmetic import Value
 from ..plan.live import LiveProblem, argument, dimension, evaluate
 from ..plan.schema import KernelNodeSpec, LiveSiteSpec, LiveSpec, LiveValueSpec, Location, Plan
 from .checks.block_too_large import MAX_BLOCK_DIMS, MAX_THREADS
@@ -77,7 +78,8 @@ def live_record(plan: Plan, tracker: LiveTracker, pending: list[PendingSite]) ->
         if p.site.graph not in step:
             tracker.mark(p.roots, f"{p.what} in the `init` block, which has run when an update comes,", p.span)
     values = _values(tracker)
-    sites = [p for p in pending if p.site.graph in step and _site_checked(plan, tracker, values, p)]
+    evaluated: dict[int, tuple[Value | None, LiveProblem | None]] = {}
+    sites = [p for p in pending if p.site.graph in step and _site_checked(plan, tracker, values, p, evaluated)]
     sites = [p for p in sites if not p.roots <= tracker.structural.keys()]  # every constant reaching it is fixed
     reaching: dict[int, list[int]] = {}  # entry -> the sites it reaches, in order
     for i, p in enumerate(sites):
@@ -110,22 +112,33 @@ def _values(tracker: LiveTracker) -> list:
     return values
 
 
-def _site_checked(plan: Plan, tracker: LiveTracker, values: list, p: PendingSite) -> bool:
+def _site_checked(plan: Plan, tracker: LiveTracker, values: list, p: PendingSite,
+                  evaluated: dict[int, tuple[Value | None, LiveProblem | None]]) -> bool:
     """Whether the site computes the plan's field exactly (a value it cannot compute makes its
-    constants structural)."""
+    constants structural). `evaluated` keeps each expression's value or problem by id: the sites
+    of an unrolled launch share their argument's expression."""
     site = p.site
     node = plan.graphs[site.graph].nodes[site.node]
     assert isinstance(node, KernelNodeSpec)
-    try:
-        value = evaluate(site.expr, values)
-        if site.field == "arg":
-            if site.low is not None and site.high is not None:
-                value = dimension(value, p.what, site.low, site.high, 1)
-            computed = argument(value, node.args[site.index].ctype)
-        else:
-            assert site.low is not None and site.high is not None
-            computed = dimension(value, p.what, site.low, site.high, site.multiple)
-    except LiveProblem as problem:
+    if id(site.expr) not in evaluated:
+        try:
+            evaluated[id(site.expr)] = evaluate(site.expr, values), None
+        except LiveProblem as failed:
+            evaluated[id(site.expr)] = None, failed
+    value, problem = evaluated[id(site.expr)]
+    if problem is None:
+        assert value is not None
+        try:
+            if site.field == "arg":
+                if site.low is not None and site.high is not None:
+                    value = dimension(value, p.what, site.low, site.high, 1)
+                computed = argument(value, node.args[site.index].ctype)
+            else:
+                assert site.low is not None and site.high is not None
+                computed = dimension(value, p.what, site.low, site.high, site.multiple)
+        except LiveProblem as found:
+            problem = found
+    if problem is not None:
         tracker.mark(p.roots, f"{p.what}, which the live-update record cannot compute ({problem}),", p.span)
         return False
     compiled = (node.args[site.index].value if site.field == "arg" else node.grid[site.index] if site.field == "grid"
