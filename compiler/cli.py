@@ -61,7 +61,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("files", nargs="*", type=Path, metavar="FILE",
                    help=".pipe files to check (a folder means every .pipe file below it; - reads stdin)")
     p.add_argument("--check", action="store_true",
-                   help="check only (the default when --emit is not given)")
+                   help="check only (the default when --emit is not given); without FILE, the .pipe files "
+                   "below the current folder")
     p.add_argument("--emit", choices=("plan", "dot", "svg"),
                    help="write the plan as JSON, or the DAG as DOT or as an SVG picture")
     p.add_argument("--profile", type=Path, metavar="TRACE.json",
@@ -118,6 +119,8 @@ def _main(args: argparse.Namespace) -> int:
         return _explain(args.explain, color_errors)
     if args.stdin_filename and not args.files:
         args.files = [STDIN]
+    elif args.check and not args.files and not args.emit:
+        args.files = [Path(".")]  # `pipec --check` checks the project it is run in, as `ruff check` does
     try:
         _check_usage(args)
         return _run(args)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import Error
+from ..wording import plural
 from . import codes
 from ..dsl.source import real_path
 
@@ -72,7 +73,7 @@ def load_settings(start: Path) -> Settings:
     table = _table(data, path)
     unknown = set(table) - KEYS
     if unknown:
-        raise ConfigError(f"{path}: unknown key{'s' * (len(unknown) > 1)} in [tool.pipec]: "
+        raise ConfigError(f"{path}: unknown {plural('key', len(unknown))} in [tool.pipec]: "
                           f"{', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
     base = path.parent
     options = CompileOptions(

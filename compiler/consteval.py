@@ -11,7 +11,7 @@ branch in an `if`, a baked value in a kernel argument).
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import fields, is_dataclass
 from functools import cache
 from typing import Any
@@ -22,13 +22,17 @@ from ..dsl.source import Span
 from ..errors import Error
 from ..plan.arithmetic import FUNCTIONS, Value, ValueProblem, binary, boolean, describe, unary
 from ..plan.arithmetic import literal as literal, representable as representable  # what the resolver imports here
+from ..wording import counted
 from .codes import PC105, PC112, Rule
+from .diagnostics import Fix
 
 
 class ConstError(Error):
-    def __init__(self, message: str, span: Span, hint: str, rule: Rule = PC105) -> None:
+    def __init__(self, message: str, span: Span, hint: str, rule: Rule = PC105, *, fixes: tuple[Fix, ...] = (),
+                 cause: Hashable | None = None) -> None:
         super().__init__(message)
         self.message, self.span, self.hint, self.rule = message, span, hint, rule
+        self.fixes, self.cause = fixes, cause  # as DiagnosticSink.add takes them
 
     @property
     def code(self) -> str:
@@ -292,7 +296,7 @@ def _function(func: ast.Ident, args, keywords, span: Span) -> Callable:
                          "pass the arguments by position")
     arity, implementation = FUNCTIONS[func.text]
     if arity is not None and len(args) != arity:
-        raise ConstError(f"`{func.text}` takes {arity} argument{'s' * (arity != 1)}, "
+        raise ConstError(f"`{func.text}` takes {counted(arity, 'argument')}, "
                          f"found {len(args)}", span, f"write `{func.text}(...)` with {arity}")
     return implementation
 

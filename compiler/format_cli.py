@@ -19,6 +19,7 @@ from ..dsl.errors import PipeSyntaxError
 from ..dsl.format import FormatError, format_source
 from ..dsl.source import SourceFile
 from ..files import write_atomically
+from ..wording import counted
 from .cli import STDIN
 from .diagnostics import Diagnostic
 from .render import RENDERERS
@@ -111,12 +112,9 @@ def _format_one(path: Path, args: argparse.Namespace, color: bool) -> bool | Non
 
 def _summary(args: argparse.Namespace, changed: list[Path], unchanged: int) -> None:
     verb = "would be reformatted" if args.check or args.diff else "reformatted"
-    parts = [f"{_files_word(len(changed))} {verb}"] if changed else []
+    parts = [f"{counted(len(changed), 'file')} {verb}"] if changed else []
     if unchanged:
-        parts.append(f"{_files_word(unchanged)} {'already formatted' if args.check or args.diff else 'left unchanged'}")
+        parts.append(f"{counted(unchanged, 'file')} {'already formatted' if args.check or args.diff else 'left unchanged'}")
     if parts:
         (sys.stderr if args.diff else sys.stdout).write(", ".join(parts) + "\n")
 
-
-def _files_word(count: int) -> str:
-    return f"{count} file" if count == 1 else f"{count} files"

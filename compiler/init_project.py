@@ -95,6 +95,6 @@ def main(argv: list[str]) -> int:
     except OSError as error:
         say("pipec init", "error", f"cannot write in {args.dir}: {error.strerror or error}", color=False)
         return EXIT_USAGE
-    write_stdout(f"created {', '.join(FILES)} in {args.dir}; check it with "
-                 f"`pipec --check {args.dir / 'pipelines'}`\n")
+    where = "" if args.dir == Path(".") else f" {args.dir / 'pipelines'}"
+    write_stdout(f"created {', '.join(FILES)} in {args.dir}; check it with `pipec --check{where}`\n")
     return EXIT_OK

@@ -14,7 +14,7 @@ from typing import Literal, Union
 
 from ..dsl import ast
 from ..dsl.source import SourceFile, Span
-from .diagnostics import Label
+from .diagnostics import Label, Use
 from .live import LaunchLive, LiveTerm, LiveTracker
 from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve names them here)
 
@@ -412,6 +412,7 @@ class GraphBody:
     graph: str  # the declared graph's name (or step / init)
     span: Span
     items: list[Node] = field(default_factory=list)
+    uses: tuple[Use, ...] = ()  # the graph uses that made this instance, outermost first
 
     def walk(self):
         """Every node of this body and of its child graphs, in program order."""
@@ -467,6 +468,9 @@ class Program:
     names_in_skipped_branches: frozenset[str] = frozenset()
     # which constants an update may change, and what they reach (compiler/live.py)
     live: LiveTracker = field(default_factory=LiveTracker)
+    # The names each `.pipe` file's statements can use (its own declarations and imports), for
+    # the edits that fix a finding: a fix may write only a name its file can see.
+    names_in_scope: dict[Path, frozenset[str]] = field(default_factory=dict)
 
     def bodies(self):
         for body in (self.init, self.step):

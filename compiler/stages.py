@@ -26,6 +26,7 @@ from .config import Settings
 from .dag import Dag, build_dag
 from .dag import _without_cycle_collection as without_cycle_collection
 from .diagnostics import Diagnostic, DiagnosticSink
+from .fixes import syntax_fixes
 from .lower import build_plan
 from .model import Program, child_bodies
 from .programmatic_edges import UnitHazards
@@ -73,7 +74,7 @@ def parse_source(source: SourceFile, c: Compilation) -> ast.Module | None:
         return parse(source)
     except PipeSyntaxError as error:
         c.sink.add(codes.BY_CODE[error.code], error.message, error.span,
-                   error.hint or "see docs/language.md for the syntax")
+                   error.hint or "see docs/language.md for the syntax", fixes=syntax_fixes(error))
         return None
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..dsl.source import SourceFile, Span
 from .codes import PC001, PC002, lookup
 from .diagnostics import Diagnostic, DiagnosticSink
+from .fixes import removal
 
 _COMMENT = re.compile(r"#\s*pipec:\s*ignore\[([^\]]*)\]\s*(.*)$")
 
@@ -81,5 +82,6 @@ def apply_suppressions(diagnostics: list[Diagnostic], suppressions: list[Suppres
     for s in suppressions:
         if not s.used and s.codes:
             sink.add(PC001, f"this suppression of {', '.join(sorted(s.codes))} silences nothing",
-                     s.span, "remove it; the finding it was written for is gone")
+                     s.span, "remove it; the finding it was written for is gone",
+                     fixes=(removal("Remove the suppression", s.span),))
     return kept

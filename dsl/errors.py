@@ -23,11 +23,12 @@ class PipeSyntaxError(Error):
 
     code = "PC101"
 
-    def __init__(self, message: str, span: Span, hint: str | None = None) -> None:
+    def __init__(self, message: str, span: Span, hint: str | None = None, replacement: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.span = span
         self.hint = hint
+        self.replacement = replacement  # the text the span should hold, where that is certain (`>>>`)
 
 
 class InputLimitError(PipeSyntaxError):

@@ -127,8 +127,8 @@ def _expected_phrase(expected: set[str]) -> str:
 
 def _at_cause(source: SourceFile, offset: int, token: str, expected: set[str]) -> PipeSyntaxError | None:
     launch_close = any(_describe_terminal(name) == "`>>>`" for name in expected)
-    found = cause(source, offset, token, expected, launch_close)
-    return PipeSyntaxError(found.message, found.span, found.hint) if found else None
+    found = cause(source, offset, token, expected, launch_close, _expected_phrase(expected))
+    return PipeSyntaxError(found.message, found.span, found.hint, found.replacement) if found else None
 
 
 def _syntax_error(source: SourceFile, error: UnexpectedInput, base: int = 0) -> PipeSyntaxError:

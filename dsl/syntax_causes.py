@@ -31,6 +31,7 @@ class Cause:
     message: str
     span: Span
     hint: str
+    replacement: str | None = None  # the text the span should hold, where that is certain
 
 
 def expected_phrase(expected: set[str], describe: Callable[[str], str]) -> str:
@@ -122,7 +123,59 @@ def short_launch_close(source: SourceFile, stop: int) -> Cause | None:
         elif token == ">>" and opened is not None:
             return Cause("`>>` closes the launch configuration, which takes `>>>`",
                          Span(source, match.start(), match.end()),
-                         "write `launch kernel<<<grid, block>>>(args...)`; `>>` is a right shift")
+                         "write `launch kernel<<<grid, block>>>(args...)`; `>>` is a right shift", ">>>")
+    return None
+
+
+# what ends a line whose expression goes on: a binary operator or `=`
+_DANGLING = re.compile(r"(==|!=|<=|>=|<<|>>|->|\band|\bor|\bnot|[-+*/%@&|^<>=~,])\s*$")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+def _code_before(text: str, offset: int) -> tuple[int, str] | None:
+    """The offset where the last line with code before `offset` starts, and that code (without
+    its comment)."""
+    end = text.rfind("\n", 0, offset)
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        code = re.sub(r'"(?:[^"\\\n]|\\.)*"|#.*', lambda m: m.group() if m.group()[0] == '"' else "",
+                      text[start:end]).rstrip()
+        if code.strip():
+            return start, code
+        end = start - 1
+    return None
+
+
+def unfinished_line(source: SourceFile, offset: int, token: str, expected: set[str],
+                    phrase: str) -> Cause | None:
+    """A line whose statement or expression is unfinished, found on the next line: the next
+    line's first word is unexpected where more of the statement was due (`buffer x: f32` then a
+    declaration: expected `[`), or it was read as an operand (`const B = 256 +` then `buffer x`,
+    read as `256 + buffer`)."""
+    text = source.text
+    line_start = text.rfind("\n", 0, offset) + 1
+    first = _WORD.match(text, line_start + _indent(text, offset if offset > line_start else line_start))
+    previous = _code_before(text, line_start)
+    if first is None or first.group() not in _BEGINNERS or previous is None:
+        return None
+    start, code = previous
+    line = source.line_col(start)[0]
+    dangling = _DANGLING.search(code)
+    if dangling and first.end() <= offset:  # the first word was read as the operand
+        at = start + dangling.start(1)
+        operator = dangling.group(1)
+        return Cause(f"`{operator}` at the end of line {line} has no operand after it",
+                     Span(source, at, at + len(operator)),
+                     f"finish the expression on line {line}: a line break does not end it, so the "
+                     f"`{first.group()}` of the next line was read as its operand")
+    due = expected & (STATEMENT_START | DECLARATION_START | {"RBRACE", "$END"})
+    if first.start() == offset and not due and phrase:
+        last = re.search(r"\S+$", code)
+        at = start + last.start()
+        opening = _WORD.match(code.strip())
+        what = "declaration" if opening and opening.group().upper() in DECLARATION_START else "statement"
+        return Cause(f"line {line} ends before its {what} does: {phrase} after `{last.group()}`",
+                     Span(source, at, start + len(code)), f"complete the {what} on its line")
     return None
 
 
@@ -131,9 +184,11 @@ def _more_opened(text: str) -> bool:
     return tokens.count("{") > tokens.count("}")
 
 
-def cause(source: SourceFile, offset: int, token: str, expected: set[str], launch_close: bool) -> Cause | None:
+def cause(source: SourceFile, offset: int, token: str, expected: set[str], launch_close: bool,
+          phrase: str = "") -> Cause | None:
     """The cause of a syntax error the parser found at `offset` (`token` there, "" at the end
-    of the file; `launch_close`: `>>>` was one of the expected tokens), when it lies elsewhere."""
+    of the file; `launch_close`: `>>>` was one of the expected tokens; `phrase`: the expected
+    tokens in words), when it lies elsewhere."""
     if launch_close:
         found = short_launch_close(source, offset)
         if found:
@@ -145,4 +200,6 @@ def cause(source: SourceFile, offset: int, token: str, expected: set[str], launc
             return found
     if beginner and ("RBRACE" in expected or not token) and _more_opened(source.text):
         return unclosed_brace(source, offset)
+    if token:
+        return unfinished_line(source, offset, token, expected, phrase)
     return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast as python_ast
+from dataclasses import dataclass
 
 from lark import Token, Transformer
 
@@ -41,6 +42,14 @@ def _int(text: str) -> int | None:
 
 
 _KEPT_TOKENS = {"NAME", "INT", "FLOAT", "STRING", "NOT", "MINUS", "PLUS", "TILDE", *_PRECEDENCE}
+
+
+@dataclass(frozen=True)
+class _CallArgs:
+    """A graph use's arguments with their parentheses: the use's span ends at its `)`."""
+
+    items: tuple
+    span: Span
 
 
 class _ToAst(Transformer):
@@ -234,7 +243,7 @@ class _ToAst(Transformer):
 
     def graph_call(self, children):
         name, args = self._parts(children)
-        return ast.GraphCall(self._ident(name), args or (), self._span(children))
+        return ast.GraphCall(self._ident(name), args.items if args else (), self._span(children))
 
     def allreduce(self, children):
         op, *views = self._parts(children)
@@ -253,7 +262,7 @@ class _ToAst(Transformer):
         return ast.Collective("reducescatter", self._ident(op), (src,), dst, None, self._span(children))
 
     def call_args(self, children):
-        return tuple(c for c in self._parts(children) if c is not None)
+        return _CallArgs(tuple(c for c in self._parts(children) if c is not None), self._span(children))
 
     # --- expressions ------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from ..plan.bundle_format import (
 )
 from ..plan.gemm_algorithms import GemmAlgorithms, read_bundle_file
 from ..plan.schema import Plan, collective_sequence, from_json
+from ..wording import plural
 from .cublaslt import GemmError, GemmSettings
 from .driver import Device, open_device, release_device
 from .library import LibraryRecordingError
@@ -74,7 +75,7 @@ class Bundle:
                 continue
             data = self.files[buffer_path(spec.name)]
             if len(data) != spec.nbytes:
-                raise BundleError(f"{self.directory / buffer_path(spec.name)} holds {len(data):,} bytes; buffer "
+                raise BundleError(f"{self.directory / buffer_path(spec.name)} holds {len(data):,} {plural('byte', len(data))}; buffer "
                                   f"`{spec.name}` has {spec.nbytes:,}")
             contents[spec.name] = data
         return contents
@@ -204,7 +205,7 @@ def _checked_file(directory: Path, relative: str, digest: object) -> bytes:
         raise BundleError(f"cannot read {path}: {error.strerror or error}") from None
     actual = "sha256:" + hashlib.sha256(data).hexdigest()
     if actual != digest:
-        raise BundleError(f"{path} does not match its hash in the manifest ({len(data):,} bytes, {actual[:19]}..., "
+        raise BundleError(f"{path} does not match its hash in the manifest ({len(data):,} {plural('byte', len(data))}, {actual[:19]}..., "
                           f"the manifest says {str(digest)[:19]}...): it was truncated or changed; rebuild the bundle")
     return data
 

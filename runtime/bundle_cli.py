@@ -15,6 +15,7 @@ from pathlib import Path
 from ..cli.arguments import UsageError
 from ..plan.bundle_format import MANIFEST, PLAN
 from ..plan.live import parse_value
+from ..wording import verb
 
 
 def is_bundle(path: Path) -> bool:
@@ -29,7 +30,7 @@ def refuse_compiling_options(args: argparse.Namespace) -> None:
         ("--unroll", args.unroll),
     ) if used]
     if given:
-        raise UsageError(f"{', '.join(given)} compile{'s' * (len(given) == 1)} the pipeline, and {args.file} is a "
+        raise UsageError(f"{', '.join(given)} {verb('compiles', len(given))} the pipeline, and {args.file} is a "
                          "bundle, compiled already: run the .pipe file with them (a bundle's constants are `pipec build -D`'s)")
 
 

@@ -26,6 +26,7 @@ from ..compiler.config import load_settings
 from ..dsl import ast
 from ..dsl.source import open_regular
 from ..errors import Error
+from ..wording import counted
 from .bundle_cli import check_bundle_updates, is_bundle, refuse_compiling_options
 from .cli_reports import gemm_summary, plot_run, profile_report, save_gemm_algorithms, verify_report
 from .distributed import nccl_environment, stop_other_ranks
@@ -253,8 +254,9 @@ def _run(args, pipeline) -> int:
     out = sys.stdout
     info = sys.stderr if args.json else sys.stdout
     print(f"{args.prog}: {pipeline.plan.pipe} on {pipeline.device.describe()}: "
-          f"{pipeline.graph.node_count} nodes in {len(list(pipeline.plan.graph_tree(pipeline.plan.step)))} "
-          f"graph(s), {pipeline.modules.instance_count} module instance(s)", file=info)
+          f"{counted(pipeline.graph.node_count, 'node')} in "
+          f"{counted(len(list(pipeline.plan.graph_tree(pipeline.plan.step))), 'graph')}, "
+          f"{counted(pipeline.modules.instance_count, 'module instance')}", file=info)
     if is_bundle(args.file) and pipeline.gemm_choices:  # whether the bundle's stored algorithms took effect
         print(f"{args.prog}: GEMM algorithms: {gemm_summary(pipeline.gemm_choices)}", file=info)
     if args.save_gemm_algorithms:
@@ -351,7 +353,7 @@ def _summarize(args, pipeline, done: int, interrupted: bool, wall: float, gpu_ms
         _emit(summary, out)
         return
     state = "interrupted after" if interrupted else "ran"
-    print(f"{args.prog}: {state} {done} steps in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
+    print(f"{args.prog}: {state} {counted(done, 'step')} in {wall:.3f} s: {summary['steps_per_s']} steps/s, "
           f"{summary['gpu_us_per_step']} us of GPU time per step ({summary['mode']})", file=info)
     if summary["readback"]:
         print(f"{args.prog}: " + _short(summary["readback"]), file=info)
@@ -398,7 +400,7 @@ def _apply_updates(pipeline, schedule: list, step: int, as_json: bool, out, info
         if as_json:
             _emit({"event": "set", "step": step, "name": name, "value": value, "nodes": nodes}, out)
         else:
-            print(f"piperun: step {step}: {name} = {value} ({len(nodes)} kernel node(s) updated)", file=info)
+            print(f"piperun: step {step}: {name} = {value} ({counted(len(nodes), 'kernel node')} updated)", file=info)
     return schedule[len(due):]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from ..cli.exits import EXIT_FAILED, EXIT_OK
 from ..files import replacing, write_atomically
 from ..plan.gemm_algorithms import file_text
+from ..wording import counted, verb
 from .distributed import replicated_differences
 from .gemm_nodes import GemmChoice
 
@@ -40,8 +41,8 @@ def save_gemm_algorithms(args, pipeline, info) -> None:
         write_atomically(path, file_text(data))
     except OSError as error:
         raise SystemExit(f"{args.prog}: error: cannot write {path}: {error.strerror or error}") from None
-    print(f"{args.prog}: saved the algorithms of {len(data['gemms'])} GEMM node(s) on {pipeline.device.name} to "
-          f"{path}", file=info)
+    print(f"{args.prog}: saved the algorithms of {counted(len(data['gemms']), 'GEMM node')} on "
+          f"{pipeline.device.name} to {path}", file=info)
 
 
 def verify_report(args, pipeline, info) -> int:
@@ -55,17 +56,19 @@ def verify_report(args, pipeline, info) -> int:
         differences = replicated_differences(pipeline, args.verify)
         for line in differences:
             print(f"{args.prog}: verify: {line}", file=info)
-        if not differences:
+        if not differences and pipeline.distributed.launch.world_size > 1:  # one rank compares nothing
             replicated = sum(b.replicated for b in pipeline.plan.buffers)
-            print(f"{args.prog}: verify: the {replicated} replicated buffer(s) hold the same bits on all "
-                  f"{pipeline.distributed.launch.world_size} ranks after {args.verify} steps", file=info)
+            print(f"{args.prog}: verify: {'the ' * (replicated != 1)}{counted(replicated, 'replicated buffer')} "
+                  f"{verb('holds', replicated)} the same bits on all {pipeline.distributed.launch.world_size} ranks "
+                  f"after {counted(args.verify, 'step')}", file=info)
     if report.ok and not differences:
-        print(f"{args.prog}: verify: {report.steps} eager steps and {report.steps} graph replays agree bit "
-              f"for bit on all {report.buffers} buffers; two graph runs agree too "
-              f"({len(report.poisoned)} output buffers poisoned first)", file=info)
+        print(f"{args.prog}: verify: {counted(report.steps, 'eager step')} and {counted(report.steps, 'graph replay')} "
+              f"agree bit for bit on all {counted(report.buffers, 'buffer')}; two graph runs agree too "
+              f"({counted(len(report.poisoned), 'output buffer')} poisoned first)", file=info)
         return EXIT_OK
     if not report.ok:
-        print(f"{args.prog}: verify: {len(report.mismatches)} difference(s) after {report.steps} steps:", file=info)
+        print(f"{args.prog}: verify: {counted(len(report.mismatches), 'difference')} after "
+              f"{counted(report.steps, 'step')}:", file=info)
         for mismatch in report.mismatches:
             print(f"  {mismatch.describe()}", file=info)
     return EXIT_FAILED
@@ -75,7 +78,8 @@ def profile_report(args, pipeline, info) -> int:
     from .trace import write_chrome_trace
 
     report = pipeline.profile(PROFILE_REPLAYS)
-    print(f"{args.prog}: profile of {report.node_count} nodes inside {report.replays} graph replays (CUPTI; "
+    print(f"{args.prog}: profile of {counted(report.node_count, 'node')} inside "
+          f"{counted(report.replays, 'graph replay')} (CUPTI; "
           "medians; * on the critical path)", file=info)
     width = max((len(n.name) for n in report.nodes), default=4)
     print(f"    {'node':<{width}}  {'kind':<6}  {'us':>7}  {'latency':>7}  {'slack':>7}  location", file=info)
@@ -83,7 +87,7 @@ def profile_report(args, pipeline, info) -> int:
         mark = "*" if node.critical else " "
         print(f"  {mark} {node.name:<{width}}  {node.kind:<6}  {node.microseconds:7.2f}  "
               f"{node.latency_us:7.2f}  {node.slack_us:7.2f}  {node.location}", file=info)
-    print(f"  critical path    {len(report.critical_path)} nodes: {report.kernel_us:.1f} us of node time + "
+    print(f"  critical path    {counted(len(report.critical_path), 'node')}: {report.kernel_us:.1f} us of node time + "
           f"{report.latency_us:.1f} us of dependency latency = {report.critical_path_us:.1f} us, "
           "the floor for one step", file=info)
     print(f"  graph replay     {report.replay_us:.1f} us from first node start to last node end "
@@ -98,7 +102,8 @@ def profile_report(args, pipeline, info) -> int:
             write_chrome_trace(report, pipeline.plan.pipe, args.trace, TRACE_REPLAYS)
         except OSError as error:
             raise SystemExit(f"piperun: error: cannot write {args.trace}: {error.strerror or error}") from None
-        print(f"{args.prog}: wrote the timeline of {min(TRACE_REPLAYS, report.replays)} replays to {args.trace}",
+        print(f"{args.prog}: wrote the timeline of {counted(min(TRACE_REPLAYS, report.replays), 'replay')} to "
+              f"{args.trace}",
               file=info)
     return EXIT_OK
 

@@ -1,7 +1,9 @@
 """Collective nodes on the device: the one NCCL call of each (the one NCCL group of a node with
 several operands), issued on a stream (eager execution) or recorded into a graph pipec owns
 and added to the step as a child graph node (runtime/library.py's rules: a private stream, a
-capture scoped to the call or the group, kernel and memset nodes only).
+capture scoped to the call or the group, kernel and memset nodes, and what `COLLECTIVE_NODE_TYPES`
+adds: NCCL's host node, and device-to-device copies, which NCCL records on a communicator of one
+rank, where a plan with collectives runs without a launcher).
 
 Waiting is where a failed rank would hang the others: NCCL's kernels spin until every rank has
 joined. So a run with collectives never waits blindly: `wait` polls the stream, NCCL's
@@ -17,7 +19,7 @@ from ..plan.schema import CollectiveNodeSpec, CollectiveOperandSpec
 from ..errors import Error
 from .distributed import Distributed
 from .driver import Device
-from .library import ALLOWED_NODE_TYPES, Recording, record_call
+from .library import ALLOWED_NODE_TYPES, DEVICE_COPIES, Recording, record_call
 from .memory import BufferSet
 from .nccl import IN_PROGRESS
 from .process_launchers import TIMEOUTS, timeout_from_environment
@@ -27,8 +29,11 @@ WAIT_TIMEOUT_S = TIMEOUTS["PIPEC_NCCL_TIMEOUT"]  # the default
 # operations (a network transport, between machines), NCCL's graph capture adds a host callback
 # that hands the proxy thread its operations at every replay (NCCL's own supported path for
 # graphs; the callback touches none of pipec's memory). Event nodes stay refused: NCCL adds them
-# only with NCCL_GRAPH_MIXING_SUPPORT=1, which runtime/distributed.py turns off.
-COLLECTIVE_NODE_TYPES = (*ALLOWED_NODE_TYPES, "HOST")
+# only with NCCL_GRAPH_MIXING_SUPPORT=1, which runtime/distributed.py turns off. And copies within
+# device memory: on a communicator of one rank NCCL (ncclLaunchOneRank) does an out-of-place call
+# as one cudaMemcpyAsync, an explicit node of the recording (runtime/library.py says why a copy
+# touching host memory, say into a `mapped` buffer, stays refused).
+COLLECTIVE_NODE_TYPES = (*ALLOWED_NODE_TYPES, "HOST", DEVICE_COPIES)
 FAILURE_POLL_S = 0.5  # how often a waiting rank asks whether another one failed
 
 

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from ..plan.schema import Plan, collective_sequence, collective_sequence_hash
 from ..errors import Error
+from ..wording import counted, plural
 from .process_launchers import DistributedError, Launch, timeout_from_environment
 from .nccl import Communicator
 
@@ -220,7 +221,7 @@ def first_difference(reference: list[str], ours: list[str], rank: int, other: in
                     "collectives in the same order")
     shorter, longer = (reference, ours) if len(reference) < len(ours) else (ours, reference)
     who = 0 if longer is reference else rank
-    return (f"rank {rank}'s plan differs from rank 0's after {len(shorter)} collective(s): rank "
+    return (f"rank {rank}'s plan differs from rank 0's after {counted(len(shorter), 'collective')}: rank "
             f"{who} also issues `{longer[len(shorter)]}`")
 
 
@@ -321,8 +322,8 @@ def replicated_differences(pipeline, steps: int) -> list[str]:
     for name in names:
         ranks = [str(r) for r, digests in enumerate(gathered) if digests.get(name) != gathered[0].get(name)]
         if ranks:
-            lines.append(f"replicated buffer `{name}` differs between rank 0 and rank(s) {', '.join(ranks)} "
-                         f"after {steps} steps")
+            lines.append(f"replicated buffer `{name}` differs between rank 0 and {plural('rank', len(ranks))} "
+                         f"{', '.join(ranks)} after {counted(steps, 'step')}")
     return lines
 
 

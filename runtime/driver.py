@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import Error
+from ..wording import counted
 
 
 class NoDevice(Error):
@@ -94,7 +95,7 @@ def open_device(ordinal: int = 0, driver: Driver | None = None) -> Device:
                        f"pipec needs {MIN_DRIVER // 1000}.{MIN_DRIVER % 1000 // 10} or newer")
     count = call("cuDeviceGetCount")
     if not 0 <= ordinal < count:
-        raise NoDevice(f"device {ordinal} does not exist ({count} CUDA device{'s' * (count != 1)} found)")
+        raise NoDevice(f"device {ordinal} does not exist ({counted(count, 'CUDA device')} found)")
     handle = call("cuDeviceGet", ordinal)
     context = call("cuDevicePrimaryCtxRetain", handle)
     call("cuCtxSetCurrent", context)

@@ -15,6 +15,7 @@ from ..plan.initial_values import host_dtype, initial_array
 from ..plan.schema import BufferSpec, Plan
 from ..api_arguments import ArgumentError
 from ..errors import Error
+from ..wording import counted
 from .dlpack import DL_TYPES, KDL_CUDA, read_capsule
 from .driver import CudaError, Driver, wait_for
 
@@ -217,7 +218,7 @@ def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> D
         raise BindError(f"cannot bind `{spec.name}`: the array holds {_describe(kind)}, the buffer {spec.dtype}")
     count = int(np.prod(shape, dtype=np.int64))
     if count * dtype.size != spec.nbytes:
-        raise BindError(f"cannot bind `{spec.name}`: the array has {count} elements, the buffer "
+        raise BindError(f"cannot bind `{spec.name}`: the array has {counted(count, 'element')}, the buffer "
                         f"{spec.nbytes // dtype.size}")
     if strides is not None and count > 1 and strides != _contiguous(shape):
         raise BindError(f"cannot bind `{spec.name}`: the array is not C-contiguous")

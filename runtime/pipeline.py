@@ -18,6 +18,7 @@ import numpy as np
 from ..api_arguments import ArgumentError, constants, file_path, whole_number
 from ..plan.gemm_algorithms import file_json
 from ..plan.schema import Plan, collective_sequence
+from ..wording import counted
 from .collectives import CollectiveFailed, Collectives
 from .distributed import Distributed
 from .driver import CudaError, Device, release_device, wait_for
@@ -254,7 +255,7 @@ class Pipeline:
         spec = self._named(buffer).spec
         element = whole_number("writers_of(element)", element)
         if element >= math.prod(spec.shape):
-            raise ArgumentError(f"writers_of: `{buffer}` has {math.prod(spec.shape)} elements, "
+            raise ArgumentError(f"writers_of: `{buffer}` has {counted(math.prod(spec.shape), 'element')}, "
                                 f"not an element {element}")
         return [w for start, stop, w in self._writers.get(buffer, ()) if start <= element < stop]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..plan.schema import ChildGraphNodeSpec, GemmNodeSpec, Location, Plan
 from ..errors import Error
+from ..wording import counted, verb
 
 
 class ProfileError(Error):
@@ -205,7 +206,8 @@ def replays_by_node(plan: Plan, collection: Collection) -> list[dict[str, NodeRe
             unnamed.add(record.graph_node_id)
         else:
             by_name.setdefault(name, []).append(record)
-    strangers = f"{len(unnamed)} graph node id(s) in the records match no node of the plan"
+    strangers = (f"{counted(len(unnamed), 'graph node id')} in the records "
+                 f"{verb('matches', len(unnamed))} no node of the plan")
     for node in plan.leaves(plan.step):
         records = by_name.get(node.name, [])
         if isinstance(node, GemmNodeSpec) and records and len(records) % collection.replays == 0:
@@ -214,8 +216,8 @@ def replays_by_node(plan: Plan, collection: Collection) -> list[dict[str, NodeRe
              if len(by_name.get(n.name, ())) != collection.replays]
     if wrong:
         name, count = wrong[0]
-        raise ProfileError(f"{len(wrong)} node(s) without one record per replay: `{name}` has {count} "
-                           f"for {collection.replays} replays" + (f"; {strangers}" if unnamed else ""))
+        raise ProfileError(f"{counted(len(wrong), 'node')} without one record per replay: `{name}` has {count} "
+                           f"for {counted(collection.replays, 'replay')}" + (f"; {strangers}" if unnamed else ""))
     if unnamed:
         raise ProfileError(f"{strangers} (for example {min(unnamed)})")
     for records in by_name.values():

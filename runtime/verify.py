@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..plan.schema import Location
+from ..wording import counted, verb
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Mismatch:
     def describe(self) -> str:
         where = ", ".join(f"`{w.name}` ({w.location})" for w in self.writers) or "no node of the step"
         return (f"`{self.buffer}`{list(self.index)}: {self.sides[0]} {self.expected!r}, {self.sides[1]} "
-                f"{self.found!r} ({self.differing} element{'s' * (self.differing != 1)} differ); "
+                f"{self.found!r} ({counted(self.differing, 'element')} {verb('differs', self.differing)}); "
                 f"written by {where}")
 
 

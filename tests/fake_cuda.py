@@ -3,10 +3,11 @@
 Every function returns `(CUresult, *outputs)` like the real bindings and is recorded in
 `calls`. Memory is host memory: an allocation is a NumPy array and its address is the
 "device" pointer, so memsets, copies, mapped buffers, state save/load and verification's
-snapshots really move bytes. Kernels do not run: a kernel launch or kernel node records the
-function and its argument values, decoded from the `kernelParams` array at the moment the call
-is made (as the driver copies them), using `param_sizes` (bytes of each parameter, by kernel
-name). A graph keeps its nodes, their dependencies and child graphs; launching an
+snapshots really move bytes; `cuPointerGetAttribute` still tells `cuMemHostAlloc`'s (host)
+from `cuMemAlloc`'s (device), and a copy node keeps the memory types it was made with. Kernels
+do not run: a kernel launch or kernel node records the function and its argument values,
+decoded from the `kernelParams` array at the moment the call is made (as the driver copies
+them), using `param_sizes` (bytes of each parameter, by kernel name). A graph keeps its nodes, their dependencies and child graphs; launching an
 instantiated graph performs its memset and memcpy nodes in the order they were added (a
 topological order), like eager execution does, so the two sides of `verify` agree. An
 executable graph is its source graph (no copy), and a child graph node embeds its graph itself,
@@ -62,6 +63,12 @@ class CUfunction_attribute(enum.IntEnum):
 class CUmemorytype(enum.IntEnum):
     CU_MEMORYTYPE_HOST = 1
     CU_MEMORYTYPE_DEVICE = 2
+    CU_MEMORYTYPE_ARRAY = 3
+    CU_MEMORYTYPE_UNIFIED = 4
+
+
+class CUpointer_attribute(enum.IntEnum):
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 
 
 class CUstream_flags(enum.IntEnum):
@@ -192,6 +199,10 @@ class Memcpy:
     dst: int
     src: int
     nbytes: int
+    # the memory types its parameters give: pipec's own copies say DEVICE; cudaMemcpyDefault's
+    # (NCCL's one-rank copies) say UNIFIED, for the driver to resolve by address
+    src_type: CUmemorytype = CUmemorytype.CU_MEMORYTYPE_DEVICE
+    dst_type: CUmemorytype = CUmemorytype.CU_MEMORYTYPE_DEVICE
 
 
 @dataclass
@@ -237,6 +248,7 @@ class FakeCuda:
     CUdevice_attribute = CUdevice_attribute
     CUfunction_attribute = CUfunction_attribute
     CUmemorytype = CUmemorytype
+    CUpointer_attribute = CUpointer_attribute
     CUstream_flags = CUstream_flags
     CUstreamWaitValue_flags = CUstreamWaitValue_flags
     CUevent_flags = CUevent_flags
@@ -268,6 +280,7 @@ class FakeCuda:
         self.memory_bytes = memory_bytes
         self.calls: list[Call] = []
         self.allocations: dict[int, np.ndarray] = {}  # address -> the memory behind it
+        self.host_allocations: set[int] = set()  # those of cuMemHostAlloc (pinned host memory)
         self.graphs: dict[Handle, FakeGraph] = {}
         self.bodies: dict[Handle, FakeGraph] = {}  # conditional nodes' bodies, owned by the node
         self.conditional_handles: dict[Handle, tuple[FakeGraph, Handle, int, int]] = {}  # graph, ctx, default, flags
@@ -526,6 +539,17 @@ class FakeCuda:
         params.height, params.pitch = 1, work.count * work.element_size
         return (CUresult.CUDA_SUCCESS, params)
 
+    def cuGraphMemcpyNodeGetParams(self, handle):
+        """A copy's parameters: a host end's address in srcHost/dstHost, any other's in
+        srcDevice/dstDevice, as cuda.h's CUDA_MEMCPY3D has them."""
+        work, host = self._node(handle).work, CUmemorytype.CU_MEMORYTYPE_HOST
+        params = CUDA_MEMCPY3D()
+        params.srcMemoryType, params.dstMemoryType = work.src_type, work.dst_type
+        params.srcHost, params.srcDevice = (work.src, 0) if work.src_type == host else (0, work.src)
+        params.dstHost, params.dstDevice = (work.dst, 0) if work.dst_type == host else (0, work.dst)
+        params.WidthInBytes, params.Height, params.Depth = work.nbytes, 1, 1
+        return (CUresult.CUDA_SUCCESS, params)
+
     def cuGraphNodeGetDependencies(self, handle, count):
         deps = self._node(handle).deps
         return (CUresult.CUDA_SUCCESS, list(deps[:count]), len(deps))
@@ -545,7 +569,10 @@ class FakeCuda:
         return self._allocate(nbytes)
 
     def cuMemHostAlloc(self, nbytes, flags):
-        return self._allocate(nbytes)
+        result = self._allocate(nbytes)
+        if result[0] == CUresult.CUDA_SUCCESS:
+            self.host_allocations.add(result[1])
+        return result
 
     def cuMemHostGetDevicePointer(self, host, flags):
         return (CUresult.CUDA_SUCCESS, host)  # unified addressing: the same address
@@ -554,7 +581,19 @@ class FakeCuda:
         del self.allocations[address]
         return (CUresult.CUDA_SUCCESS,)
 
-    cuMemFreeHost = cuMemFree
+    def cuMemFreeHost(self, address):
+        self.host_allocations.remove(address)
+        return FakeCuda.cuMemFree(self, address)
+
+    def cuPointerGetAttribute(self, attribute, address):
+        """The memory type of an allocation's address; an address outside every allocation is
+        one the driver does not know (pageable host memory), as the real driver answers."""
+        assert attribute == CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+        for start, array in self.allocations.items():
+            if start <= int(address) < start + array.nbytes:
+                host = start in self.host_allocations
+                return (CUresult.CUDA_SUCCESS, CUmemorytype.CU_MEMORYTYPE_HOST if host else CUmemorytype.CU_MEMORYTYPE_DEVICE)
+        return (CUresult.CUDA_ERROR_INVALID_VALUE, 0)
 
     def cuMemcpyHtoD(self, dst, array, nbytes):
         self._memory(dst, nbytes)[:] = np.frombuffer(np.ascontiguousarray(array).tobytes()[:nbytes], np.uint8)

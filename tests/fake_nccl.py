@@ -2,7 +2,11 @@
 runtime/library.py's `record_call` does), and a fake NCCL communicator whose calls act on the
 fake device memory as if every other rank held the same data as this one (so a sum over W
 ranks is W times this rank's values, a gather W copies). Between group_start and group_end its
-calls wait, as NCCL's do, and group_end enqueues them as one kernel."""
+calls wait, as NCCL's do, and group_end enqueues them as one kernel. A communicator of one rank
+takes NCCL's one-rank path instead (`ncclLaunchOneRank`, NCCL 2.28), at once, in a group or
+not: an out-of-place call is one copy (`cudaMemcpyAsync` with `cudaMemcpyDefault`, whose node
+gives both ends as unified addresses), an in-place one does nothing, and a float average is
+NCCL's one-rank kernel, `oneRankReduce`."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fake_cuda import CUresult, FakeCuda, KernelLaunch, fake_driver
+from fake_cuda import CUmemorytype, CUresult, FakeCuda, KernelLaunch, Memcpy, fake_driver
 from pipec.plan.dtypes import DTYPES
 from pipec import load
 from pipec.runtime import Backends
@@ -76,10 +80,20 @@ class FakeCommunicator:
     def _enqueue(self, what, stream, detail, count, dtype, effect, src, dst) -> None:
         handle = self.fake.CUstream(stream)
         self.calls.append((what, count, dtype, detail, handle in self.fake.capturing, self._group is not None, src, dst))
-        if self._group is not None:
+        if self.world_size == 1:
+            self._one_rank(handle, detail, count, dtype, effect, src, dst)
+        elif self._group is not None:
             self._group.append((what, handle, effect))
         else:
             self._launch(what, handle, effect)
+
+    def _one_rank(self, handle, detail, count, dtype, effect, src, dst) -> None:
+        """NCCL's one-rank path (see the module's docstring)."""
+        if detail == "avg" and DTYPES[dtype].kind == "f":  # NCCL's PreMulSum: a kernel, even in place
+            self.fake.enqueue(handle, "kernel", KernelLaunch("oneRankReduce", (1, 1, 1), (1, 1, 1), 0, (), run=effect))
+        elif src != dst:
+            unified = CUmemorytype.CU_MEMORYTYPE_UNIFIED
+            self.fake.enqueue(handle, "memcpy", Memcpy(dst, src, count * DTYPES[dtype].size, unified, unified))
 
     def _launch(self, what: str, handle, effect) -> None:
         if self.extra_node is not None:  # recorded before the kernel, as NCCL's host callback or event
@@ -93,7 +107,10 @@ class FakeCommunicator:
 
     def group_end(self) -> None:
         group, self._group = self._group, None
-        assert group, "ncclGroupEnd without ncclGroupStart, or around no call"
+        assert group is not None, "ncclGroupEnd without ncclGroupStart"
+        if self.world_size == 1:  # its calls were done at once
+            return
+        assert group, "ncclGroupEnd around no call"
         streams = {handle for _, handle, _ in group}
         assert len(streams) == 1, "one group's calls on several streams"
         self.groups.append([what for what, _, _ in group])

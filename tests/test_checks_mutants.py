@@ -189,9 +189,9 @@ def test_an_extent_is_compared_with_the_elements_bound():
     launch add_one<<<1, 1>>>(x[250:], 7)
 """)
     assert [line for line, _ in found] == [2, 4, 6]
-    assert "touches 17 elements through" in found[0][1] and found[0][1].endswith("but `x`[0:16] holds 16")
+    assert "touches 17 elements through" in found[0][1] and found[0][1].endswith("but `x[0:16]` holds 16")
     assert found[1][1].endswith("but `x` holds 256")
-    assert found[2][1].endswith("but `x`[250:256] holds 6")
+    assert found[2][1].endswith("but `x[250:256]` holds 6")
 
 
 def test_argument_count_names_the_missing_parameters_and_spans_the_extra_arguments():

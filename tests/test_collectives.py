@@ -289,9 +289,41 @@ def test_a_recording_may_hold_nccls_host_node_but_no_event_node(tmp_path):
         assert [n.kind for n in fake.executables[pipeline.graph.exec].nodes[0].child.nodes] == ["host", "kernel"]
     # pipec.load reports a refused recording as one PipelineError line, naming the node
     with pytest.raises(PipelineError, match=r"prog.pipe: allreduce `step/allreduce:x` \(.*prog.pipe:11:5\): the "
-                       r"library call recorded event_record node\(s\); a library node may hold kernel, memset, "
-                       "host nodes only"):
+                       r"library call recorded 1 node of another kind \(event_record\); a library node may hold kernel, memset, "
+                       "host nodes and device-to-device copies only"):
         load_on_fake_ranks(tmp_path, PROGRAM, extra_node="event_record")
+
+
+def test_on_one_rank_nccls_copies_are_recorded_and_the_collectives_fixture_runs():
+    """Without a launcher a plan with collectives runs on a communicator of one rank, where NCCL
+    records an out-of-place call as a device-to-device copy (and an in-place one as nothing, a
+    float average as its one-rank kernel): a recording may hold such copies."""
+    path = ROOT / "tests" / "fixtures" / "runtime" / "collectives.pipe"
+    driver = fake_driver(path, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, 1, 0)
+    ranks = lambda plan, launch: connect(plan, launch, LocalChannel(), FakeLibrary(communicator))  # noqa: E731
+    with load(path, backends=Backends(driver, connect_ranks=ranks)) as pipeline:
+        recordings = [n.child.nodes for n in driver.cu.executables[pipeline.graph.exec].nodes if n.kind == "graph"]
+        # allgather, allreduce sum, avg, max, sum (bf16), broadcast, reducescatter, the two groups
+        assert [[n.kind for n in nodes] for nodes in recordings] == [
+            ["memcpy"], [], ["kernel"], [], [], [], ["memcpy"], [], []]
+        gather, scatter = recordings[0][0].work, recordings[6][0].work
+        assert (gather.nbytes, scatter.nbytes) == (4096 * 4, 4096 * 4)
+        pipeline.step(3)
+        state = pipeline.snapshot()
+        assert all((state[name] == 1).all() for name in ("x", "mean", "top", "gathered", "piece", "group_count"))
+        assert pipeline.verify(2).ok
+    assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0)
+
+
+def test_a_recorded_copy_to_host_memory_is_refused_naming_it(tmp_path):
+    """One rank's allgather into a `mapped` buffer is NCCL's copy from device to pinned host
+    memory, which a replay must not do (PC304's pitfall)."""
+    mapped = PROGRAM.replace("buffer parts: f32[WORLD_SIZE * N]", "buffer parts: f32[WORLD_SIZE * N] mapped")
+    with pytest.raises(PipelineError, match=r"prog.pipe: allgather `step/allgather:parts` \(.*prog.pipe:12:5\): the "
+                       r"library call recorded 1 node of another kind \(a copy from device to host memory\); a library "
+                       "node may hold kernel, memset, host nodes and device-to-device copies only\n$"):
+        load_on_fake_ranks(tmp_path, mapped, world_size=1)
 
 
 class _Disagreeing(_Ranks):
@@ -308,7 +340,7 @@ def test_replicated_buffers_that_differ_are_named_and_a_failing_rank_stops_the_o
     with pipeline:
         channel = pipeline.distributed.channel = _Disagreeing(0, [], b"")
         assert replicated_differences(pipeline, 3) == [
-            "replicated buffer `x` differs between rank 0 and rank(s) 1 after 3 steps"]
+            "replicated buffer `x` differs between rank 0 and rank 1 after 3 steps"]
         stop_other_ranks(pipeline, "it exited with status 1")
         assert channel.failures == ["it exited with status 1"]
         assert not comm.aborted  # begun, but NCCL's abort waits for the step graph, destroyed at close

@@ -1,6 +1,7 @@
 """Stumbles of a first hour: `-D NAME=word` where a string was meant (the shell ate the
-quotes: the finding says how to keep them), and `piperun` on a missing file, which says it as
-`pipec` does."""
+quotes: the finding says how to keep them), `piperun` on a missing file, which says it as
+`pipec` does, a line left unfinished (told at that line, not at the next), an element type
+spelt as in C, a kernel its source declares that the import does not list."""
 
 from __future__ import annotations
 
@@ -48,3 +49,39 @@ def test_messages_count_one_in_the_singular_and_need_no_article_before_a_type(tm
     found = {f["code"]: f for f in json.loads(capsys.readouterr().out)}
     assert found["PC303"]["message"] == "copy of 1 element into 2"
     assert found["PC204"]["hint"] == "pass a value that fits `unsigned char`"
+
+
+def _only_finding(tmp_path, capsys, pipe: str) -> dict:
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void a(float* x) {}\nextern "C" __global__ void b(float* x) {}\n')
+    (tmp_path / "p.pipe").write_text(pipe)
+    main(["--check", "--format", "json", str(tmp_path / "p.pipe")])
+    [finding] = json.loads(capsys.readouterr().out)
+    return finding
+
+
+def test_an_expression_left_unfinished_at_a_line_s_end_is_told_there(tmp_path, capsys):
+    finding = _only_finding(tmp_path, capsys, "const BLOCK = 256 +\n\nbuffer x: f32[BLOCK]\n")
+    assert (finding["line"], finding["column"]) == (1, 19)
+    assert finding["message"] == "`+` at the end of line 1 has no operand after it"
+    assert "the `buffer` of the next line was read as its operand" in finding["hint"]
+
+
+def test_a_declaration_left_unfinished_is_told_at_its_line(tmp_path, capsys):
+    finding = _only_finding(tmp_path, capsys, "buffer x: f32   # the shape forgotten\nbuffer y: f32[4]\n")
+    assert (finding["line"], finding["column"]) == (1, 11)
+    assert finding["message"] == "line 1 ends before its declaration does: expected `[` after `f32`"
+
+
+def test_an_element_type_spelt_as_in_c_is_named_as_the_language_spells_it(tmp_path, capsys):
+    finding = _only_finding(tmp_path, capsys, "buffer x: float[4]\n")
+    assert finding["hint"] == "`float` is the C spelling; buffers are declared `f32`"
+    assert [f["title"] for f in finding["fixes"]] == ["Change to `f32`"]
+
+
+def test_a_kernel_its_source_declares_but_the_import_leaves_out_is_to_be_imported(tmp_path, capsys):
+    finding = _only_finding(tmp_path, capsys, 'from "k.cu" import a\nbuffer x: f32[4]\n'
+                                              "step {\n    launch b<<<1, 4>>>(x)\n}\n")
+    assert finding["message"] == "undefined kernel `b`"
+    assert finding["hint"] == "`k.cu` declares `b`: add it to the names its import lists"
+    [fix] = finding["fixes"]
+    assert fix["title"] == "Import `b`" and fix["edits"][0]["text"] == ", b" and fix["edits"][0]["column"] == 21

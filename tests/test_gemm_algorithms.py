@@ -21,7 +21,7 @@ from pipec import load
 from pipec.compiler import compile_file, load_settings
 from pipec.compiler.bundle import write_bundle
 from pipec.compiler.cli import main as pipec
-from pipec.plan.bundle_format import BundleError
+from pipec.plan.bundle_format import FORMAT_VERSION, READERS, BundleError
 from pipec.plan.gemm_algorithms import (
     ChosenOn, GemmAlgorithms, StoredAlgorithm, file_json, file_text, gemm_nodes, gemm_spec, read_file,
 )
@@ -99,7 +99,8 @@ def test_pipec_build_stores_them_in_the_bundle_under_the_manifests_hash(mlp_algo
     assert stored == (tmp_path / "b" / "gemm_algorithms.json").read_bytes()
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["files"]["gemm_algorithms.json"] == "sha256:" + hashlib.sha256(stored).hexdigest()
-    assert manifest["format_version"] == 1 and manifest["readers"] == [1, 1]  # older readers ignore the file
+    # the file needs no new format: older readers check its hash and ignore it
+    assert manifest["format_version"] == FORMAT_VERSION and manifest["readers"] == list(READERS)
     expected = {k: mlp_algorithms[k] for k in ("device", "cublaslt")}
     expected["gemms"] = {n: {k: v for k, v in e.items() if k != "spec"} for n, e in mlp_algorithms["gemms"].items()}
     assert stored.decode() == json.dumps({"choices": [expected]}, sort_keys=True, indent=1) + "\n"
@@ -318,7 +319,7 @@ def test_piperun_says_which_algorithms_a_bundle_runs_and_saves_them(mlp_algorith
     lines = out.splitlines()
     assert code == 0 and lines[1] == "piperun: GEMM algorithms: stored (tune): `step/forward/gemm:h`; " \
                                      "stored (heuristic): 4 of 5 nodes"
-    assert lines[2] == f"piperun: saved the algorithms of 5 GEMM node(s) on Fake H200 to {again}"
+    assert lines[2] == f"piperun: saved the algorithms of 5 GEMM nodes on Fake H200 to {again}"
     assert json.loads(again.read_text()) == data  # the same choices, the same file
 
     code, out, _ = _piperun(monkeypatch, capsys, GEMM_MLP, "--steps", "0", "--save-gemm-algorithms", again)

@@ -20,6 +20,18 @@ def test_the_starter_project_checks_clean(tmp_path, capsys):
     assert main(["format", "--check", str(project)]) == 0
 
 
+def test_init_in_the_current_folder_then_pipec_check_without_a_file(tmp_path, capsys, monkeypatch):
+    """The first two commands of a new project, word for word: `pipec init`, `pipec --check`."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["init"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("check it with `pipec --check`")
+    assert main(["--check"]) == 0
+    assert capsys.readouterr().out == "checked 1 file, 0 findings\n"
+    monkeypatch.chdir(tmp_path / "kernels")  # a folder without pipelines is a usage error, not a pass
+    assert main(["--check"]) == 2
+    assert capsys.readouterr().err.endswith("error: no .pipe file in .\n")
+
+
 def test_init_never_overwrites(tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text("[project]\n")
     assert main(["init", str(tmp_path)]) == 2

@@ -138,6 +138,59 @@ def test_the_server_over_stdio(project):
     asyncio.run(_session(project, scenario))
 
 
+# (the step's launch as written, the code of its one finding, the quick fix's title, the launch
+# after the fix): each finding with one obvious edit, through the real server
+FIXES = [
+    ("launch scale<<<N / 256, 256>>>(in x)", "PC201", "Bind `y`, `a`, `N`",
+     "launch scale<<<N / 256, 256>>>(in x, y, a, N)"),
+    ("launch scale<<<N / 256, 256>>>(in x, out y, 0.5, N, N, 7)", "PC201", "Remove the extra arguments",
+     "launch scale<<<N / 256, 256>>>(in x, out y, 0.5, N)"),
+    ("launch scale<<<N / 256, 256>>>(in x, in y, 0.5, N)", "PC318", "Bind `y` as `inout`",
+     "launch scale<<<N / 256, 256>>>(in x, inout y, 0.5, N)"),
+    ("launch scale<<<N / 256, 256>>>(out x, out y, 0.5, N)", "PC205", "Drop `out`",
+     "launch scale<<<N / 256, 256>>>(x, out y, 0.5, N)"),
+    ("launch scale<<<N / 256, 256>>>(in x, out y, 0.5, 7.0)", "PC204", None, None),
+    ("launch scael<<<N / 256, 256>>>(in x, out y, 0.5, N)", "PC103", "Change to `scale`",
+     "launch scale<<<N / 256, 256>>>(in x, out y, 0.5, N)"),
+    ("launch scale<<<N / 256, 256>>>(in xx, out y, 0.5, N)", "PC103", "Change to `x`",
+     "launch scale<<<N / 256, 256>>>(in x, out y, 0.5, N)"),
+]
+
+
+def _apply(text: str, edits) -> str:
+    """The text with the edits (ranges of one line, as the fixes here make) applied, last first."""
+    lines = text.split("\n")
+    for e in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        assert e.range.start.line == e.range.end.line
+        line = lines[e.range.start.line]
+        lines[e.range.start.line] = line[:e.range.start.character] + e.new_text + line[e.range.end.character:]
+    return "\n".join(lines)
+
+
+def test_quick_fixes_over_stdio(project):
+    uri = (project / "main.pipe").as_uri()
+    launch = "launch scale<<<N / 256, 256>>>(in x, out y, 0.5, NN)"
+
+    async def scenario(s: Session) -> None:
+        c = s.client
+        c.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "pipe", 1, PIPE)))
+        await s.findings(uri)
+        for version, (written, code, title, fixed) in enumerate(FIXES, start=2):
+            text = PIPE.replace(launch, written)
+            c.text_document_did_change(types.DidChangeTextDocumentParams(
+                types.VersionedTextDocumentIdentifier(version=version, uri=uri),
+                [types.TextDocumentContentChangeWholeDocument(text)]))
+            found = await s.findings(uri)
+            assert [d.code for d in found] == [code], (written, [d.message for d in found])
+            actions = await c.text_document_code_action_async(types.CodeActionParams(
+                types.TextDocumentIdentifier(uri), found[0].range, types.CodeActionContext(found)))
+            assert [a.title for a in actions] == ([title] if title else []), written
+            if title:
+                assert _apply(text, actions[0].edit.changes[uri]) == PIPE.replace(launch, fixed)
+
+    asyncio.run(_session(project, scenario))
+
+
 def _labels(items) -> list[str]:
     return [item.label for item in items.items]
 

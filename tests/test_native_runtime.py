@@ -11,6 +11,7 @@ compiler are needed (they exist here and in CI); ctest (.ci/run) runs the unit t
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -32,7 +33,7 @@ from pipec import load
 from pipec.plan.bundle_format import BundleError
 from pipec.plan.gemm_algorithms import GemmAlgorithms, check_for_plan, file_text, read_file
 from pipec.plan.schema import GemmNodeSpec
-from pipec.runtime import Backends
+from pipec.runtime import Backends, PipelineError
 from pipec.runtime.bundle import load_bundle
 from pipec.runtime.cli import _short
 from pipec.runtime.distributed import LocalChannel, connect
@@ -126,7 +127,8 @@ def test_the_c_runtime_hands_the_driver_the_graph_the_python_runtime_does(path, 
 
 
 # Every pipeline with collective nodes, as (file, WORLD_SIZE, RANK): rl_step has them only with
-# several ranks; rank 1 reads another slice in reducescatter.
+# several ranks; rank 1 reads another slice in reducescatter; one rank takes NCCL's one-rank path
+# (the fakes' too), whose recordings hold copies.
 COLLECTIVE_RUNS = [(ROOT / "pipelines" / "rl_step.pipe", 2, 0), (FIXTURES / "collectives.pipe", 1, 0),
                    (FIXTURES / "collectives.pipe", 2, 1)]
 
@@ -136,7 +138,8 @@ def test_collectives_reach_nccl_as_the_python_runtime_issues_them(path, world_si
     """The host's communicator (the fake NCCL's, rank `rank` of `world_size`) against the Python
     runtime's fake communicator: the same graph with the same recorded collectives, the same NCCL
     calls in the same order (eager, recorded, grouped), the same bytes everywhere. The C runtime
-    issues one more collective first: the check that every rank's plan has the same collectives."""
+    issues one more collective first: the check that every rank's plan has the same collectives
+    (in place, so on one rank it runs nothing)."""
     defines = {"WORLD_SIZE": world_size, "RANK": rank}
     compilation = _bundle(path, tmp_path / "bundle", defines)
     run = run_native(native, tmp_path / "bundle", tmp_path / "native", param_sizes(compilation.program),
@@ -160,15 +163,42 @@ def test_collectives_reach_nccl_as_the_python_runtime_issues_them(path, world_si
     c = _normal_native(run)
     (instantiated,) = [e["graph"] for e in run.log if e["event"] == "instantiate"]
     assert describe_native(instantiated, c) == py_graph
+    assert ("memcpy" in _kinds(py_graph)) == (world_size == 1)  # NCCL's one-rank copies, recorded
     check, *c_calls = native_collectives(run.log, c)
     assert {k: check[k] for k in ("call", "count", "dtype", "detail", "captured", "grouped")} == {
         "call": "allreduce", "count": 16, "dtype": "u32", "detail": "max", "captured": False, "grouped": False}
     assert c_calls == py_calls
-    check_kernel, *c_launches = native_launches(run.log, c)
-    assert check_kernel["function"] == "ncclDevKernel_allreduce" and c_launches == py_launches
+    c_launches = native_launches(run.log, c)
+    if world_size > 1:
+        check_kernel, *c_launches = c_launches
+        assert check_kernel["function"] == "ncclDevKernel_allreduce"
+    assert c_launches == py_launches
     assert (run.result["open"], run.result["steps"], run.result["eager"]) == (opened, stepped, eager)
     (live,) = [e for e in run.log if e["event"] == "live"]
     assert set(live.values()) == {"live", 0}
+
+
+def test_both_runtimes_refuse_one_ranks_copy_to_host_memory_in_the_same_line(native, tmp_path):
+    """On one rank NCCL records an allgather as a copy, here into a `mapped` buffer: a copy to
+    host memory, which both runtimes refuse in the same words (and the C runtime frees all)."""
+    path = tmp_path / "gather.pipe"
+    path.write_text("buffer x: f32[8] = fill(1.5)\nbuffer parts: f32[8 * WORLD_SIZE] mapped\n"
+                    "step {\n    allgather x -> parts\n}\n")
+    compilation = _bundle(path, tmp_path / "bundle", {"WORLD_SIZE": 1, "RANK": 0})
+    env = fake_environment(native, tmp_path / "native", param_sizes(compilation.program))
+    done = subprocess.run([str(native / "run_fake"), str(tmp_path / "bundle"), str(tmp_path / "out.json"), "--nccl",
+                           "0/1"], capture_output=True, text=True, env=env, timeout=300)
+    driver = fake_driver(path, fake=CapturingCuda)
+    communicator = FakeCommunicator(driver.cu, 1, 0)
+    ranks = lambda plan, launch: connect(plan, launch, LocalChannel(), FakeLibrary(communicator))  # noqa: E731
+    with pytest.raises(PipelineError) as error:
+        load_bundle(tmp_path / "bundle", backends=Backends(driver, connect_ranks=ranks))
+    message = str(error.value).removeprefix(f"{tmp_path / 'bundle'}: ")
+    assert message.startswith("allgather `step/allgather:parts` (") and "(a copy from device to host memory)" in message
+    assert done.returncode == 1 and done.stderr == f"pipec_open_dir: {message}"
+    (live,) = [e for e in map(json.loads, Path(env["FAKE_CUDA_LOG"]).read_text().splitlines()) if e["event"] == "live"]
+    assert set(live.values()) == {"live", 0}
+    assert driver.cu.live() == dict.fromkeys(driver.cu.live(), 0)
 
 
 def test_the_data_parallel_host_program_saves_the_state_the_python_runtime_reaches(native, tmp_path):
@@ -197,6 +227,11 @@ def test_the_data_parallel_host_program_saves_the_state_the_python_runtime_reach
     assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1, wrong.stderr
     assert wrong.stderr.startswith(f"data_parallel[rank 1]: error: {tmp_path / 'bundle'} was built for rank 0 of 1, "
                                    "and the host's communicator is rank 1 of 2")
+
+
+def _kinds(tree: list[dict]) -> set[str]:
+    """The node kinds of a described graph tree."""
+    return {n["kind"] for n in tree}.union(*(_kinds(t) for n in tree for t in [n.get("child", []), *n.get("bodies", [])]))
 
 
 def _programmatic(tree: list[dict]) -> int:

@@ -93,7 +93,8 @@ def _expected_wheel_files() -> set[str]:
             if p.is_file() and "__pycache__" not in p.parts]
     shipped = [p for pattern in ("kernels/*.cu", "kernels/*.cuh", "pipelines/**/*.pipe") for p in ROOT.glob(pattern)]
     files = {p.relative_to(ROOT).as_posix() for p in code + shipped}
-    face = {"__init__.py", "__main__.py", "_version.py", "errors.py", "api_arguments.py", "files.py", "py.typed"}
+    face = {"__init__.py", "__main__.py", "_version.py", "errors.py", "api_arguments.py", "files.py", "wording.py",
+            "py.typed"}
     return {f"pipec/{f}" for f in files | face}
 
 
@@ -123,7 +124,7 @@ def test_the_sdist_carries_the_tests_and_what_they_read(dists):
 @pytest.mark.wheel
 def test_the_installed_wheel_checks_pipelines_from_outside_the_repository(dists, tmp_path):
     bin_dir = _fresh_venv(tmp_path / "user-env")
-    _run(bin_dir / "python", "-m", "pip", "install", "-q", f"{dists[1]}[nvrtc12]", cwd=tmp_path)
+    _run(bin_dir / "python", "-m", "pip", "install", "-q", f"{dists[1]}[nvrtc12]", "pygments", cwd=tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the installed pipec
     where = _run(bin_dir / "python", "-c", "import pipec, pathlib; print(pathlib.Path(pipec.__file__).parent)",
                  cwd=tmp_path, env=env).strip()
@@ -132,4 +133,8 @@ def test_the_installed_wheel_checks_pipelines_from_outside_the_repository(dists,
     project = tmp_path / "project"
     project.mkdir()
     _run(bin_dir / "pipec", "--check", write_user_project(project).name, cwd=project, env=env)
+    # Pygments finds the `.pipe` lexer through the installed entry point (docs/editors.md)
+    found = _run(bin_dir / "python", "-c", "from pygments.lexers import get_lexer_by_name, get_lexer_for_filename; "
+                 "print(get_lexer_by_name('pipe').name, get_lexer_for_filename('step.pipe').name)", cwd=tmp_path, env=env)
+    assert found.split() == ["pipe", "pipe"]
 

@@ -88,7 +88,7 @@ def test_durations_latencies_slack_and_the_breakdown_on_a_fixed_timeline():
 def test_records_that_do_not_describe_the_step_are_errors():
     plan = PLANS["nodes"]
     collection = _timeline(plan, 1, 2)
-    with pytest.raises(ProfileError, match="match no node of the plan"):
+    with pytest.raises(ProfileError, match="1 graph node id in the records matches no node of the plan"):
         analyze(plan, Collection(collection.records + [NodeRecord(7, 0, 1, "kernel")], collection.node_names,
                                  2, 0.0))
     missing = [r for r in collection.records if collection.node_names[r.graph_node_id] != "step/sum"]

@@ -5,32 +5,34 @@ from __future__ import annotations
 
 from ..codes import PC202
 from ..diagnostics import Label
-from ..model import PointerArg, RuntimeValueArg, ValueArg
+from ..model import Arg, LaunchNode, Param, PointerArg, RuntimeValueArg, ValueArg
 from .context import CheckContext
 
 
 def argument_kind(ctx: CheckContext) -> None:
     for node, param, arg in ctx.bindings():
-        if param.kind == "unsupported":
-            ctx.sink.add(PC202, f"parameter {param.index + 1} `{param.name}` of `{node.kernel.name}` "
-                         "has a type pipec cannot bind", arg.span,
-                         "take pointers to plain element types or scalars of plain types",
-                         labels=_declared(node))
-        elif param.kind == "pointer" and isinstance(arg, ValueArg):
-            ctx.sink.add(PC202, f"{param.describe()} of `{node.kernel.name}` is a pointer, but "
-                         f"`{arg.span.text}` is a value", arg.span,
-                         "bind a buffer or a slice of one", labels=_declared(node))
-        elif param.kind == "scalar" and isinstance(arg, PointerArg):
-            ctx.sink.add(PC202, f"{param.describe()} of `{node.kernel.name}` is a scalar, but "
-                         f"`{arg.buffer.name}` is a buffer", arg.span,
-                         "pass a constant, or change the parameter to a pointer", labels=_declared(node))
-        elif param.kind == "pointer" and isinstance(arg, RuntimeValueArg) and arg.buffer is not None:
-            ctx.sink.add(PC202, f"{param.describe()} of `{node.kernel.name}` is a pointer, but "
-                         f"{arg.description} is a value", arg.span,
-                         f"bind a pointer to it with a slice, e.g. `{arg.buffer.name}[i:]`",
-                         labels=_declared(node))
+        problem = _problem(node, param, arg)
+        if problem is None:
+            continue
+        message, hint = problem
+        ctx.misbind(node)
+        ctx.sink.add(PC202, message, arg.span, hint, labels=(Label(node.kernel.decl_span, "declared here"),),
+                     uses=ctx.uses(node))
 
 
-def _declared(node) -> tuple[Label, ...]:
-    """Made only for a finding: most of millions of bindings have none."""
-    return (Label(node.kernel.decl_span, "declared here"),)
+def _problem(node: LaunchNode, param: Param, arg: Arg) -> tuple[str, str] | None:
+    """The message and hint for an argument of the wrong kind; None for one of the right kind."""
+    kernel = node.kernel.name
+    if param.kind == "unsupported":
+        return (f"parameter {param.index + 1} `{param.name}` of `{kernel}` has a type pipec cannot bind",
+                "take pointers to plain element types or scalars of plain types")
+    if param.kind == "pointer" and isinstance(arg, ValueArg):
+        return (f"{param.describe()} of `{kernel}` is a pointer, but `{arg.span.text}` is a value",
+                "bind a buffer or a slice of one")
+    if param.kind == "scalar" and isinstance(arg, PointerArg):
+        return (f"{param.describe()} of `{kernel}` is a scalar, but `{arg.buffer.name}` is a buffer",
+                "pass a constant, or change the parameter to a pointer")
+    if param.kind == "pointer" and isinstance(arg, RuntimeValueArg) and arg.buffer is not None:
+        return (f"{param.describe()} of `{kernel}` is a pointer, but {arg.description} is a value",
+                f"bind a pointer to it with a slice, e.g. `{arg.buffer.name}[i:]`")
+    return None

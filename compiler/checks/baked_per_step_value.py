@@ -17,4 +17,4 @@ def baked_per_step_value(ctx: CheckContext) -> None:
                      f"{arg.description}, which changes between steps; the graph would keep the value "
                      "it had when it was built", arg.span,
                      f"make the parameter a pointer and bind {target}; the kernel reads the current value",
-                     label="baked at build time")
+                     label="baked at build time", uses=ctx.uses(node))

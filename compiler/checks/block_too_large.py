@@ -21,9 +21,9 @@ def block_too_large(ctx: CheckContext) -> None:
             detail = f"{threads} threads" if threads > MAX_THREADS else f"block.{over_dim[0]} = {node.block['xyz'.index(over_dim[0])]}"
             ctx.sink.add(PC311, f"a block with {detail}; a block holds at most {MAX_THREADS} threads "
                          f"and {MAX_BLOCK_DIMS[0]} x {MAX_BLOCK_DIMS[1]} x {MAX_BLOCK_DIMS[2]}",
-                         node.config_span, "use more blocks of fewer threads")
+                         node.config_span, "use more blocks of fewer threads", uses=ctx.uses(node))
         elif node.kernel.max_threads is not None and threads > node.kernel.max_threads:
             ctx.sink.add(PC311, f"a block of {threads} threads, but `{node.kernel.name}` is compiled "
                          f"for at most {node.kernel.max_threads} (`__launch_bounds__`)", node.config_span,
                          f"launch at most {node.kernel.max_threads} threads per block",
-                         labels=(Label(node.kernel.decl_span, "declared here"),))
+                         labels=(Label(node.kernel.decl_span, "declared here"),), uses=ctx.uses(node))

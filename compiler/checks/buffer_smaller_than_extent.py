@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...wording import counted
 from ..codes import PC106, PC310
 from ..consteval import representable
 from ..diagnostics import Label
@@ -28,12 +29,13 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                 if scalars_bound:  # otherwise a binding rule already reports the launch
                     ctx.sink.add(PC106, f"the extent of `{param.name}` in `{node.kernel.name}` uses "
                                  "something other than its scalar parameters", param.extent.span,
-                                 "an extent may use the kernel's scalar parameters, gridDim and blockDim")
+                                 "an extent may use the kernel's scalar parameters, gridDim and blockDim",
+                                 uses=ctx.uses(node))
                 continue
             held = arg.stop - arg.start
             if needed > held:
-                what = f"`{arg.buffer.name}`" + (f"[{arg.start}:{arg.stop}]" if arg.sliced else "")
-                ctx.sink.add(PC310, f"`{node.kernel.name}` touches {needed} elements through "
+                what = f"`{arg.buffer.name}" + (f"[{arg.start}:{arg.stop}]" if arg.sliced else "") + "`"
+                ctx.sink.add(PC310, f"`{node.kernel.name}` touches {counted(needed, 'element')} through "
                              f"{param.describe()}, but {what} holds {held}", arg.span,
-                             f"bind at least {needed} elements, or launch over fewer",
-                             labels=(Label(param.extent.span, "extent declared here"),))
+                             f"bind at least {counted(needed, 'element')}, or launch over fewer",
+                             labels=(Label(param.extent.span, "extent declared here"),), uses=ctx.uses(node))

@@ -9,6 +9,7 @@ builds the node (compiler/resolve/collectives.py)."""
 
 from __future__ import annotations
 
+from ...wording import counted
 from ..codes import PC602, PC604
 from ..diagnostics import Label
 from ..model import CollectiveNode
@@ -31,8 +32,9 @@ def collective_operands(ctx: CheckContext) -> None:
 def _root_outside(ctx: CheckContext, node: CollectiveNode, world: int) -> bool:
     if node.root is None or 0 <= node.root < world:
         return False
-    ctx.sink.add(PC602, f"root rank {node.root} lies outside a world of {world} process(es)",
-                 node.root_span, "ranks run from 0 to WORLD_SIZE - 1; check with `-D WORLD_SIZE=...`")
+    ctx.sink.add(PC602, f"root rank {node.root} lies outside a world of {counted(world, 'process')}",
+                 node.root_span, "ranks run from 0 to WORLD_SIZE - 1; check with `-D WORLD_SIZE=...`",
+                 uses=ctx.uses(node))
     return True
 
 
@@ -45,10 +47,11 @@ def _check_counts(ctx: CheckContext, node: CollectiveNode, world: int, rank: int
     small, large = (src, dst) if node.kind == "allgather" else (dst, src)
     n_small, n_large = (n_src, n_dst) if node.kind == "allgather" else (n_dst, n_src)
     if n_large != world * n_small:
-        ctx.sink.add(PC602, f"`{node.kind}` over {world} rank(s) needs the "
+        ctx.sink.add(PC602, f"`{node.kind}` over {counted(world, 'rank')} needs the "
                      f"{'destination' if node.kind == 'allgather' else 'source'} to hold "
                      f"{world} x {n_small} = {world * n_small} elements, found {n_large}",
-                     node.span, "the gathered side holds one slot of the other side's size per rank")
+                     node.span, "the gathered side holds one slot of the other side's size per rank",
+                     uses=ctx.uses(node))
         return
     if small.buffer is large.buffer and small.start < large.stop and large.start < small.stop:
         slot = large.start + rank * n_small
@@ -56,7 +59,7 @@ def _check_counts(ctx: CheckContext, node: CollectiveNode, world: int, rank: int
             ctx.sink.add(PC602, f"`{node.kind}`'s source and destination overlap outside this "
                          f"rank's slot [{slot}:{slot + n_small}]", node.span,
                          "in place, the smaller side must be this rank's slot of the larger: "
-                         "`x[RANK * N : (RANK + 1) * N]`")
+                         "`x[RANK * N : (RANK + 1) * N]`", uses=ctx.uses(node))
 
 
 def _check_distinct(ctx: CheckContext, node: CollectiveNode) -> None:
@@ -68,5 +71,5 @@ def _check_distinct(ctx: CheckContext, node: CollectiveNode) -> None:
                              f"{min(a.stop, b.stop)}] of `{a.buffer.name}` twice", b.span,
                              "a group's calls run concurrently in one NCCL kernel: name each "
                              "element once (one slice covering both views)",
-                             labels=(Label(a.span, "first named here"),))
+                             labels=(Label(a.span, "first named here"),), uses=ctx.uses(node))
                 return

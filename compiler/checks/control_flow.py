@@ -37,7 +37,8 @@ def condition_written_in_body(ctx: CheckContext) -> None:
                          "its own body", access.span,
                          "the node has decided before its body runs: write the flag before the "
                          "branch (or for the next step, after it)",
-                         labels=(Label(node.flag.span, "decided here"),), label="written here")
+                         labels=(Label(node.flag.span, "decided here"),), label="written here",
+                         uses=ctx.uses(node))
             break
 
 
@@ -47,7 +48,8 @@ def unbounded_while(ctx: CheckContext) -> None:
             ctx.sink.add(PC322, f"nothing in the body of this `while` writes `{node.flag.span.text}`, "
                          "so once the loop starts it never ends", node.flag.span,
                          "let a node of the body clear the flag (a kernel, a fill or a copy), or "
-                         "use `repeat K` for a fixed count", label="never written in the body")
+                         "use `repeat K` for a fixed count", label="never written in the body",
+                         uses=ctx.uses(node))
 
 
 def _events(body: GraphBody, branch: ConditionalNode | None, out: list) -> None:
@@ -71,7 +73,7 @@ def _events(body: GraphBody, branch: ConditionalNode | None, out: list) -> None:
 
 def stale_after_branch(ctx: CheckContext) -> None:
     step = ctx.program.step
-    if step is None:
+    if step is None or not ctx.accesses_known:
         return
     events: list = []
     _events(step, None, events)
@@ -98,4 +100,5 @@ def stale_after_branch(ctx: CheckContext) -> None:
                              "older value", access.span,
                              "write it on every path (before the branch, or in both bodies of an "
                              "`if`/`else`), or read it inside the branch",
-                             labels=(Label(write.span, "written only here"),), label="read on every step")
+                             labels=(Label(write.span, "written only here"),), label="read on every step",
+                             uses=ctx.uses(node))

@@ -49,4 +49,4 @@ def _report(ctx: CheckContext, node: LaunchNode, hazard: EarlyHazard, earlier: N
         "move the access after `pipec_wait_for_producer()` (kernels/pdl.cuh); before it, touch only "
         "what no earlier node of the graph writes (constants, weights that a later node updates)",
         labels=(Label(node.span, "launched here"), Label(earlier.span, f"{other} `{buffer}` here"),
-                *hazard.early.trail))
+                *hazard.early.trail), uses=ctx.uses(node))

@@ -10,6 +10,7 @@ from typing import get_args
 
 from ..codes import PC003, PC305, PC306, PC307, PC317, PC319, Rule
 from ..diagnostics import Label
+from ..fixes import removal
 from ..model import FindingRule, Kernel, LaunchNode, WaivableRule
 from .context import CheckContext
 
@@ -74,4 +75,5 @@ def forbidden_instructions(ctx: CheckContext) -> None:
             what = (f"the step's `{called(waiver.kernel)}` has no {waiver.rule} finding"
                     if waiver.kernel in first_use
                     else f"the step never launches `{called(waiver.kernel)}`")
-            ctx.sink.add(PC003, f"nothing to waive: {what}", waiver.span, "remove the waiver")
+            ctx.sink.add(PC003, f"nothing to waive: {what}", waiver.span, "remove the waiver",
+                         fixes=(removal("Remove the waiver", waiver.span),))

@@ -7,6 +7,7 @@ the node (compiler/resolve/gemm.py)."""
 
 from __future__ import annotations
 
+from ...wording import counted, with_article
 from ..codes import PC503, PC504
 from ..model import GemmNode, MatrixView
 from .context import CheckContext
@@ -26,10 +27,10 @@ def _check(ctx: CheckContext, node: GemmNode) -> None:
     if problem:
         ctx.sink.add(PC504, f"unsupported type combination: {problem}", node.span,
                      "supported: f32, f16 or bf16 operands (f32 accumulation) into the same "
-                     "type or f32; TF32 for f32 operands")
+                     "type or f32; TF32 for f32 operands", uses=ctx.uses(node))
         return
     for view in (node.a, node.b, node.c, node.bias, node.aux, node.bias_grad):
-        if view is not None and _misaligned(ctx, view):
+        if view is not None and _misaligned(ctx, node, view):
             return
 
 
@@ -40,35 +41,32 @@ def type_problem(node: GemmNode) -> str | None:
     if ta not in INPUT_TYPES or ta != tb:
         return f"operands of {ta} and {tb}: both must be f32, f16 or bf16, the same"
     if tc != ta and not (tc == "f32" and ta != "f32"):
-        return f"{ta} operands into {_a(tc)} target: the target holds {ta}, or f32"
+        return f"{ta} operands into {with_article(tc)} target: the target holds {ta}, or f32"
     if node.compute == "tf32" and ta != "f32":
         return f"`compute = tf32` with {ta} operands: TF32 rounds f32 inputs only"
     if bias is not None and bias.buffer.dtype.name != tc:
-        return f"{_a(bias.buffer.dtype.name)} bias for {_a(tc)} target: the bias has the target's type"
+        return f"{with_article(bias.buffer.dtype.name)} bias for {with_article(tc)} target: the bias has the target's type"
     return None
 
 
-def _misaligned(ctx: CheckContext, view: MatrixView) -> bool:
+def _misaligned(ctx: CheckContext, node: GemmNode, view: MatrixView) -> bool:
     """PC503 for the view's first misaligned start (of the view, of a batch's matrices, of
     its rows); whether there was one."""
     size = view.buffer.dtype.size
     if view.start * size % ALIGNMENT:
-        message = (f"`{view.span.text}` starts {view.start * size} bytes into `{view.buffer.name}`, "
+        message = (f"`{view.span.text}` starts {counted(view.start * size, 'byte')} into `{view.buffer.name}`, "
                    f"not a multiple of {ALIGNMENT}")
         hint = f"start operands at a multiple of {ALIGNMENT // size} elements"
     elif view.batched and view.batch > 1 and view.rows * view.cols * size % ALIGNMENT:
-        message = (f"the matrices of `{view.span.text}` are {view.rows * view.cols * size} bytes apart, "
+        message = (f"the matrices of `{view.span.text}` are {counted(view.rows * view.cols * size, 'byte')} apart, "
                    f"not a multiple of {ALIGNMENT}")
         hint = f"pad each matrix to a multiple of {ALIGNMENT // size} elements"
     elif view.rows > 1 and view.cols * size % ALIGNMENT:
-        message = (f"the rows of `{view.span.text}` are {view.cols * size} bytes apart, not a "
+        message = (f"the rows of `{view.span.text}` are {counted(view.cols * size, 'byte')} apart, not a "
                    f"multiple of {ALIGNMENT}")
         hint = f"pad rows to a multiple of {ALIGNMENT // size} elements"
     else:
         return False
-    ctx.sink.add(PC503, message, view.span, hint)
+    ctx.sink.add(PC503, message, view.span, hint, uses=ctx.uses(node))
     return True
 
-
-def _a(type_name: str) -> str:
-    return ("an " if type_name.startswith("f") else "a ") + type_name

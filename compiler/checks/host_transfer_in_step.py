@@ -18,5 +18,5 @@ def host_transfer_in_step(ctx: CheckContext) -> None:
                 ctx.sink.add(PC304, f"copy {direction} mapped host buffer `{end.buffer.name}` inside "
                              "the step", end.span,
                              "keep copies between device buffers; let a kernel write results into the "
-                             "mapped buffer, which the host reads between replays")
+                             "mapped buffer, which the host reads between replays", uses=ctx.uses(node))
                 break

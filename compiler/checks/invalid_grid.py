@@ -19,14 +19,14 @@ def invalid_grid(ctx: CheckContext) -> None:
             if any(d <= 0 for d in dims):
                 ctx.sink.add(PC313, f"the {what} {dims} is empty", node.config_span,
                              "every grid and block dimension must be at least 1; a launch that "
-                             "should do nothing can read a device flag instead")
+                             "should do nothing can read a device flag instead", uses=ctx.uses(node))
                 break
         else:
             over = [axis for axis, d, limit in zip("xyz", node.grid, MAX_GRID) if d > limit]
             if over:
                 ctx.sink.add(PC313, f"grid.{over[0]} = {node.grid['xyz'.index(over[0])]} exceeds the "
                              f"limit {MAX_GRID['xyz'.index(over[0])]}", node.config_span,
-                             "launch fewer, larger blocks or loop inside the kernel")
+                             "launch fewer, larger blocks or loop inside the kernel", uses=ctx.uses(node))
             else:
                 _check_clusters(ctx, node)
 
@@ -41,7 +41,7 @@ def _check_clusters(ctx: CheckContext, node) -> None:
         ctx.sink.add(PC313, f"`{node.kernel.name}` declares clusters of {size} blocks; the launch "
                      f"needs a non-portable opt-in beyond {MAX_PORTABLE_CLUSTER}, which pipec does not make",
                      node.config_span, f"declare at most {MAX_PORTABLE_CLUSTER} blocks per cluster",
-                     labels=declared)
+                     labels=declared, uses=ctx.uses(node))
         return
     uneven = [axis for axis, d, c in zip("xyz", node.grid, cluster) if d % c]
     if uneven:
@@ -49,4 +49,4 @@ def _check_clusters(ctx: CheckContext, node) -> None:
         ctx.sink.add(PC313, f"grid.{uneven[0]} = {node.grid[i]} is not a multiple of the {cluster[i]} "
                      f"blocks of `{node.kernel.name}`'s clusters along {uneven[0]} (`__cluster_dims__`)",
                      node.config_span, f"launch a multiple of {cluster[i]} blocks along {uneven[0]}",
-                     labels=declared)
+                     labels=declared, uses=ctx.uses(node))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...wording import with_article
 from ..codes import PC203
 from ..diagnostics import Label
 from ..model import PointerArg
@@ -16,6 +17,6 @@ def pointer_type_mismatch(ctx: CheckContext) -> None:
             continue
         ctx.sink.add(PC203, f"`{arg.buffer.name}` holds `{arg.buffer.dtype.name}`, but "
                      f"{param.describe()} of `{node.kernel.name}` points to `{param.dtype.name}`",
-                     arg.span, f"bind a `{param.dtype.name}` buffer, or change the kernel's parameter type",
+                     arg.span, f"bind {with_article(f'`{param.dtype.name}`')} buffer, or change the kernel's parameter type",
                      labels=(Label(arg.buffer.span, "declared here"),
-                             Label(node.kernel.decl_span, "kernel declared here")))
+                             Label(node.kernel.decl_span, "kernel declared here")), uses=ctx.uses(node))

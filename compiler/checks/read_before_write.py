@@ -35,8 +35,8 @@ class _Written:
 
 
 def read_before_write(ctx: CheckContext) -> None:
-    if ctx.program.dropped_statements:
-        return  # a statement with an error may have written the buffer first
+    if not ctx.accesses_known:
+        return  # a statement or binding with an error may have written the buffer first
     written: dict[str, _Written] = {}
     reported: set[str] = set()
     for node in ctx.nodes:
@@ -50,7 +50,8 @@ def read_before_write(ctx: CheckContext) -> None:
                 reported.add(buffer.name)
                 ctx.sink.add(PC401, f"`{buffer.name}` is read here before anything writes it",
                              access.span, "write it first (a fill, a kernel, or the init block), "
-                             "or give it an initial value instead of `uninit`", label="read")
+                             "or give it an initial value instead of `uninit`", label="read",
+                             uses=ctx.uses(node))
         for access in node.accesses:
             if access.mode & Mode.WRITE:
                 written.setdefault(access.buffer.name, _Written()).add(access.start, access.stop)

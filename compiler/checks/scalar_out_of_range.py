@@ -15,8 +15,8 @@ def scalar_out_of_range(ctx: CheckContext) -> None:
             continue
         if problem := argument_problem(arg.value, param.dtype):
             ctx.sink.add(PC204, f"{param.describe()} of `{node.kernel.name}`: {problem}", arg.span,
-                         f"pass a value that fits `{param.ctype}`")
+                         f"pass a value that fits `{param.ctype}`", uses=ctx.uses(node))
     for node in ctx.nodes:
         if isinstance(node, FillNode) and (problem := representable(node.value, node.buffer.dtype)):
             ctx.sink.add(PC204, f"fill of `{node.buffer.name}`: {problem}", node.span,
-                         f"fill with a value that fits `{node.buffer.dtype.name}`")
+                         f"fill with a value that fits `{node.buffer.dtype.name}`", uses=ctx.uses(node))

@@ -24,7 +24,8 @@ def shared_memory_over_limit(ctx: CheckContext) -> None:
         if node.shared_bytes > limit:
             ctx.sink.add(PC312, f"{node.shared_bytes} bytes of dynamic shared memory; a block on "
                          f"{ctx.arch} has at most {limit}", node.config_span,
-                         "use less shared memory per block, or split the work across blocks")
+                         "use less shared memory per block, or split the work across blocks",
+                         uses=ctx.uses(node))
         elif node.shared_bytes < 0:
             ctx.sink.add(PC312, f"{node.shared_bytes} bytes of dynamic shared memory",
-                         node.config_span, "shared memory is a byte count, 0 or more")
+                         node.config_span, "shared memory is a byte count, 0 or more", uses=ctx.uses(node))

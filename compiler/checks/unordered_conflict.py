@@ -3,6 +3,7 @@ no path between them in the graph."""
 
 from __future__ import annotations
 
+from ...wording import counted
 from ..codes import PC314
 from ..diagnostics import Label
 from ..parallel_conflicts import ROOM, ROOM_PER_MEMBER
@@ -23,7 +24,7 @@ def unordered_conflict(ctx: CheckContext) -> None:
             overlap = (max(c.first.start, c.second.start), min(c.first.stop, c.second.stop))
             in_part = c.first_node.group in dag.counted_in_part
             more = "at least " * in_part
-            notes: tuple[str, ...] = ((f"{more}{len(conflicts) - 1} more pair{'s' * (len(conflicts) > 2)} of nodes from these "
+            notes: tuple[str, ...] = ((f"{more}{counted(len(conflicts) - 1, 'more pair')} of nodes from these "
                       "lines conflict the same way",) if len(conflicts) > 1 else ())
             if in_part:
                 notes += (f"pipec counts at most {ROOM_PER_MEMBER} conflicting pairs per member of a block, "
@@ -34,4 +35,5 @@ def unordered_conflict(ctx: CheckContext) -> None:
                          c.second.span,
                          "give them disjoint slices, or move one out of the `parallel` block so an "
                          "edge orders them", label=c.second.mode.describe().split()[-1],
-                         labels=(Label(c.first.span, c.first.mode.describe()),), notes=notes)
+                         labels=(Label(c.first.span, c.first.mode.describe()),), notes=notes,
+                         uses=ctx.uses(c.second_node))

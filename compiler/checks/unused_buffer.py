@@ -11,8 +11,8 @@ def unused_buffer(ctx: CheckContext) -> None:
     program = ctx.program
     if program.step is None and program.init is None:
         return  # a file of shared declarations
-    if program.dropped_statements:
-        return  # a statement with an error may have used the buffer
+    if not ctx.accesses_known:
+        return  # a statement or binding with an error may have used the buffer
     used = {a.buffer.name for node in ctx.nodes for a in node.accesses}
     used |= {arg.buffer.name for _, _, arg in ctx.bindings() if getattr(arg, "buffer", None) is not None}
     used |= program.names_in_skipped_branches

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ..codes import PC318
 from ..diagnostics import Label
+from ..fixes import requalify
 from ..model import Mode, PointerArg
 from ..ranges import pointer_mode
 from .context import CheckContext
@@ -18,6 +19,7 @@ def write_through_read_only(ctx: CheckContext) -> None:
             continue
         if pointer_mode(param, arg.qualifier) is not Mode.READ:
             continue
+        ctx.misbind(node)
         why = "bound `in`" if arg.qualifier == "in" else f"declared `{param.ctype}`"
         name = node.kernel.name
         if param.written == "yes":
@@ -30,4 +32,5 @@ def write_through_read_only(ctx: CheckContext) -> None:
         labels = ((Label(param.written_span, where),) if param.written_span else ()) + param.written_trail
         ctx.sink.add(PC318, message, arg.span,
                      "bind it `inout` (or `out`) so the next reader waits for this launch; a "
-                     "`const` the kernel casts away is no promise", labels=labels)
+                     "`const` the kernel casts away is no promise", labels=labels,
+                     fixes=(requalify(arg.span, "inout"),), uses=ctx.uses(node))

@@ -1,5 +1,5 @@
-"""Completion, document symbols and quick fixes of `pipec lsp`, as plain data (server.py turns
-them into the protocol's types)."""
+"""Completion and document symbols of `pipec lsp`, as plain data (server.py turns them into the
+protocol's types). Quick fixes are the findings' own (`Diagnostic.fixes`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 
 from ...dsl import Span, ast
-from ..diagnostics import Diagnostic
 from ..model import BUFFER_DTYPES
 from ..resolve.declare import STATEMENT_KEYWORDS
 from ..resolve.gemm import OPTION_WORDS as GEMM_OPTION_WORDS
@@ -78,32 +77,3 @@ def document_symbols(tree: ast.Module | None) -> list[Symbol]:
         elif isinstance(decl, ast.Import):
             symbols.append(Symbol(decl.path.value, "import", decl.span, decl.path.span))
     return symbols
-
-
-@dataclass(frozen=True)
-class Fix:
-    title: str
-    span: Span  # the text to replace
-    new_text: str
-
-
-_SIMILAR = re.compile(r"a name with a similar spelling exists: `(\w+)`")
-_QUALIFIED = re.compile(r"^(in|out|inout)\s+")
-
-
-def quick_fix(diagnostic: Diagnostic) -> Fix | None:
-    """The one obvious edit a finding has, if it has one: the similar name for an undefined
-    one, `inout` for a pointer the kernel writes, no `out` for one it cannot."""
-    span = diagnostic.span
-    if diagnostic.code == "PC103":
-        similar = _SIMILAR.search(diagnostic.hint)
-        if similar:
-            return Fix(f"Change to `{similar.group(1)}`", span, similar.group(1))
-    if diagnostic.code in ("PC318", "PC205"):
-        qualified = _QUALIFIED.match(span.text)
-        bare = span.text[qualified.end():] if qualified else span.text
-        if diagnostic.code == "PC318":
-            return Fix(f"Bind `{bare}` as `inout`", span, f"inout {bare}")
-        if qualified:
-            return Fix(f"Drop `{qualified.group(1)}`", span, bare)
-    return None

@@ -16,7 +16,7 @@ from ...errors import Error
 from ...dsl import Span
 from ..codes import Severity
 from ..diagnostics import Diagnostic
-from .features import completions, document_symbols, quick_fix
+from .features import completions, document_symbols
 from .index import DocumentIndex, check_document, definition, hover
 
 _SEVERITY = {Severity.ERROR: types.DiagnosticSeverity.Error, Severity.WARNING: types.DiagnosticSeverity.Warning}
@@ -160,12 +160,16 @@ def _register_fixes(server: PipeServer) -> None:
         index = ls.indexes.get(uri)
         actions = []
         for d in index.diagnostics if index else ():
-            fix = quick_fix(d)
-            if fix is None or d.span.source.path != index.path or not _overlaps(_range(d.span), params.range):
+            if d.span.source.path != index.path or not _overlaps(_range(d.span), params.range):
                 continue
-            edit = types.WorkspaceEdit(changes={uri: [types.TextEdit(_range(fix.span), fix.new_text)]})
-            actions.append(types.CodeAction(fix.title, kind=types.CodeActionKind.QuickFix, edit=edit,
-                                            diagnostics=[_diagnostic(d)], is_preferred=True))
+            for fix in d.fixes:
+                changes: dict[str, list[types.TextEdit]] = {}
+                for e in fix.edits:  # an edit in another file is the same as one in this document
+                    target = uri if e.span.source.path == index.path else from_fs_path(str(e.span.source.path))
+                    changes.setdefault(target, []).append(types.TextEdit(_range(e.span), e.text))
+                actions.append(types.CodeAction(fix.title, kind=types.CodeActionKind.QuickFix,
+                                                edit=types.WorkspaceEdit(changes=changes),
+                                                diagnostics=[_diagnostic(d)], is_preferred=len(d.fixes) == 1))
         return actions
 
 

@@ -5,6 +5,7 @@ summary line when told how many files were checked."""
 from __future__ import annotations
 
 from ...dsl.source import Span
+from ...wording import counted
 from ..codes import Severity
 from ..diagnostics import Diagnostic
 from .safe import excerpt, visible
@@ -58,15 +59,11 @@ def summary(diagnostics: list[Diagnostic], checked: int | None = None) -> str:
     or `checked 3 files, 0 findings`, so a clean run says what it looked at."""
     errors = sum(d.severity is Severity.ERROR for d in diagnostics)
     warnings = len(diagnostics) - errors
-    parts = [_count(n, word) for n, word in ((errors, "error"), (warnings, "warning")) if n]
+    parts = [counted(n, word) for n, word in ((errors, "error"), (warnings, "warning")) if n]
     if checked is None:
         return "found " + " and ".join(parts) if parts else ""
     found = f" ({' and '.join(parts)})" if parts else ""
-    return f"checked {_count(checked, 'file')}, {_count(len(diagnostics), 'finding')}{found}"
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'s' * (n != 1)}"
+    return f"checked {counted(checked, 'file')}, {counted(len(diagnostics), 'finding')}{found}"
 
 
 def render_text(diagnostics: list[Diagnostic], *, color: bool = False, checked: int | None = None) -> str:

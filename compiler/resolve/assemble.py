@@ -10,6 +10,7 @@ from ..diagnostics import Label
 from ..model import Buffer, GraphBody, Options, Program, Waiver
 from .declare import Declarer
 from .scope import BufferSymbol, ConstSymbol, KernelSymbol, LoadedModule
+from .spelling import did_you_mean
 from .unroll import Unroller
 
 
@@ -22,7 +23,7 @@ def report_unused_defines(d: Declarer, main: LoadedModule) -> None:
             hint = (f"`{name}` is `{imported.span.source.path.name}`'s: declare it in this file "
                     f"and bind it in the import, `with ({name} = {name})`")
         else:
-            hint = d.ctx.suggest(name, main.names_of(ConstSymbol), "constants")
+            hint = did_you_mean(name, main.names_of(ConstSymbol), "constants").hint
         d.ctx.sink.add(PC103, f"`-D {name}` defines no constant of this file", span, hint)
 
 
@@ -57,7 +58,17 @@ def program(source: SourceFile, d: Declarer, u: Unroller, main: LoadedModule, op
         step=step, init=init, options=options, waivers=waivers,
         dropped_statements=u.dropped_statements,
         names_in_skipped_branches=frozenset(u.names_in_skipped_branches), live=d.ctx.live,
+        names_in_scope=_names_in_scope([main, *d.modules.values()]),
     )
+
+
+def _names_in_scope(modules: list[LoadedModule]) -> dict:
+    """The names each file's scope binds (a file loaded with several sets of values binds the
+    same names in each)."""
+    names: dict = {}
+    for module in modules:
+        names[module.path] = names.get(module.path, frozenset()) | frozenset(module.scope)
+    return names
 
 
 def _add_used_buffers(d: Declarer, buffers: dict[str, Buffer], bodies: list[GraphBody]) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from ...dsl import ast
 from ..codes import PC113
 from ..consteval import Value
-from ..diagnostics import Label
+from ..diagnostics import Fix, Label
 from ..live import LiveTerm
 from .context import Context
 from .ranks import reads_rank
 from .scope import Abort, ConstSymbol, InvalidSymbol, LoadedModule
+from .spelling import did_you_mean
 
 # name: value, binding, differs per rank, its live-update term (compiler/live.py; None: not held)
 Bindings = dict[str, tuple[Value, ast.Keyword, bool, LiveTerm | None]]
@@ -46,15 +47,17 @@ def check_bindings(ctx: Context, module: LoadedModule, bound: set[tuple[int, str
         if (id(module), name) in bound:
             continue
         symbol = module.scope.get(name)
+        fixes: tuple[Fix, ...] = ()
         if symbol is None or isinstance(symbol, InvalidSymbol):
             what = f"declares no constant `{name}`"
-            hint = ctx.suggest(name, module.names_of(ConstSymbol), "constants")
+            similar = did_you_mean(name, module.names_of(ConstSymbol), "constants", binding.name.span)
+            hint, fixes = similar.hint, similar.fixes
         elif not isinstance(symbol, ConstSymbol):
             what, hint = f"declares `{name}` as a {symbol.what}, not a constant", "bind constants only"
         else:
             what = f"takes `{name}` from elsewhere (another import or the launcher)"
             hint = "bind a constant where it is declared; launcher constants are set by `-D`"
-        ctx.sink.add(PC113, f"`{module.path.name}` {what}", binding.name.span, hint)
+        ctx.sink.add(PC113, f"`{module.path.name}` {what}", binding.name.span, hint, fixes=fixes)
 
 
 def instance(bindings: Bindings) -> tuple:

@@ -10,13 +10,21 @@ import numpy as np
 
 from ...dsl import ast
 from ...dsl.source import open_regular, real_path
+from ...wording import counted
 from ..codes import PC107
 from ..consteval import Value, literal, representable
+from ..diagnostics import Edit, Fix
+from ..kernel_analysis import SCALAR_CODES
 from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind
 from .context import Context
 from .files import ProjectFiles
 from .scope import Abort, ConstSymbol, LoadedModule
+from .spelling import did_you_mean
 
+# element types as a kernel's C spells them, for a declaration that does too (`float[N]`)
+C_ELEMENT_TYPES = {**{ctype: name for ctype, _, name in SCALAR_CODES if " " not in ctype and name in BUFFER_DTYPES},
+                   "half": "f16", "__half": "f16", "__nv_bfloat16": "bf16", "int32_t": "i32", "uint32_t": "u32",
+                   "int64_t": "i64", "uint64_t": "u64", "uint8_t": "u8", "unsigned": "u32"}
 MAX_BUFFER_BYTES = 1 << 40  # 1 TiB: more than any GPU holds (an H200 has 141 GB)
 INT64_MAX = (1 << 63) - 1
 # initial values by what the declaration writes: a bare word, or a call (with its arity)
@@ -36,8 +44,12 @@ def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl
     dtype = DTYPES.get(type_name)
     if dtype is None or type_name not in BUFFER_DTYPES:
         named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
-        ctx.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span,
-                     "element types: " + ", ".join(BUFFER_DTYPES))
+        c_type = C_ELEMENT_TYPES.get(type_name)
+        hint = (f"`{type_name}` is the C spelling; buffers are declared `{c_type}`" if c_type
+                else "element types: " + ", ".join(BUFFER_DTYPES))
+        fixes = ((Fix(f"Change to `{c_type}`", (Edit(decl.dtype.span, c_type),)),) if c_type and not named
+                 else did_you_mean(decl.dtype.text, BUFFER_DTYPES, "element types", decl.dtype.span).fixes)
+        ctx.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span, hint, fixes=fixes)
         raise Abort
     shape = tuple(ctx.integer(module, {}, d, "a dimension", use="a buffer's dimension") for d in decl.shape)
     for dim, expr in zip(shape, decl.shape):
@@ -57,7 +69,7 @@ def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl
         raise Abort
     labels = tuple(label.text for label in decl.labels)
     if len(labels) > count:
-        ctx.sink.add(PC107, f"{len(labels)} labels for {count} elements",
+        ctx.sink.add(PC107, f"{counted(len(labels), 'label')} for {counted(count, 'element')}",
                      decl.labels[count].span, "give at most one label per element")
         raise Abort
     if labels and not decl.mapped:
@@ -78,14 +90,17 @@ def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.Buf
     if isinstance(expr, ast.Name) and expr.ident.text in _BARE:
         return Init(_BARE[expr.ident.text])
     if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
-        ctx.sink.add(PC107, f"`{expr.span.text}` is not an initial value", expr.span, hint)
+        fixes = did_you_mean(expr.ident.text, _BARE, "initial values", expr.span).fixes \
+            if isinstance(expr, ast.Name) else ()
+        ctx.sink.add(PC107, f"`{expr.span.text}` is not an initial value", expr.span, hint, fixes=fixes)
         raise Abort
     if expr.func.ident.text not in _CALLS:
-        ctx.sink.add(PC107, f"unknown initial value `{expr.func.ident.text}`", expr.func.span, hint)
+        ctx.sink.add(PC107, f"unknown initial value `{expr.func.ident.text}`", expr.func.span, hint,
+                     fixes=did_you_mean(expr.func.ident.text, _CALLS, "initial values", expr.func.span).fixes)
         raise Abort
     kind, arity = _CALLS[expr.func.ident.text]
     if len(expr.args) != arity:
-        ctx.sink.add(PC107, f"`{kind}` takes {arity} argument{'s' * (arity > 1)}", expr.span, hint)
+        ctx.sink.add(PC107, f"`{kind}` takes {counted(arity, 'argument')}", expr.span, hint)
         raise Abort
     args = tuple(ctx.const(module, a, use="a buffer's initial value") for a in expr.args)
     seed = _seed(ctx, module, expr, kind, hint)
@@ -183,7 +198,7 @@ def _load_init(ctx: Context, files: ProjectFiles, module: LoadedModule, expr: as
                      "save the array with the buffer's shape and element type")
         raise Abort
     if data_bytes < int(np.prod(shape, dtype=object)) * expected.itemsize:
-        ctx.sink.add(PC107, f"`{value}` is truncated: it holds {data_bytes} bytes of data, "
+        ctx.sink.add(PC107, f"`{value}` is truncated: it holds {counted(data_bytes, 'byte')} of data, "
                      f"its header promises {int(np.prod(shape, dtype=object)) * expected.itemsize}",
                      expr.args[0].span, "save the array again")
         raise Abort

@@ -5,7 +5,6 @@ definition that passes its value on (`flow`) or a kernel node's argument or laun
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
@@ -19,8 +18,10 @@ from ..consteval import (
 from ..diagnostics import DiagnosticSink, Label
 from ..live import LiveTerm, LiveTracker, Resolved
 from .scope import (
-    Abort, BufferSymbol, ConstSymbol, GraphSymbol, InvalidSymbol, KernelSymbol, LoadedModule,
+    Abort, BufferSymbol, ConstSymbol, GraphSymbol, InvalidSymbol, KernelSymbol, LoadedModule, follows_from_failure,
+    undefined,
 )
+from .spelling import did_you_mean, not_imported
 
 # Where a value is needed, which names the rule a run-time value breaks there: a decision
 # (PC301), a value baked into a node (PC302), or a compile-time constant (PC105).
@@ -66,20 +67,16 @@ class Context:
     def keep_values(self) -> None:
         self.values = {}
 
-    def suggest(self, name: str, names, what: str) -> str:
-        close = difflib.get_close_matches(name, list(names), n=1)
-        if close:
-            return f"a name with a similar spelling exists: `{close[0]}`"
-        return f"check the spelling; no {what} with that name exist"
-
     def symbol(self, module: LoadedModule, ident: ast.Ident, kind: type[S]) -> S:
         """The symbol `ident` names, which must be a `kind`; reported and aborted otherwise."""
         symbol = module.scope.get(ident.text)
-        if isinstance(symbol, InvalidSymbol):
+        if isinstance(symbol, InvalidSymbol) or (symbol is None and follows_from_failure(module, ident.text)):
             raise Abort
         if symbol is None:
-            self.sink.add(PC103, f"undefined {kind.what} `{ident.text}`", ident.span,
-                          self.suggest(ident.text, module.names_of(kind), f"{kind.what}s"))
+            similar = ((kind is KernelSymbol and not_imported(ident.text, module.unimported_kernels))
+                       or did_you_mean(ident.text, module.names_of(kind), f"{kind.what}s", ident.span))
+            self.sink.add(PC103, f"undefined {kind.what} `{ident.text}`", ident.span, similar.hint,
+                          fixes=similar.fixes, cause=undefined(module, ident.text))
             raise Abort
         if not isinstance(symbol, kind):
             hint = _USE.get(type(symbol), "check the name").format(name=ident.text)
@@ -99,11 +96,13 @@ class Context:
             match symbol:
                 case InvalidSymbol():
                     raise Abort
+                case None if follows_from_failure(module, ident.text):
+                    raise Abort
                 case None:
+                    similar = did_you_mean(ident.text, list(env) + list(module.scope), "declarations", ident.span)
                     raise ConstError(f"undefined name `{ident.text}`", ident.span,
-                                     _quoting_hint(ident) or
-                                     self.suggest(ident.text, list(env) + list(module.scope), "declarations"),
-                                     rule=PC103)
+                                     _quoting_hint(ident) or similar.hint, rule=PC103,
+                                     fixes=similar.fixes, cause=undefined(module, ident.text))
                 case ConstSymbol():
                     if symbol.live is not None:
                         if reads is None:
@@ -157,10 +156,13 @@ class Context:
         try:
             return evaluate(expr, self.lookup(module, env, reads))
         except ConstError as error:
-            self.sink.add(error.rule, error.message, error.span, error.hint)
+            self.report(error)
         except RuntimeValue as rv:
             self._report_runtime_value(rv, context)
         raise Abort
+
+    def report(self, error: ConstError) -> None:
+        self.sink.add(error.rule, error.message, error.span, error.hint, fixes=error.fixes, cause=error.cause)
 
     def flow(self, module: LoadedModule, expr: ast.Expr) -> tuple[Value, LiveTerm | None]:
         """A constant's definition or an import binding: its value, reported and aborted on
@@ -201,7 +203,7 @@ class Context:
         try:
             value, term = self.live_value(module, env, expr)
         except ConstError as error:
-            self.sink.add(error.rule, error.message, error.span, error.hint)
+            self.report(error)
             raise Abort from None
         except RuntimeValue as rv:
             self._report_runtime_value(rv, context)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...dsl import Span, ast
+from ...wording import counted
 from ..codes import PC105, PC320
 from ..consteval import literal, names_read
 from ..live import LiveTerm
@@ -90,8 +91,8 @@ def device_flag(u: Unroller, module: LoadedModule, env: Env, expr: ast.Expr) -> 
                        "keep flags and counters in an integer buffer (i32, u32, i64, u64 or u8)")
         raise Abort
     if not 0 <= index < buffer.count:
-        u.ctx.sink.add(PC320, f"element {index} of `{name}` lies outside its {buffer.count} "
-                       "elements", expr.span, f"element indices run from 0 to {buffer.count - 1}")
+        u.ctx.sink.add(PC320, f"element {index} of `{name}` lies outside its "
+                       f"{counted(buffer.count, 'element')}", expr.span, f"element indices run from 0 to {buffer.count - 1}")
         raise Abort
     return Access(buffer, index, index + 1, Mode.READ, expr.span)
 
@@ -171,7 +172,7 @@ def _conditional(u: Unroller, f: Frame, stmt, c: _Conditional) -> None:
         reason = f"`{c.flag.buffer.name}` decides on the device"
     with u.diverging(reason, stmt.span):
         for suffix, block in c.blocks:
-            child = GraphBody(f"{name}/{suffix}", c.construct, (block or stmt).span)
+            child = GraphBody(f"{name}/{suffix}", c.construct, (block or stmt).span, uses=f.body.uses)
             if block is not None:
                 u.block(Frame(f.module, f.env, child, None, f.stack), block)
             bodies.append(child)

@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...dsl import PipeSyntaxError, SourceFile, Span, ast, parse, parse_expression
+from ...wording import with_article
 from ..codes import BY_CODE, PC101, PC102, PC103, PC104, PC112, PC113
-from ..diagnostics import Label
+from ..consteval import literal
+from ..diagnostics import Label, Use
+from ..fixes import syntax_fixes
 from ..kernel_analysis import include_closure
 from .bindings import Bindings, check_bindings, evaluate_bindings, instance
 from .buffers import declare_buffer
@@ -18,8 +21,10 @@ from .kernel_imports import KernelImporter
 from ..live import LiveTerm
 from .ranks import LAUNCHER_CONSTANTS, PER_RANK, builtin_span, launcher_constants, reads_rank
 from .scope import (
-    Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, Symbol, declared, mark_invalid,
+    Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, Symbol, declared, lose_import,
+    mark_invalid,
 )
+from .spelling import did_you_mean
 
 # The words dsl/grammar.lark starts statements with: a graph of one of these names could never
 # be called, as its call would read as that statement.
@@ -101,7 +106,7 @@ class Declarer:
                     self.declare(module, decl.name, BufferSymbol(buffer, decl.name.span))
                 case ast.GraphDecl(name=name) if name.text in STATEMENT_KEYWORDS:
                     self.ctx.sink.add(PC104, f"`{name.text}` is a statement keyword", name.span,
-                                      f"a statement that starts with `{name.text}` is a `{name.text}` "
+                                      f"a statement that starts with `{name.text}` is {with_article(f'`{name.text}`')} "
                                       "statement, so no call could name this graph: rename it")
                     mark_invalid(module, (name,))
                 case ast.GraphDecl(name=name):
@@ -158,7 +163,7 @@ class Declarer:
                 self.ctx.sink.add(PC102, f"cannot find `{decl.path.value}`", decl.path.span,
                                   "paths are relative to the importing file, then to each include "
                                   "directory (`--include-dir`, `include-dirs` in [tool.pipec])")
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
         elif target.suffix in (".cu", ".cuh", ".cuda"):
             self._import_kernels(module, decl, target)
         else:
@@ -166,7 +171,7 @@ class Declarer:
             self.bound_files.setdefault(target, []).extend((b, term) for _, b, _, term in bindings.values())
             imported = self._load(target, decl.path.span, bindings)
             if imported is None:
-                mark_invalid(module, decl.names or ())
+                lose_import(module, decl)
             else:
                 self._import_names(module, decl, imported)
 
@@ -180,15 +185,23 @@ class Declarer:
         except OSError as error:
             self.ctx.sink.add(PC102, f"cannot read `{target}`: {error.strerror or error}", decl.path.span,
                               "a kernel source is a regular file of CUDA C++")
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
             return
         outside = [h for h in include_closure(target, text, self.ctx.options.include_dirs)
                    if not self.files.allowed(h)]
         if outside:
             self.files.refuse(f"{decl.path.value}` includes `{outside[0].name}", decl.path.span)
-            mark_invalid(module, decl.names or ())
+            lose_import(module, decl)
             return
-        for ident, kernel in self.kernel_sources.import_kernels(decl, target):
+        imported = self.kernel_sources.import_kernels(decl, target)
+        if imported is None:
+            lose_import(module, decl)
+            return
+        listed = {ident.text for ident, _ in imported}
+        for name in self.kernel_sources.declared.get(target, ()):
+            if name not in listed:
+                module.unimported_kernels.setdefault(name, decl)
+        for ident, kernel in imported:
             if kernel is None:
                 mark_invalid(module, (ident,))
             else:
@@ -196,15 +209,20 @@ class Declarer:
 
     def _import_names(self, module: LoadedModule, decl: ast.Import, imported: LoadedModule) -> None:
         if decl.names is None:
+            # the importer has the values it binds; a constant whose binding's value failed
+            # (reported) keeps the file's own value, which is no second declaration of it either
+            failed = {binding.name.text for binding in decl.bindings} - set(imported.bindings)
             for name, symbol in imported.scope.items():
-                if not self.is_bound(imported, name):  # the importer has the values it bound
-                    self.declare(module, ast.Ident(name, decl.path.span), symbol)
+                if self.is_bound(imported, name) or (name in failed and isinstance(symbol, ConstSymbol)):
+                    continue
+                self.declare(module, ast.Ident(name, decl.path.span), symbol)
             return
         for ident in decl.names:
             symbol = imported.scope.get(ident.text)
             if symbol is None:
+                similar = did_you_mean(ident.text, imported.scope, "declarations", ident.span)
                 self.ctx.sink.add(PC103, f"`{decl.path.value}` declares no `{ident.text}`", ident.span,
-                                  self.ctx.suggest(ident.text, imported.scope, "declarations"))
+                                  similar.hint, fixes=similar.fixes)
             else:
                 self.declare(module, ident, symbol)
 
@@ -228,15 +246,19 @@ class Declarer:
             return None
         except PipeSyntaxError as error:
             self.ctx.sink.add(BY_CODE[error.code], error.message, error.span,
-                              error.hint or "see docs/language.md for the syntax")
+                              error.hint or "see docs/language.md for the syntax", fixes=syntax_fixes(error))
             return None
         module = LoadedModule(path, source, tree, bindings=bindings)
-        self.populate(module)
+        # a finding in a file imported with values names the import (the file can be right
+        # for some values and wrong for others)
+        values = ", ".join(f"{name} = {literal(value)}" for name, (value, *_) in bindings.items())
+        with self.ctx.sink.within((Use(via, f"`{path.name}` imported here", values),) if values else ()):
+            self.populate(module)
         check_bindings(self.ctx, module, self.bound_names)
         for decl in tree.decls:
             if isinstance(decl, (ast.StepDecl, ast.InitDecl)):
                 keyword = "step" if isinstance(decl, ast.StepDecl) else "init"
-                self.ctx.sink.add(PC102, f"imported file `{path.name}` has a `{keyword}` block",
+                self.ctx.sink.add(PC102, f"imported file `{path.name}` has {with_article(f'`{keyword}`')} block",
                                   via, "keep steps in the top-level file; import declarations only",
                                   labels=(Label(decl.span, "declared here"),))
         return module

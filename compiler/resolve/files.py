@@ -29,15 +29,15 @@ class ProjectFiles:
         return any(path.is_relative_to(folder) for folder in self.allowed_dirs)
 
     def find(self, base: Path, relative: str) -> tuple[Path | None, bool]:
-        """The first existing file the path names inside the allowed folders, and whether
-        some folder's reading of it lies outside them (refused whether it exists or not)."""
-        refused = False
+        """The first existing file the path names inside the allowed folders, and whether its
+        reading from `base` lies outside them (refused whether it exists or not). A reading
+        from an include folder that lies outside is never looked at: the path is then missing,
+        not refused (`kernels/../../x.cu` is no reason to call a typo in `../x.cu` outside)."""
+        refused = not self.allowed(real_path(base / relative))
         for folder in (base, *self.include_dirs):
             candidate = real_path(folder / relative)
-            if not self.allowed(candidate):
-                refused = True
-            elif candidate.exists() and not candidate.is_dir():  # a FIFO too: reading it is refused
-                return candidate, refused
+            if self.allowed(candidate) and candidate.exists() and not candidate.is_dir():
+                return candidate, refused  # a FIFO too: reading it is refused
         return None, refused
 
     def refuse(self, what: str, span: Span) -> None:

@@ -15,10 +15,13 @@ from __future__ import annotations
 import math
 
 from ...dsl import Span, ast
+from ...wording import counted, with_article
 from ..codes import PC105, PC501, PC502, PC505, PC506, PC507, PC508
 from ..consteval import ConstError, RuntimeValue, evaluate, literal
 from ..model import Access, Buffer, Epilogue, GemmNode, Init, MatrixView, Mode
 from ...plan.dtypes import DTYPES
+from .scope import Abort
+from .spelling import did_you_mean
 from .unroll import Frame, Unroller
 from .views import elements, gemm_error, matrix, operand
 
@@ -114,7 +117,8 @@ def _scale(u: Unroller, module, env, factors: list[ast.Expr], what: str) -> floa
                        "device; a gemm's scales are set when the graph is built", rv.span,
                        "use a constant, or scale the operand with a kernel first")
         except ConstError as error:
-            gemm_error(u, error.rule, error.message, error.span, error.hint)
+            u.ctx.report(error)
+            raise Abort from None
         if isinstance(number, (bool, str)):
             gemm_error(u, PC105, f"{what} must be a number, found `{literal(number)}`",
                        factor.span, "use a number")
@@ -138,8 +142,8 @@ def _gemm_options(u: Unroller, module, env, stmt: ast.Gemm) -> dict:
         elif name in OPTION_WORDS:
             chosen[name] = _word(u, module, env, option, OPTION_WORDS[name])
         else:
-            gemm_error(u, PC508, f"unknown gemm option `{name}`", option.name.span,
-                       u.ctx.suggest(name, [*OPTION_WORDS, *VIEW_OPTIONS], "gemm options"))
+            similar = did_you_mean(name, [*OPTION_WORDS, *VIEW_OPTIONS], "gemm options", option.name.span)
+            gemm_error(u, PC508, f"unknown gemm option `{name}`", option.name.span, similar.hint, similar.fixes)
     return chosen
 
 
@@ -227,7 +231,7 @@ def _check_shapes(u: Unroller, stmt, form: _Form, a: MatrixView, b: MatrixView, 
                    "(after `.T`)")
     if (c.rows, c.cols) != (m, n):
         gemm_error(u, PC502, f"the target is {c.rows} x {c.cols}, the product {m} x {n}",
-                   stmt.target.span, f"write into a {m} x {n} view")
+                   stmt.target.span, f"write into {with_article(f'{m} x {n}')} view")
     for side, expr in ((a, form.a), (b, form.b)):
         if side.batched and (not c.batched or side.batch != c.batch):
             target = f"a batch of {c.batch}" if c.batched else "one matrix"
@@ -235,8 +239,9 @@ def _check_shapes(u: Unroller, stmt, form: _Form, a: MatrixView, b: MatrixView, 
                        f"target {target}", expr.span, "batched operands have the target's "
                        "batch; a 2-D operand serves every entry of a batch")
     if bias is not None and bias.cols != n:
-        gemm_error(u, PC502, f"the bias holds {bias.cols} elements, the product has {n} columns",
-                   bias.span, f"add a bias of {n} elements, one per column of the target")
+        gemm_error(u, PC502, f"the bias holds {counted(bias.cols, 'element')}, the product has "
+                   f"{counted(n, 'column')}", bias.span,
+                   f"add a bias of {counted(n, 'element')}, one per column of the target")
 
 
 def _epilogue(u: Unroller, stmt, options: dict, bias) -> Epilogue:
@@ -272,11 +277,11 @@ def _aux(u: Unroller, module, env, stmt, options, epilogue: str, c: MatrixView, 
     ld = _round_up(n, AUX_LD_MULTIPLE[activation])
     if activation == "relu":
         dtype, needed = "u8", c.batch * m * ld // 8
-        what = f"a {m} x {n} ReLU bit-mask (rows of {ld} bits)"
+        what = f"{with_article(f'{m} x {n}')} ReLU bit-mask (rows of {ld} bits)"
     else:
         dtype, needed = c.buffer.dtype.name, c.batch * m * ld
-        what = f"the {m} x {n} GELU input (rows of {ld} elements)"
-    batch = f" for each of {c.batch} matrices" if c.batch > 1 else ""
+        what = f"the {m} x {n} GELU input (rows of {counted(ld, 'element')})"
+    batch = f" for each of {counted(c.batch, 'matrix')}" if c.batch > 1 else ""
     _check_output(u, expr, view, dtype, needed, f"{what}{batch}")
     return MatrixView(view.buffer, view.start, 1, 1, needed, False, view.span), ld
 
@@ -299,9 +304,9 @@ def _bias_grad(u: Unroller, module, env, stmt, options, epilogue: str, c: Matrix
 def _check_output(u: Unroller, expr, view: MatrixView, dtype: str, needed: int, what: str) -> None:
     if view.buffer.dtype.name != dtype:
         gemm_error(u, PC506, f"`{expr.span.text}` holds {view.buffer.dtype.name}; {what} "
-                   f"is {dtype}", expr.span, f"use {_a(dtype)} buffer")
+                   f"is {dtype}", expr.span, f"use {with_article(dtype)} buffer")
     if view.count < needed:
-        gemm_error(u, PC506, f"`{expr.span.text}` holds {view.count} elements, fewer than "
+        gemm_error(u, PC506, f"`{expr.span.text}` holds {counted(view.count, 'element')}, fewer than "
                    f"the {needed} of {what}", expr.span, f"give it at least {needed} {dtype} elements")
 
 
@@ -319,10 +324,6 @@ def _check_overlaps(u: Unroller, written: tuple, read: tuple) -> None:
                            f"{min(output.stop, other.stop) - 1} of `{output.buffer.name}` are in "
                            "both", output.span, "write into elements no other operand uses; "
                            "only the accumulated target (`+ beta * c`) may be the target")
-
-
-def _a(type_name: str) -> str:
-    return ("an " if type_name.startswith("f") else "a ") + type_name
 
 
 def _same_matrix(x: MatrixView, y: MatrixView) -> bool:

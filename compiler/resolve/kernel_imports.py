@@ -16,6 +16,7 @@ from ..model import DTYPES, EarlyAccess, Extent, Kernel, KernelFinding, KernelSo
 from ..source_scan import ExtentAnnotation
 from ..toolchain import CompileFailed
 from .context import Context
+from .spelling import did_you_mean
 
 _COMPILER_ERROR = re.compile(r"^(?P<file>.*?)\((?P<line>\d+)\): (?P<kind>error|catastrophic error)\s*:?\s*(?P<msg>.*)$", re.M)
 
@@ -29,16 +30,18 @@ class KernelImporter:
         # one object per kernel identity (its source's analysis key, which covers the path, the
         # content and the compile options, and its name), however often it is imported
         self.kernels: dict[tuple[str, str], Kernel] = {}
+        self.declared: dict[Path, tuple[str, ...]] = {}  # the kernels each analysed source declares
 
-    def import_kernels(self, decl: ast.Import, path: Path) -> list[tuple[ast.Ident, Kernel | None]]:
-        """The kernels the import names, each None when it is not there (reported)."""
+    def import_kernels(self, decl: ast.Import, path: Path) -> list[tuple[ast.Ident, Kernel | None]] | None:
+        """The kernels the import names, each None when it is not there (reported); None when
+        the source cannot be analysed at all (reported)."""
         options = self.ctx.options
         try:
             analysis = kernel_analysis.analyze(path, options.include_dirs, self.ctx.toolchain,
                                                options.virtual_arch)
         except CompileFailed as failure:
             self._report_compile_failure(path, failure, decl.path.span)
-            return [(ident, None) for ident in decl.names or ()]
+            return None
         except kernel_analysis.KernelInputLimit as limit:  # too large to hand the compiler
             where = limit.where
             if where is None:
@@ -46,17 +49,20 @@ class KernelImporter:
             else:
                 self.ctx.sink.add(PC112, limit.message, Span(self.source(path), where.start, where.end),
                                   limit.hint, labels=(Label(decl.path.span, "imported here"),))
-            return [(ident, None) for ident in decl.names or ()]
+            return None
         source = self.source(path)
+        self.declared[path] = tuple(analysis.kernels)
         names = decl.names or tuple(ast.Ident(n, decl.path.span) for n in analysis.kernels)
         found: list[tuple[ast.Ident, Kernel | None]] = []
         for ident in names:
             record = analysis.kernels.get(ident.text)
             if record is None:
                 mangled = [m for m in analysis.mangled if ident.text in m]
+                similar = did_you_mean(ident.text, analysis.kernels, "kernels", ident.span)
                 hint = (f"`{ident.text}` is compiled with a C++ name; declare it `extern \"C\"`"
-                        if mangled else self.ctx.suggest(ident.text, analysis.kernels, "kernels"))
-                self.ctx.sink.add(PC106, f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint)
+                        if mangled else similar.hint)
+                self.ctx.sink.add(PC106, f"`{path.name}` has no kernel `{ident.text}`", ident.span, hint,
+                                  fixes=() if mangled else similar.fixes)
                 found.append((ident, None))
                 continue
             kernel = self.kernels.get((analysis.key, ident.text))
@@ -72,18 +78,20 @@ class KernelImporter:
         return self.files[path]
 
     def _report_compile_failure(self, path: Path, failure: CompileFailed, via: Span) -> None:
+        """One finding per line the compiler's errors name (its first five such lines): the
+        errors after the first on a line mostly follow from it, and become notes."""
         source = self.source(path)
-        reported = 0
+        by_line: dict[int, list[str]] = {}
         for m in _COMPILER_ERROR.finditer(failure.log):
-            if Path(m.group("file")).name != path.name or reported >= 5:
-                continue
             line = min(int(m.group("line")), source.line_count)
-            self.ctx.sink.add(PC106, f"kernel source does not compile: {m.group('msg').strip()}",
-                              Span.of_line(source, line),
+            if Path(m.group("file")).name == path.name and (line in by_line or len(by_line) < 5):
+                by_line.setdefault(line, []).append(m.group("msg").strip())
+        for line, (first, *then) in by_line.items():
+            self.ctx.sink.add(PC106, f"kernel source does not compile: {first}", Span.of_line(source, line),
                               failure.advice or "fix the CUDA source; the note shows how it was compiled",
-                              labels=(Label(via, "imported here"),), notes=(failure.command,))
-            reported += 1
-        if not reported:
+                              labels=(Label(via, "imported here"),),
+                              notes=(*(f"then: {message}" for message in then), failure.command))
+        if not by_line:
             self.ctx.sink.add(PC106, f"`{path.name}` does not compile", via,
                               failure.advice or "fix the CUDA source; the compiler's log follows",
                               notes=(failure.log.strip()[-2000:], failure.command))

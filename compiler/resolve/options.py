@@ -8,6 +8,7 @@ from ..consteval import literal
 from ..model import Options
 from .context import Context
 from .scope import Abort, LoadedModule
+from .spelling import did_you_mean
 
 MAX_GEMM_WORKSPACE = 1 << 30  # per GEMM node; cuBLASLt's heuristics ask for tens of MiB at most
 OPTION_NAMES = ("lanes", "copy", "share_modules", "gemm_workspace", "pdl")
@@ -44,8 +45,8 @@ def program_options(ctx: Context, module: LoadedModule) -> Options:
             ctx.sink.add(PC108, f"option `{name}` cannot be `{literal(value)}`", decl.value.span,
                          f"`{name}` takes {expected}")
         else:
-            ctx.sink.add(PC108, f"unknown option `{name}`", decl.name.span,
-                         ctx.suggest(name, list(OPTION_NAMES), "options"))
+            similar = did_you_mean(name, list(OPTION_NAMES), "options", decl.name.span)
+            ctx.sink.add(PC108, f"unknown option `{name}`", decl.name.span, similar.hint, fixes=similar.fixes)
     if ctx.options.lanes is not None:
         values["lanes"] = ctx.options.lanes
     return Options(**values, share_modules_span=share_span)

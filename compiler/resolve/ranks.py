@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...dsl import SourceFile, Span, ast
+from ...wording import counted
 from ..codes import PC105, PC603
 from ..consteval import ConstError, RuntimeValue, evaluate, names_read
 from ..diagnostics import DiagnosticSink, Label
@@ -51,7 +52,7 @@ def launcher_constants(sink: DiagnosticSink, defines: dict[str, tuple[ast.Expr, 
     if values["RANK"] >= values["WORLD_SIZE"]:
         span = defines.get("RANK", defines.get("WORLD_SIZE", (None, builtin_span("RANK"))))[1]
         sink.add(PC105, f"RANK {values['RANK']} lies outside a world of "
-                 f"{values['WORLD_SIZE']} process(es)", span, "ranks run from 0 to WORLD_SIZE - 1")
+                 f"{counted(values['WORLD_SIZE'], 'process')}", span, "ranks run from 0 to WORLD_SIZE - 1")
         values["RANK"] = 0
     return values
 

@@ -7,6 +7,7 @@ statement (or declaration) being resolved, which is dropped.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -92,6 +93,12 @@ class LoadedModule:
     # each with its binding, whether it differs per rank and its live-update term (the main
     # file's come from `-D`)
     bindings: dict[str, tuple[Value, ast.Keyword, bool, LiveTerm | None]] = field(default_factory=dict)
+    # a whole file this module imports failed to load (reported): which names it would have
+    # declared is unknown, so a name this module uses and nothing declares is no new mistake
+    lost_import: bool = False
+    # kernels that a kernel source this module imports by name declares but the import leaves
+    # out, with that import: a launch of one is told to add it
+    unimported_kernels: dict[str, ast.Import] = field(default_factory=dict)
 
     def names_of(self, kind: type) -> list[str]:
         """The names this module's scope binds to symbols of `kind`, for suggestions."""
@@ -106,6 +113,29 @@ def mark_invalid(module: LoadedModule, names) -> None:
     """Names whose declaration failed (and was reported)."""
     for ident in names:
         module.scope.setdefault(ident.text, InvalidSymbol(ident.span))
+
+
+def lose_import(module: LoadedModule, decl: ast.Import) -> None:
+    """An import that failed (and was reported): the names it lists are invalid; a whole file
+    imported leaves every name of the module that nothing declares unreported."""
+    if decl.names is None:
+        module.lost_import = True
+    mark_invalid(module, decl.names or ())
+
+
+def undefined(module: LoadedModule, name: str) -> tuple:
+    """The cause of the findings that `name` is undefined in `module`'s file: one finding, at
+    its first use, names the others."""
+    return ("undefined", module.path, name)
+
+
+def follows_from_failure(module: LoadedModule, name: str) -> bool:
+    """Whether `name`, which nothing declares, names what a reported failure left undeclared:
+    anything, after a whole file failed to import; or a declaration that failed under a close
+    spelling (`accumulat` imported from a file that has `accumulate`, then `accumulate` used).
+    Its use is dropped silently: one mistake, one finding."""
+    failed = [other for other, symbol in module.scope.items() if isinstance(symbol, InvalidSymbol)]
+    return module.lost_import or bool(difflib.get_close_matches(name, failed, n=1))
 
 
 def buffer_named(module: LoadedModule, name: str | None) -> Buffer | None:

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ...dsl import ast
+from ...wording import counted
 from ..codes import PC105, PC201, PC205, PC315
-from ..consteval import ConstError, RuntimeValue, names_read
-from ..diagnostics import Label
+from ..consteval import ConstError, RuntimeValue, literal, names_read
+from ..diagnostics import Label, Use
+from ..fixes import argument_count_fix, requalify
 from ..live import LaunchLive, LiveTerm
 from ..model import (
     Access, Arg, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, PointerArg, RuntimeValueArg,
@@ -20,7 +22,7 @@ from ..ranges import launch_accesses
 from . import collectives, control, gemm
 from .context import Env
 from .ranks import check_rank_decision
-from .scope import Abort, GraphSymbol, KernelSymbol, LoadedModule, buffer_named
+from .scope import Abort, BufferSymbol, ConstSymbol, GraphSymbol, KernelSymbol, LoadedModule, buffer_named
 from .unroll import Frame, Handler, Unroller
 
 
@@ -99,8 +101,12 @@ def _resolve_arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg) -> t
     if pointer is not None:
         return pointer, None
     if arg.access is not None:
+        base = value.base if isinstance(value, ast.Slice) else value
+        if isinstance(base, ast.Name) and base.ident.text not in env and base.ident.text not in module.scope:
+            u.ctx.symbol(module, base.ident, BufferSymbol)  # an undefined name is that, not a value
         u.ctx.sink.add(PC205, f"`{arg.access}` qualifies a buffer, but `{value.span.text}` is a value",
-                       arg.span, f"remove `{arg.access}`")
+                       arg.span, f"remove `{arg.access}`",
+                       fixes=(requalify(arg.span, None),))
         raise Abort
     if isinstance(value, ast.NullLit):
         return NullArg(value.span), None
@@ -110,7 +116,7 @@ def _resolve_arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg) -> t
     except RuntimeValue as rv:
         return RuntimeValueArg(rv.description, buffer_named(module, rv.buffer_name), value.span), None
     except ConstError as error:
-        u.ctx.sink.add(error.rule, error.message, error.span, error.hint)
+        u.ctx.report(error)
         raise Abort from None
 
 
@@ -150,26 +156,30 @@ def graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall) -> None:
                          "part of its instance's name,") for a in stmt.args]
     suffix = f"[{', '.join(map(str, values))}]" if values else ""
     name = u.node_name(f.body, decl.name.text + suffix)
-    child = GraphBody(name, decl.name.text, decl.span)
+    use = Use(stmt.span, f"graph `{decl.name.text}` used here",
+              ", ".join(f"{p.text} = {literal(v)}" for p, v in zip(decl.params, values)))
+    child = GraphBody(name, decl.name.text, decl.span, uses=f.body.uses + (use,))
     inner_env = {p.text: v for p, v in zip(decl.params, values)}
-    u.block(Frame(symbol.module, inner_env, child, None, f.stack + ((decl.name.text, stmt.span),)), decl.body)
+    inner = Frame(symbol.module, inner_env, child, None, f.stack + ((decl.name.text, stmt.span),))
+    with u.ctx.sink.within((use,)):  # a finding in the body names this use
+        u.block(inner, decl.body)
     f.body.items.append(GraphNode(name, child, stmt.span, group=f.group))
 
 
 def _check_graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall, decl: ast.GraphDecl) -> None:
     """PC315 for a graph that uses itself, PC201 for a use with the wrong argument count."""
-    if any(name == decl.name.text for name, _ in f.stack):
-        chain = [span for name, span in f.stack] + [stmt.span]
-        start = next(i for i, (name, _) in enumerate(f.stack) if name == decl.name.text)
+    if any(name == decl.name.text for name, _ in f.stack):  # the uses that lead here label it
         u.ctx.sink.add(PC315, f"graph `{decl.name.text}` uses itself", stmt.span,
-                       "a graph cannot contain itself; unroll with a compile-time `for` instead",
-                       labels=tuple(Label(s, "used here") for s in chain[start:-1]))
+                       "a graph cannot contain itself; unroll with a compile-time `for` instead")
         raise Abort
     if len(stmt.args) != len(decl.params):
-        u.ctx.sink.add(PC201, f"graph `{decl.name.text}` takes {len(decl.params)} argument"
-                       f"{'s' * (len(decl.params) != 1)}, found {len(stmt.args)}", stmt.span,
-                       "pass one constant per graph parameter",
-                       labels=(Label(decl.name.span, "declared here"),))
+        # a placeholder per parameter: the constant of its name (in any case) where there is one
+        consts = f.module.names_of(ConstSymbol)
+        placeholders = [next((c for c in consts if c.lower() == p.text.lower()), p.text) for p in decl.params]
+        u.ctx.sink.add(PC201, f"graph `{decl.name.text}` takes {counted(len(decl.params), 'argument')}, "
+                       f"found {len(stmt.args)}", stmt.span, "pass one constant per graph parameter",
+                       labels=(Label(decl.name.span, "declared here"),),
+                       fixes=(argument_count_fix(stmt.span, [a.span for a in stmt.args], placeholders),))
         raise Abort
 
 

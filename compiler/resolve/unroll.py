@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...dsl import Span, ast
+from ...wording import counted
 from ..codes import PC103, PC206
 from ..live import LiveTerm
 from ..model import Arg, Buffer, GraphBody, PointerArg
@@ -136,7 +137,7 @@ class Unroller:
                 stop = self.ctx.integer(module, env, expr.stop, "a slice bound", "value")
             if not 0 <= start <= stop <= buffer.count or start == stop:
                 self.ctx.sink.add(PC206, f"slice [{start}:{stop}] of `{buffer.name}` lies outside its "
-                                  f"{buffer.count} elements" if start != stop or start > buffer.count
+                                  f"{counted(buffer.count, 'element')}" if start != stop or start > buffer.count
                                   else f"slice [{start}:{stop}] of `{buffer.name}` is empty",
                                   expr.span, f"element indices run from 0 to {buffer.count}; slices are half-open")
                 raise Abort

@@ -8,9 +8,12 @@ from __future__ import annotations
 from typing import NoReturn
 
 from ...dsl import Span, ast
+from ...wording import counted
 from ..codes import PC103, PC501, PC502, Rule
+from ..diagnostics import Fix
 from ..model import Buffer, MatrixView
-from .scope import Abort, BufferSymbol, InvalidSymbol
+from .scope import Abort, BufferSymbol, InvalidSymbol, follows_from_failure, undefined
+from .spelling import did_you_mean
 from .unroll import Unroller
 
 
@@ -21,8 +24,9 @@ def product(dims) -> int:
     return count
 
 
-def gemm_error(u: Unroller, rule: Rule, message: str, span: Span, hint: str) -> NoReturn:
-    u.ctx.sink.add(rule, message, span, hint)
+def gemm_error(u: Unroller, rule: Rule, message: str, span: Span, hint: str,
+               fixes: tuple[Fix, ...] = ()) -> NoReturn:
+    u.ctx.sink.add(rule, message, span, hint, fixes=fixes)
     raise Abort
 
 
@@ -35,8 +39,12 @@ def _view(u: Unroller, module, env, expr: ast.Expr) -> tuple[Buffer, int, tuple[
         if isinstance(symbol, InvalidSymbol):
             raise Abort  # its declaration's error is reported
         if symbol is None and name not in env:
-            gemm_error(u, PC103, f"undefined name `{name}`", expr.span,
-                       u.ctx.suggest(name, list(module.scope), "declarations"))
+            if follows_from_failure(module, name):
+                raise Abort
+            similar = did_you_mean(name, list(module.scope), "declarations", expr.span)
+            u.ctx.sink.add(PC103, f"undefined name `{name}`", expr.span, similar.hint, fixes=similar.fixes,
+                           cause=undefined(module, name))
+            raise Abort
         if not isinstance(symbol, BufferSymbol):
             return None
         return symbol.buffer, 0, symbol.buffer.shape
@@ -61,7 +69,7 @@ def _indexed(u: Unroller, module, env, expr: ast.Index) -> tuple[Buffer, int, tu
     items = expr.index.items if isinstance(expr.index, ast.TupleLit) else (expr.index,)
     if len(items) >= len(dims):
         gemm_error(u, PC502, f"`{expr.span.text}` indexes {len(items)} of the "
-                   f"{len(dims)} dimensions of `{buffer.name}`, leaving no matrix",
+                   f"{counted(len(dims), 'dimension')} of `{buffer.name}`, leaving no matrix",
                    expr.span, "index leading dimensions only: the trailing two "
                    "(three for a batch) remain")
     for item, dim in zip(items, dims):
@@ -85,7 +93,7 @@ def _reshaped(u: Unroller, module, env, call: ast.Call):
     buffer, start, dims = inner
     shape = tuple(u.ctx.integer(module, env, d, "a view's dimension") for d in call.args[1:])
     if min(shape) <= 0 or product(shape) != product(dims):
-        gemm_error(u, PC502, f"`{call.span.text}` holds {product(shape)} elements, "
+        gemm_error(u, PC502, f"`{call.span.text}` holds {counted(product(shape), 'element')}, "
                    f"`{call.args[0].span.text}` {product(dims)}", call.span,
                    "a view reinterprets the elements it names: the counts must agree")
     return buffer, start, shape
@@ -111,8 +119,8 @@ def matrix(u: Unroller, module, env, expr: ast.Expr, what: str, least: int = 2) 
     buffer, start, dims = _required_view(u, module, env, expr, what)
     if not least <= len(dims) <= 3:
         shapes = "a vector" if least == 1 and len(dims) > 1 else "a matrix (2-D) or a batch of them (3-D)"
-        gemm_error(u, PC502, f"the {what} `{expr.span.text}` has {len(dims)} dimension"
-                   f"{'s' * (len(dims) != 1)} {list(dims)}; it must be {shapes}", expr.span,
+        gemm_error(u, PC502, f"the {what} `{expr.span.text}` has {counted(len(dims), 'dimension')} "
+                   f"{list(dims)}; it must be {shapes}", expr.span,
                    "index leading dimensions (`x[i]`) or reinterpret with `view(x, ...)`")
     if len(dims) == 1:
         dims = (1, dims[0])

@@ -16,6 +16,7 @@ from ..model import Kernel, WaivableRule, Waiver
 from .context import Context
 from .files import ProjectFiles
 from .scope import InvalidSymbol, KernelSymbol, LoadedModule
+from .spelling import did_you_mean
 
 WAIVABLE_RULES: dict[str, WaivableRule] = {
     "atomics": "atomics", "atomic_operation": "atomics", PC305.code: "atomics",
@@ -74,6 +75,7 @@ def _waived_kernels(ctx: Context, files: ProjectFiles, kernels: list[Kernel], mo
                      decl.kernel.span, f"name the one to waive: {sources}")
         return []
     if not found:
-        ctx.sink.add(PC103, f"`{name}` is not an imported kernel", decl.kernel.span,
-                     ctx.suggest(name, module.scope, "kernels"))
+        similar = did_you_mean(name, module.names_of(KernelSymbol), "kernels", decl.kernel.span)
+        ctx.sink.add(PC103, f"`{name}` is not an imported kernel", decl.kernel.span, similar.hint,
+                     fixes=similar.fixes)
     return found

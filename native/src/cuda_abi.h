@@ -25,7 +25,10 @@ typedef unsigned long long CUgraphConditionalHandle;
 #define CU_EVENT_DISABLE_TIMING 2
 #define CU_MEMHOSTALLOC_PORTABLE 1
 #define CU_MEMHOSTALLOC_DEVICEMAP 2
+#define CU_MEMORYTYPE_HOST 1
 #define CU_MEMORYTYPE_DEVICE 2
+#define CU_MEMORYTYPE_UNIFIED 4
+#define CU_POINTER_ATTRIBUTE_MEMORY_TYPE 2
 #define CU_GRAPH_COND_ASSIGN_DEFAULT 1
 #define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
 #define CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC 1
@@ -178,6 +181,7 @@ _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D is 200 bytes in cuda
     X(MemHostAlloc, "cuMemHostAlloc", (void **host, size_t bytes, unsigned int flags)) \
     X(MemFreeHost, "cuMemFreeHost", (void *host)) \
     X(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", (CUdeviceptr *pointer, void *host, unsigned int flags)) \
+    X(PointerGetAttribute, "cuPointerGetAttribute", (void *data, int attribute, CUdeviceptr pointer)) \
     X(MemcpyHtoD, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t bytes)) \
     X(MemcpyDtoH, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t bytes)) \
     X(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
@@ -227,7 +231,8 @@ _Static_assert(sizeof(CUDA_MEMCPY3D) == 200, "CUDA_MEMCPY3D is 200 bytes in cuda
     X(GraphNodeFindInClone, "cuGraphNodeFindInClone", (CUgraphNode *clone_node, CUgraphNode original, \
         CUgraph clone)) \
     X(GraphGetNodes, "cuGraphGetNodes", (CUgraph graph, CUgraphNode *nodes, size_t *count)) \
-    X(GraphNodeGetType, "cuGraphNodeGetType", (CUgraphNode node, int *type))
+    X(GraphNodeGetType, "cuGraphNodeGetType", (CUgraphNode node, int *type)) \
+    X(GraphMemcpyNodeGetParams, "cuGraphMemcpyNodeGetParams", (CUgraphNode node, CUDA_MEMCPY3D *params))
 
 typedef struct driver {
     void *library; /* the dlopen handle */

@@ -367,10 +367,11 @@ const unsigned char *stored_gemm_for(const pipec_pipeline *p, const char *node, 
 void stored_gemms_free(pipec_pipeline *p);
 
 /* library.c (runtime/library.py): one library call recorded on a private stream into a graph
- * of its own and inspected: kernel and memset nodes, and host nodes where `allow_host`. */
+ * of its own and inspected: kernel and memset nodes and, where `collective`, NCCL's host nodes
+ * and device-to-device copies. */
 typedef pipec_status (*library_call)(pipec_pipeline *p, const node_spec *node, CUstream stream);
 pipec_status library_record(pipec_pipeline *p, const node_spec *node, const char *what, library_call call,
-                            int allow_host, CUgraph *out);
+                            int collective, CUgraph *out);
 
 /* collectives.c (runtime/collectives.py, distributed.py): NCCL over the host's communicator */
 pipec_status collectives_open(pipec_pipeline *p, const pipec_options *options);

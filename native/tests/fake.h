@@ -33,6 +33,7 @@ struct fnode {
     int args_known;
     int serialized; /* launched with programmatic stream serialization (cuLaunchKernelEx) */
     uint64_t dst, src;
+    int dst_memory, src_memory; /* a copy's memory types: DEVICE for pipec's own, UNIFIED for NCCL's */
     unsigned element_size;
     uint32_t value;
     size_t count;
@@ -65,6 +66,7 @@ typedef struct fake_state {
     int next_id;
     fgraph **graphs; size_t graph_count; /* live top-level graphs */
     void **allocations; size_t *sizes; size_t allocation_count;
+    int *host; /* per allocation: cuMemHostAlloc's (pinned host memory) */
     int modules, streams, events, execs;
     fhandle *handles; size_t handle_count;
     json *param_sizes;

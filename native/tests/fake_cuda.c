@@ -1,7 +1,9 @@
 /* A fake CUDA driver library for the C runtime's CPU tests: the C counterpart of
  * tests/fake_cuda.py. It exports the cu* entry points the runtime loads; device memory is host
  * memory (an allocation's address is its "device" pointer), so memsets, copies, mapped buffers,
- * state and verification really move bytes. Kernels do not run, except the generated kernels
+ * state and verification really move bytes; cuPointerGetAttribute still tells cuMemHostAlloc's
+ * (host) from cuMemAlloc's (device), and a copy node keeps the memory types it was made with (NCCL's
+ * one-rank copies, fake_cuda_enqueue_copy, unified ones). Kernels do not run, except the generated kernels
  * that decide conditional nodes (compiler/templates/conditions.cu.j2), which store their
  * decision and, in a graph, set their handle, as tests/fake_cuda.py's do.
  *
@@ -30,14 +32,16 @@ int inside(uint64_t address, size_t bytes) {
     return 0;
 }
 
-static CUresult allocate(void **out, size_t bytes) {
+static CUresult allocate(void **out, size_t bytes, int host) {
     size_t padded = (bytes ? bytes : 1) + 255;
     void *memory = aligned_alloc(256, padded - padded % 256);
     if (!memory) return CUDA_ERROR_OUT_OF_MEMORY;
     memset(memory, 0, padded - padded % 256);
     fake.allocations = realloc(fake.allocations, (fake.allocation_count + 1) * sizeof *fake.allocations);
     fake.sizes = realloc(fake.sizes, (fake.allocation_count + 1) * sizeof *fake.sizes);
+    fake.host = realloc(fake.host, (fake.allocation_count + 1) * sizeof *fake.host);
     fake.allocations[fake.allocation_count] = memory;
+    fake.host[fake.allocation_count] = host;
     fake.sizes[fake.allocation_count++] = bytes ? bytes : 1;
     *out = memory;
     return OK;
@@ -48,6 +52,7 @@ static CUresult release(void *memory) {
         if (fake.allocations[i] == memory) {
             free(memory);
             fake.allocations[i] = fake.allocations[fake.allocation_count - 1];
+            fake.host[i] = fake.host[fake.allocation_count - 1];
             fake.sizes[i] = fake.sizes[--fake.allocation_count];
             return OK;
         }
@@ -92,6 +97,15 @@ EXPORT CUresult fake_cuda_enqueue_kernel(CUstream stream, const char *function, 
     unsigned grid[3] = {gx, 1, 1}, block[3] = {bx, 1, 1};
     set_kernel(n, function, grid, block, 0, NULL);
     n->args_known = 1;
+    return enqueue(stream, n);
+}
+
+/* A copy as cudaMemcpyAsync with cudaMemcpyDefault records it: both ends unified addresses (fake_nccl.c's
+ * one-rank path). */
+EXPORT CUresult fake_cuda_enqueue_copy(CUstream stream, uint64_t dst, uint64_t src, size_t bytes) {
+    fnode *n = new_node(K_MEMCPY);
+    n->dst = dst, n->src = src, n->count = bytes;
+    n->dst_memory = n->src_memory = CU_MEMORYTYPE_UNIFIED;
     return enqueue(stream, n);
 }
 
@@ -236,17 +250,30 @@ EXPORT CUresult cuEventDestroy_v2(CUevent event) { fake.events--; return event ?
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *pointer, size_t bytes) {
     void *memory;
-    CUresult r = allocate(&memory, bytes);
+    CUresult r = allocate(&memory, bytes, 0);
     *pointer = (CUdeviceptr)(uintptr_t)memory;
     return r;
 }
 EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) { return release((void *)(uintptr_t)pointer); }
-EXPORT CUresult cuMemHostAlloc(void **host, size_t bytes, unsigned int flags) { (void)flags; return allocate(host, bytes); }
+EXPORT CUresult cuMemHostAlloc(void **host, size_t bytes, unsigned int flags) { (void)flags; return allocate(host, bytes, 1); }
 EXPORT CUresult cuMemFreeHost(void *host) { return release(host); }
 EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pointer, void *host, unsigned int flags) {
     (void)flags;
     *pointer = (CUdeviceptr)(uintptr_t)host; /* unified addressing: the same address */
     return OK;
+}
+/* The memory type of an allocation's address; an address outside every allocation is one the driver does not
+ * know (pageable host memory), as the real driver answers. */
+EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr pointer) {
+    if (attribute != CU_POINTER_ATTRIBUTE_MEMORY_TYPE) return INVALID;
+    for (size_t i = 0; i < fake.allocation_count; i++) {
+        uint64_t start = (uint64_t)(uintptr_t)fake.allocations[i];
+        if (start <= pointer && pointer < start + fake.sizes[i]) {
+            *(unsigned int *)data = fake.host[i] ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+            return OK;
+        }
+    }
+    return INVALID;
 }
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
     if (!inside(dst, bytes)) return INVALID;
@@ -261,6 +288,7 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
     fnode *n = new_node(K_MEMCPY);
     n->dst = dst, n->src = src, n->count = bytes;
+    n->dst_memory = n->src_memory = CU_MEMORYTYPE_DEVICE;
     return enqueue(stream, n);
 }
 
@@ -389,6 +417,7 @@ EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode *node, CUgraph graph, const CUg
         return INVALID;
     fnode *n = new_node(K_MEMCPY);
     n->dst = p->dstDevice, n->src = p->srcDevice, n->count = p->WidthInBytes;
+    n->dst_memory = n->src_memory = CU_MEMORYTYPE_DEVICE;
     *node = (CUgraphNode)append((fgraph *)graph, n, deps, count);
     return OK;
 }
@@ -529,9 +558,25 @@ EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count
 }
 
 EXPORT CUresult cuGraphNodeGetType(CUgraphNode node, int *type) {
-    static const int TYPES[] = {CU_GRAPH_NODE_TYPE_KERNEL, CU_GRAPH_NODE_TYPE_MEMCPY, CU_GRAPH_NODE_TYPE_MEMSET,
-                                CU_GRAPH_NODE_TYPE_GRAPH, CU_GRAPH_NODE_TYPE_EMPTY, CU_GRAPH_NODE_TYPE_CONDITIONAL};
+    static const int TYPES[] = {[K_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL, [K_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
+                                [K_MEMCPY] = CU_GRAPH_NODE_TYPE_MEMCPY, [K_GRAPH] = CU_GRAPH_NODE_TYPE_GRAPH,
+                                [K_EMPTY] = CU_GRAPH_NODE_TYPE_EMPTY, [K_CONDITIONAL] = CU_GRAPH_NODE_TYPE_CONDITIONAL};
     *type = TYPES[((const fnode *)node)->kind];
+    return OK;
+}
+
+/* A copy's parameters: a host end's address in srcHost/dstHost, any other's in srcDevice/dstDevice, as cuda.h's
+ * CUDA_MEMCPY3D has them. */
+EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode node, CUDA_MEMCPY3D *p) {
+    const fnode *n = (const fnode *)node;
+    if (n->kind != K_MEMCPY) return INVALID;
+    memset(p, 0, sizeof *p);
+    p->srcMemoryType = n->src_memory, p->dstMemoryType = n->dst_memory;
+    if (n->src_memory == CU_MEMORYTYPE_HOST) p->srcHost = (const void *)(uintptr_t)n->src;
+    else p->srcDevice = n->src;
+    if (n->dst_memory == CU_MEMORYTYPE_HOST) p->dstHost = (void *)(uintptr_t)n->dst;
+    else p->dstDevice = n->dst;
+    p->WidthInBytes = n->count, p->Height = 1, p->Depth = 1;
     return OK;
 }
 
@@ -551,5 +596,6 @@ __attribute__((destructor)) static void report_live(void) {
     free(fake.graphs);
     free(fake.allocations);
     free(fake.sizes);
+    free(fake.host);
     memset(&fake, 0, sizeof fake);
 }

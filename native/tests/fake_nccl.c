@@ -6,7 +6,11 @@
  * call, count, type, reduction or root, both addresses, whether its stream was capturing and
  * whether it was in a group) and enqueues one kernel on its stream, ncclDevKernel_<call>, which
  * does the call's work when it runs; between ncclGroupStart and ncclGroupEnd the calls wait,
- * and the group end enqueues them as one kernel, ncclDevKernel_group, as NCCL runs a group.
+ * and the group end enqueues them as one kernel, ncclDevKernel_group, as NCCL runs a group. A
+ * communicator of one rank takes NCCL's one-rank path instead (ncclLaunchOneRank, NCCL 2.28), at
+ * once, in a group or not: an out-of-place call is one copy (cudaMemcpyAsync with
+ * cudaMemcpyDefault, whose node gives both ends as unified addresses), an in-place one does
+ * nothing, and a float average is NCCL's one-rank kernel, oneRankReduce.
  *
  * Failures, by environment: FAKE_NCCL_STALL_AT=N makes the N-th collective kernel that runs
  * never finish (a rank that stopped: fake_cuda.c's device is stuck until an abort);
@@ -39,6 +43,7 @@ static const size_t SIZES[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
 
 CUresult fake_cuda_enqueue_effect(CUstream stream, const char *function,
                                   void (*effect)(const unsigned char *, size_t), const void *data, size_t size);
+CUresult fake_cuda_enqueue_copy(CUstream stream, uint64_t dst, uint64_t src, size_t bytes);
 int fake_cuda_capturing(CUstream stream);
 void fake_cuda_set_stuck(int stuck);
 void fake_cuda_live(int counts[6]);
@@ -121,6 +126,16 @@ static void log_call(const operation *o, CUstream stream) {
     fclose(f);
 }
 
+/* NCCL's one-rank path (see the top). */
+static int one_rank(const operation *o, CUstream stream) {
+    CUresult r = CUDA_SUCCESS;
+    if (o->op == AVG && o->type >= F16) /* a float (F16 to BF16) average is PreMulSum: a kernel, even in place */
+        r = fake_cuda_enqueue_effect(stream, "oneRankReduce", run_kernel, o, sizeof *o);
+    else if (o->src != o->dst)
+        r = fake_cuda_enqueue_copy(stream, o->dst, o->src, o->count * SIZES[o->type]);
+    return r == CUDA_SUCCESS ? SUCCESS : INVALID_USAGE;
+}
+
 static int issue(int call, const void *src, void *dst, size_t count, int type, int op, int root, void *c,
                  CUstream stream) {
     const comm *k = c;
@@ -129,6 +144,7 @@ static int issue(int call, const void *src, void *dst, size_t count, int type, i
     if (type == F16 && op == SUM && k->size > 1) return INVALID_ARGUMENT;
     operation o = {call, type, op, root, k->rank, k->size, (uint64_t)(uintptr_t)src, (uint64_t)(uintptr_t)dst, count};
     log_call(&o, stream);
+    if (k->size == 1) return one_rank(&o, stream);
     if (!group_depth)
         return fake_cuda_enqueue_effect(stream, KERNELS[call], run_kernel, &o, sizeof o) == 0 ? SUCCESS : INVALID_USAGE;
     if (group_count == 64 || (group_count && stream != group_stream)) return INVALID_USAGE;

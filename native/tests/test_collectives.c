@@ -3,7 +3,8 @@
  * allreduce in the step runs over a communicator the test creates, and each way a collective
  * run can fail gives its one line: no communicator, the wrong rank or size, NCCL missing, another
  * rank's plan, an NCCL error while the step runs, a rank that stopped (the timeout), a bad
- * timeout. Afterwards the fake driver holds nothing, and the fake NCCL holds no communicator
+ * timeout. On one rank an allgather is NCCL's copy, recorded when it stays in device memory and
+ * refused when it writes host memory (a mapped buffer). Afterwards the fake driver holds nothing, and the fake NCCL holds no communicator
  * the test did not destroy (pipec aborted, and so freed, the one of a failed collective). */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -40,6 +41,24 @@ static const char PLAN[] =
     "  {\"kind\": \"collective\", \"id\": 0, \"name\": \"init/broadcast:x\", " LOCATION(2) ", \"accesses\": "
     ACCESSES ", \"collective\": \"broadcast\", \"op\": null, \"root\": 0, \"operands\": " OPERAND "}]}]}";
 
+/* rank 0 of 1: x = 1.5, gathered each step into `parts`, in the memory the format's %s names. */
+static const char GATHER_PLAN[] =
+    "{\"pipe\": \"ring.pipe\", \"pipe_sha256\": \"00\", \"pipec_version\": \"0.1.0\", \"arch\": \"sm_90\", "
+    "\"compiler\": \"nvrtc\", \"lanes\": 1, \"gemm_groups\": [], \"init\": null, \"step\": 0, \"modules\": [], "
+    "\"world_size\": 1, \"rank\": 0, \"live\": {\"values\": [], \"sites\": []}, \"buffers\": ["
+    " {\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"memory\": \"device\", \"init\": {\"kind\": \"fill\","
+    "  \"args\": [1.5], \"seed\": null, \"path\": null}, \"labels\": [], \"nbytes\": 16, " LOCATION(1) ","
+    "  \"step_first_access\": \"read\", \"replicated\": true},"
+    " {\"name\": \"parts\", \"dtype\": \"f32\", \"shape\": [4], \"memory\": \"%s\", \"init\": {\"kind\": \"zeros\","
+    "  \"args\": [], \"seed\": null, \"path\": null}, \"labels\": [], \"nbytes\": 16, " LOCATION(2) ","
+    "  \"step_first_access\": \"write\", \"replicated\": false}],"
+    "\"graphs\": ["
+    " {\"index\": 0, \"name\": \"step\", \"scope\": \"step\", \"hazards\": [], \"edges\": [], \"nodes\": ["
+    "  {\"kind\": \"collective\", \"id\": 0, \"name\": \"step/allgather:parts\", " LOCATION(4) ", \"accesses\": "
+    "[{\"buffer\": \"x\", \"start\": 0, \"stop\": 4, \"mode\": \"r\"}, {\"buffer\": \"parts\", \"start\": 0, "
+    "\"stop\": 4, \"mode\": \"w\"}], \"collective\": \"allgather\", \"op\": null, \"root\": null, \"operands\": "
+    "[{\"dtype\": \"f32\", \"count\": 4, \"src\": \"x\", \"src_offset\": 0, \"dst\": \"parts\", \"dst_offset\": 0}]}]}]}";
+
 typedef struct { char internal[128]; } unique_id;
 
 static void *nccl;
@@ -51,18 +70,22 @@ static int (*kernels_run)(void);
 static void (*fake_live)(int counts[6]);
 static char manifest[1024];
 
-static pipec_status open_ring(void *comm, const pipec_options *given, pipec_pipeline **p) {
+static pipec_status open_plan(const char *plan, void *comm, const pipec_options *given, pipec_pipeline **p) {
     char hex[65];
-    sha256_hex(PLAN, strlen(PLAN), hex);
+    sha256_hex(plan, strlen(plan), hex);
     snprintf(manifest, sizeof manifest, TEST_MANIFEST_START "\"readers\": " TEST_READERS ", "
              "\"pipec_version\": \"0.1.0\", \"source\": \"ring.pipe\", \"archs\": [\"sm_90\"], \"files\": "
              "{\"plan.json\": \"sha256:%s\"}}\n", hex);
-    pipec_file files[2] = {{"plan.json", PLAN, strlen(PLAN)}, {"manifest.json", manifest, strlen(manifest)}};
+    pipec_file files[2] = {{"plan.json", plan, strlen(plan)}, {"manifest.json", manifest, strlen(manifest)}};
     pipec_options options;
     if (given) options = *given;
     else pipec_options_init(&options);
     options.nccl_comm = comm;
     return pipec_open_memory(files, 2, &options, p);
+}
+
+static pipec_status open_ring(void *comm, const pipec_options *given, pipec_pipeline **p) {
+    return open_plan(PLAN, comm, given, p);
 }
 
 static void *communicator(int rank, int size) {
@@ -144,6 +167,25 @@ static void test_refused_at_open(void) {
     check_nothing_live("opens refused");
 }
 
+static void test_one_ranks_copies(void) {
+    char plan[sizeof GATHER_PLAN + 8];
+    void *comm = communicator(0, 1);
+    pipec_pipeline *p = NULL;
+    snprintf(plan, sizeof plan, GATHER_PLAN, "device");
+    CHECK(open_plan(plan, comm, NULL, &p) == PIPEC_OK, "a gather within device memory does not open: %s",
+          pipec_last_error());
+    float parts[4] = {0};
+    CHECK(pipec_step(p, 1) == PIPEC_OK && pipec_read_buffer(p, "parts", parts, sizeof parts) == PIPEC_OK &&
+          parts[0] == 1.5f && parts[3] == 1.5f, "one rank's gather is a copy: %g (%s)", parts[0], pipec_last_error());
+    CHECK(pipec_close(p) == PIPEC_OK, "close: %s", pipec_last_error());
+    snprintf(plan, sizeof plan, GATHER_PLAN, "mapped");
+    expect(open_plan(plan, comm, NULL, &p), PIPEC_ERROR_LIBRARY, "allgather `step/allgather:parts` (ring.pipe:4:5): "
+           "the library call recorded 1 node of another kind (a copy from device to host memory); a library node may "
+           "hold kernel, memset, host nodes and device-to-device copies only", "a copy to host memory");
+    destroy_comm(comm);
+    check_nothing_live("one rank's copies");
+}
+
 static void test_failures_while_running(void) {
     pipec_pipeline *p = NULL;
     pipec_options options;
@@ -191,6 +233,7 @@ int main(void) {
     }
     test_runs();
     test_refused_at_open();
+    test_one_ranks_copies();
     test_failures_while_running();
     dlclose(nccl);
     dlclose(fake);

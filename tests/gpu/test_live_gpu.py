@@ -61,13 +61,19 @@ def native(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("name", sorted(UPDATES))
 def test_constants_updated_from_c_and_python_end_bit_identical(name, native, tmp_path):
     import pipec
+    from pipec.plan.gemm_algorithms import file_text, read_file
     from pipec.runtime.update import UpdateRefused
 
     path, changes = ROOT / "pipelines" / f"{name}.pipe", UPDATES[name]
     c = CRuntime(native)
     with pipec.load(path) as recompiling:
+        # the bundle stores the GEMM algorithms the file's load runs (the artifact cache may hold
+        # tuned ones), so that the three pipelines run the same GEMM kernels
+        algorithms = tmp_path / "gemms.json"
+        if recompiling.gemm_choices:
+            algorithms.write_text(file_text(recompiling.gemm_algorithms()))
         bundle = tmp_path / "bundle"
-        _bundle(path, bundle, recompiling.device.arch)
+        _bundle(path, bundle, recompiling.device.arch, (read_file(algorithms),) if recompiling.gemm_choices else ())
         with pipec.load_bundle(bundle) as from_record, pipec.load_bundle(bundle) as untouched:
             p = c.open(bundle)
             try:

@@ -223,6 +223,21 @@ def test_piperun_verify():
     assert verify.returncode == 0 and "agree bit for bit" in verify.stdout, verify.stdout + verify.stderr
 
 
+def test_piperun_runs_and_verifies_collectives_on_one_rank_without_a_launcher(tmp_path):
+    """Without a launcher a plan with collectives runs on a communicator of one rank, where NCCL
+    copies instead of communicating: the recordings of its out-of-place calls hold device-to-device
+    copies (runtime/library.py admits them), and graph and eager agree bit for bit."""
+    from pipec.runtime.state import _read
+
+    run = _piperun(str(FIXTURES / "collectives.pipe"), "--steps", "5", "--no-progress", "--save-state",
+                   str(tmp_path / "state"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    _, tensors = _read(tmp_path / "state" / "state.safetensors")
+    assert all((tensors[name] == 1).all() for name in ("x", "mean", "top", "gathered", "piece", "group_sum"))
+    verify = _piperun(str(FIXTURES / "collectives.pipe"), "--verify", "3")
+    assert verify.returncode == 0 and "agree bit for bit" in verify.stdout, verify.stdout + verify.stderr
+
+
 def test_a_faulting_kernel_is_pinned_on_its_node():
     result = _piperun(str(FIXTURES / "fault.pipe"), "--eager", "--sync-each", "--steps", "1")
     assert result.returncode == 1

@@ -80,7 +80,7 @@ def test_rl_step_verifies_on_two_ranks_with_its_parameters_identical():
                    "--no-progress", timeout=600)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     for rank in (0, 1):
-        assert f"piperun[rank {rank}]: verify: the 15 replicated buffer(s) hold the same bits on all 2 ranks " \
+        assert f"piperun[rank {rank}]: verify: the 15 replicated buffers hold the same bits on all 2 ranks " \
             "after 20 steps" in run.stdout, run.stdout[-4000:]
 
 
