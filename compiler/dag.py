@@ -14,7 +14,7 @@ slices per element, independent nodes): tests/test_dag.py compares all of it wit
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import wraps
@@ -51,14 +51,18 @@ class Dag:
         return preds
 
 
-def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict],
-                                                   frozenset[int]]:
-    """Per node, earlier nodes it must follow, each with the kind and buffer of a hazard between
-    them: not reduced, yet not every conflicting pair either (one implied through a later
-    write is left out); their transitive closure is that of all conflicting pairs. Also the
-    conflicts inside parallel blocks, and the blocks whose conflicts were counted only in part."""
-    preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
-    if len(items) < 2:  # nothing to order: most of an unrolled program's child graphs
+Predecessors = tuple[list[int], list[tuple[str, str]]]  # latest first, and the hazard of each
+
+
+def hazard_predecessors(items: list[Node]) -> tuple[list[Predecessors], list[Conflict], frozenset[int]]:
+    """Per node, earlier nodes it must follow, latest first, each with the kind and buffer of a
+    hazard between them: not reduced, yet not every conflicting pair either (one implied through
+    a later write is left out); their transitive closure is that of all conflicting pairs. Also
+    the conflicts inside parallel blocks, and the blocks whose conflicts were counted only in
+    part. Two lists a node, not the dict that finds them: a dense DAG has a hundred
+    predecessors a node (the benchmark's `random` shape, 8 GB in dicts at a million nodes)."""
+    preds: list[Predecessors] = [([], []) for _ in items]
+    if len(items) < 2:  # nothing to order: many of an unrolled program's child graphs
         return preds, [], frozenset()
     elements: dict[int, Elements] = {}
     conflicts: list[Conflict] = []
@@ -74,10 +78,12 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
         # its siblings; the block's accesses join the live set only once it is complete.
         touched = [_touched(items[member]) for member in range(index, end)]
         for member, accesses in enumerate(touched, index):
-            found = preds[member]
+            found: dict[int, tuple[str, str]] = {}
             for key, start, stop, mode, buffer in accesses:
                 if (segments := elements.get(key)) is not None:
                     segments.predecessors(start, stop, mode, buffer, found)
+            latest_first = sorted(found, reverse=True)
+            preds[member] = latest_first, [found[p] for p in latest_first]
         if end - index > 1:
             found_conflicts, complete = sibling_conflicts(items, index, end)
             conflicts += found_conflicts
@@ -132,11 +138,12 @@ def _collector_off(function: Callable[P, R]) -> Callable[P, R]:
 @_collector_off
 def build_dag(body: GraphBody) -> Dag:
     preds, conflicts, in_part = hazard_predecessors(body.items)
-    reduced = _reduce(preds)
+    reduced = _reduce([latest_first for latest_first, _ in preds])
     labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
     hazards = {}
     for a, b in reduced:
-        label = preds[b][a]
+        latest_first, kinds = preds[b]
+        label = kinds[latest_first.index(a)]
         hazards[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
     return Dag(body, reduced, hazards, conflicts, in_part)
 
@@ -149,13 +156,12 @@ def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int
     preds: list[set[int]] = [set() for _ in range(n)]
     for a, b in edges:
         preds[b].add(a)
-    return _reduce(preds)
+    return _reduce([sorted(p, reverse=True) for p in preds])
 
 
-def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
-    """transitive_reduction, from each node's predecessors, without repeats."""
-    n = len(unique_preds)
-    preds = [sorted(p, reverse=True) for p in unique_preds]
+def _reduce(preds: Sequence[list[int]]) -> list[tuple[int, int]]:
+    """transitive_reduction, from each node's predecessors, latest first, without repeats."""
+    n = len(preds)
     # lowest[v]: the lowest ancestor of v that is ever looked up, n when none is. w looks up
     # its predecessors in what they reach, and passes on what its own successors look up.
     # last_use[v]: the last node that looks v up (-1: none), seen first as w counts down.

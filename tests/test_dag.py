@@ -134,7 +134,9 @@ def test_the_dag_orders_exactly_the_conflicting_accesses(program):
     n = len(items)
     conflicts = _conflicts(items)
     preds, _, _ = hazard_predecessors(items)
-    unreduced = {(a, b): hazard for b, found in enumerate(preds) for a, hazard in found.items()}
+    unreduced = {(a, b): hazard for b, (latest_first, hazards) in enumerate(preds)
+                 for a, hazard in zip(latest_first, hazards, strict=True)}
+    assert all(p == sorted(set(p), reverse=True) for p, _ in preds), "predecessors are not latest first, once"
     for pair, hazard in unreduced.items():
         assert hazard in conflicts.get(pair, ()), f"{pair} is not a {hazard} conflict"
     assert _closure(n, unreduced) == _closure(n, conflicts), "conflicting accesses left unordered"
