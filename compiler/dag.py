@@ -139,13 +139,22 @@ def _collector_off(function: Callable[P, R]) -> Callable[P, R]:
 def build_dag(body: GraphBody) -> Dag:
     preds, conflicts, in_part = hazard_predecessors(body.items)
     reduced = _reduce([latest_first for latest_first, _ in preds])
-    labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
-    hazards = {}
+    sources: dict[int, list[int]] = {}  # per node, its kept predecessors, earliest first
     for a, b in reduced:
+        sources.setdefault(b, []).append(a)
+    labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
+    found: dict[tuple[int, int], Hazard] = {}
+    for b, kept in sources.items():
+        # both in order: one walk finds each kept predecessor's hazard, on a node that keeps
+        # a hundred thousand as on one that keeps one
         latest_first, kinds = preds[b]
-        label = kinds[latest_first.index(a)]
-        hazards[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
-    return Dag(body, reduced, hazards, conflicts, in_part)
+        i = len(latest_first) - 1
+        for a in kept:
+            while latest_first[i] != a:
+                i -= 1
+            label = kinds[i]
+            found[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
+    return Dag(body, reduced, {edge: found[edge] for edge in reduced}, conflicts, in_part)
 
 
 def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -19,9 +19,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import check_speed  # noqa: E402 - from bench/
+from test_dag import SPAN, _items  # noqa: E402
 
 from pipec.compiler import Settings, compile_file  # noqa: E402
-from pipec.compiler.dag import add_lanes  # noqa: E402
+from pipec.compiler.dag import add_lanes, build_dag  # noqa: E402
+from pipec.compiler.model import GraphBody  # noqa: E402
 from pipec.compiler.emit import plan_json_pieces  # noqa: E402
 
 GROWTH = 8.0
@@ -72,6 +74,21 @@ def test_rl_step_with_four_times_the_updates_costs_at_most_growth_times_the_time
     _check(check_speed.RL_STEP, updates[0])  # compiles the kernels once
     small, large = (_cpu_seconds(lambda d=d: run(check_speed.RL_STEP, d)) for d in updates)
     assert large / small < GROWTH, f"rl_step: {small:.3f} s -> {large:.3f} s for 4x the updates"
+
+
+def _slices_then_all(n: int) -> list:
+    """n nodes each writing an element of `a` (unordered), n copying each to `b`, one reading all
+    of `b`: the last keeps n predecessors, each with an ancestor of its own."""
+    return ([([(0, i, i + 1, 2)], None) for i in range(n)] + [([(0, i, i + 1, 1), (1, i, i + 1, 2)], None)
+                                                           for i in range(n)] + [([(1, 0, n, 1)], None)])
+
+
+def test_the_dag_of_a_node_keeping_many_predecessors_grows_linearly():
+    # a node reading every slice once compared its predecessors' wide ancestor sets per
+    # predecessor, and found each kept one's hazard by searching its list: quadratic in the slices
+    small, large = (_cpu_seconds(lambda n=n: build_dag(GraphBody("step", "step", SPAN, _items(_slices_then_all(n)))))
+                    for n in (5000, 20000))
+    assert large / small < GROWTH, f"{small:.3f} s -> {large:.3f} s for 4x the slices"
 
 
 def _fork_joins(diamonds: int) -> list[tuple[int, int]]:
