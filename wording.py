@@ -9,7 +9,7 @@ import re
 
 # nouns whose plural is not the noun and an `s`
 _PLURALS = {"process": "processes", "matrix": "matrices", "index": "indices", "pass": "passes",
-            "batch": "batches", "this": "these"}
+            "batch": "batches", "this": "these", "address": "addresses"}
 # verbs whose plural form is not the singular without its `s`
 _VERBS = {"is": "are", "was": "were", "has": "have", "does": "do"}
 # a type name spelled letter by letter (`f32`, `u8`, `bf16`) or a single letter (`x`): its

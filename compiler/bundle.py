@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..plan.bundle_format import (
-    FORMAT, FORMAT_VERSION, GEMM_ALGORITHMS, MANIFEST, PLAN, READERS, BundleError, buffer_path, cubin_path,
+    FORMAT, FORMAT_VERSION, GEMM_ALGORITHMS, MANIFEST, PLAN, BundleError, buffer_path, cubin_path, readers,
     initial_bytes_expected, ptx_path, virtual_arch,
 )
 from ..plan.gemm_algorithms import GemmAlgorithms, bundle_text
@@ -64,7 +64,7 @@ def bundle_files(plan: Plan, archs: tuple[str, ...], gemm_algorithms: tuple[Gemm
 
 def manifest(files: dict[str, bytes], plan: Plan, source: str, archs: tuple[str, ...]) -> bytes:
     data = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "readers": list(READERS),
+        "format": FORMAT, "format_version": FORMAT_VERSION, "readers": list(readers(plan)),
         "pipec_version": plan.pipec_version or __version__, "source": source, "archs": list(archs),
         "files": {path: "sha256:" + hashlib.sha256(content).hexdigest() for path, content in files.items()},
     }

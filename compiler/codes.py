@@ -134,6 +134,9 @@ PC322 = _rule("PC322", "unbounded-while", _E, "nothing in a `while` body can cle
 PC323 = _rule("PC323", "early-access-before-wait", _W,
               "a kernel that asks for programmatic launch touches an earlier node's data before its wait",
               suppressible=True)
+PC324 = _rule("PC324", "read-through-unknown-pointer", _E,
+              "a kernel loads through a pointer it read from memory that no table of addresses accounts for")
+PC325 = _rule("PC325", "address-table-written", _E, "a node writes a table of addresses")
 # PC4xx: warnings
 PC401 = _rule("PC401", "read-before-write", _W, "a buffer is read before anything writes or initialises it",
               suppressible=True)
@@ -141,6 +144,8 @@ PC402 = _rule("PC402", "unused-buffer", _W, "no node reads or writes a buffer", 
 PC403 = _rule("PC403", "stale-after-branch", _W,
               "a buffer written only inside a device branch is read after it on every step",
               suppressible=True)
+PC404 = _rule("PC404", "out-read-before-write", _W,
+              "a pointer bound `out` is one the kernel reads before it writes", suppressible=True)
 # PC5xx: library nodes (GEMM)
 PC501 = _rule("PC501", "gemm-form", _E,
               "a `gemm` is not `alpha * a @ b + bias + beta * target`, or an operand is no view")

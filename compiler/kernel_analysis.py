@@ -21,11 +21,11 @@ from ..dsl.source import MAX_READ_BYTES, real_path
 from ..errors import Error
 from . import cache, kernel_records, ptx
 from .kernel_records import (CallSite, EarlyAccessRecord, FindingRecord, KernelRecord, LaunchControlRecord, ParamRecord,
-                             SourceAnalysis, SourceLocation)
+                             SiteRecord, SourceAnalysis, SourceLocation)
 from .source_scan import Declaration, TextRange, scan_declarations
 from .toolchain import CompileRequest
 
-ANALYSIS_VERSION = "8"  # bump when the analysis output format or meaning changes
+ANALYSIS_VERSION = "9"  # bump when the analysis output format or meaning changes
 
 # The probe's code for one parameter type: the scalar at the bottom of its pointers (0 when
 # pipec cannot bind it: a struct, an enum, a reference), how many pointers lead to it (at most
@@ -74,6 +74,7 @@ class ParamType:
     dtype: str | None
     ctype: str
     const: bool  # a pointer through which the kernel cannot write
+    table: bool = False  # a pointer to pointers to `dtype` (a table of addresses)
 
 
 def decode_param_type(code: int) -> ParamType:
@@ -87,9 +88,9 @@ def decode_param_type(code: int) -> ParamType:
     pointee_const = bool(code & POINTEE_CONST_BIT)
     spelled = ("const " if code & SCALAR_CONST_BIT else "") + ctype + "*" * (depth - 1)
     spelled += " const*" if pointee_const and depth > 1 else "*"
-    if depth > 1 or scalar not in _CODE_TO_TYPE:
+    if depth > 2 or scalar not in _CODE_TO_TYPE:
         return ParamType("unsupported", None, spelled, False)
-    return ParamType("pointer", dtype, spelled, pointee_const)
+    return ParamType("pointer", dtype, spelled, pointee_const, depth == 2)
 
 
 @memoize
@@ -209,10 +210,21 @@ def _kernel_record(entry: ptx.Function, words: list[int], decl: Declaration | No
         for f in _unique(module.findings(entry.name))
     )
     writes = module.writes(entry.name)
-    params = tuple(_with_writes(p, writes.get(p.index, (ptx.Written.UNKNOWN, None)), system) for p in params)
+    accesses, first_reads = module.accesses(entry.name), module.first_reads(entry.name)
+    params = tuple(replace(_with_writes(p, writes.get(p.index, (ptx.Written.UNKNOWN, None)), system),
+                           read_first=_site(first_reads, p.index, system),
+                           read_through=_site(accesses.through[ptx.READ], p.index, system),
+                           written_through=_site(accesses.through[ptx.WRITE], p.index, system))
+                   for p in params)
     return KernelRecord(entry.name, params, entry.max_threads, findings,
                         decl.where if decl else None, decl.unreadable if decl else (), entry.cluster,
-                        _launch_control_record(module.launch_control(entry.name), system))
+                        _launch_control_record(module.launch_control(entry.name), system),
+                        _site(accesses.unknown, ptx.READ, system), _site(accesses.unknown, ptx.WRITE, system))
+
+
+def _site(found: dict, key, system: tuple[Path, ...]) -> SiteRecord | None:
+    """The record of `found[key]`, a location (None: without line info), or None when absent."""
+    return SiteRecord(*_located(found[key], system)) if key in found else None
 
 
 def _launch_control_record(control: ptx.LaunchControl, system: tuple[Path, ...]) -> LaunchControlRecord:
@@ -222,10 +234,10 @@ def _launch_control_record(control: ptx.LaunchControl, system: tuple[Path, ...])
 
 
 def _param_record(index: int, code: int, name: str, decl: Declaration | None) -> ParamRecord:
-    kind, dtype, ctype, const = astuple(decode_param_type(code))
+    kind, dtype, ctype, const, table = astuple(decode_param_type(code))
     return ParamRecord(index, name, kind, dtype, ctype, const,
                        write_only=decl is not None and name in decl.outputs,
-                       extent=decl.extent(name) if decl else None)
+                       extent=decl.extent(name) if decl else None, table=table)
 
 
 def _with_writes(param: ParamRecord, write: tuple[ptx.Written, ptx.Location | None],

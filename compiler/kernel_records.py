@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .source_scan import ExtentAnnotation, TextRange
 
-FORMAT = 8  # bump with any change to the records below
+FORMAT = 9  # bump with any change to the records below
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,20 @@ class CallSite:
 
 def outermost(location: SourceLocation | None, reached_from: tuple[CallSite, ...]) -> SourceLocation | None:
     return reached_from[-1].location if reached_from else location
+
+
+@dataclass(frozen=True)
+class SiteRecord:
+    """Where a kernel's PTX does something about one parameter (a read before a write, an
+    access through a pointer loaded from its memory): the instruction's line and the lines
+    that reach it, innermost first, as for findings."""
+
+    location: SourceLocation | None
+    reached_from: tuple[CallSite, ...] = ()
+
+    @property
+    def reported_at(self) -> SourceLocation | None:
+        return outermost(self.location, self.reached_from)
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,10 @@ class ParamRecord:
     written: str = "unknown"  # yes | no | unknown: whether the kernel's PTX stores through it
     written_at: SourceLocation | None = None  # a store that proves `yes`
     written_reached_from: tuple[CallSite, ...] = ()  # the lines that reach that store, as for findings
+    table: bool = False  # a pointer to pointers (`float* const*`): it binds a table of addresses
+    read_first: SiteRecord | None = None  # a load of its memory this thread has not stored first (ptx/first_reads.py)
+    read_through: SiteRecord | None = None  # a load through a pointer loaded from its memory
+    written_through: SiteRecord | None = None  # a store through such a pointer
 
     @property
     def written_reported_at(self) -> SourceLocation | None:
@@ -110,6 +128,8 @@ class KernelRecord:
     unreadable_annotations: tuple[TextRange, ...] = ()
     cluster: tuple[int, int, int] | None = None  # from __cluster_dims__
     launch_control: LaunchControlRecord = LaunchControlRecord("never", (), None)
+    unknown_read: SiteRecord | None = None  # a load through a pointer of unknown origin (ptx/writes.py)
+    unknown_write: SiteRecord | None = None  # a store through one
 
 
 @dataclass(frozen=True)
@@ -144,6 +164,7 @@ def _kernel(k: dict) -> KernelRecord:
                             _call_sites(f["reached_from"])) for f in k["findings"]),
         _range(k["signature"]), tuple(_range(r) for r in k["unreadable_annotations"]),
         tuple(k["cluster"]) if k["cluster"] else None, _launch_control(k["launch_control"]),
+        _site(k["unknown_read"]), _site(k["unknown_write"]),
     )
 
 
@@ -159,7 +180,12 @@ def _param(p: dict) -> ParamRecord:
     extent = ExtentAnnotation(e["param"], e["text"], _range(e["where"])) if e else None
     return ParamRecord(p["index"], p["name"], p["kind"], p["dtype"], p["ctype"], p["const"],
                        p["write_only"], extent, p["written"], _location(p["written_at"]),
-                       _call_sites(p["written_reached_from"]))
+                       _call_sites(p["written_reached_from"]), p["table"], _site(p["read_first"]),
+                       _site(p["read_through"]), _site(p["written_through"]))
+
+
+def _site(data: dict | None) -> SiteRecord | None:
+    return SiteRecord(_location(data["location"]), _call_sites(data["reached_from"])) if data else None
 
 
 def _call_sites(data: list) -> tuple[CallSite, ...]:

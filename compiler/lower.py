@@ -28,7 +28,7 @@ from .model import (
     GraphBody, GraphNode, LaunchNode, MatrixView, Mode, PointerArg, Program, ValueArg,
 )
 from ..plan.schema import (
-    AccessSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, CollectiveOperandSpec,
+    AccessSpec, AddressSpec, ArgSpec, BufferSpec, ChildGraphNodeSpec, CollectiveNodeSpec, CollectiveOperandSpec,
     ConditionalNodeSpec, GemmGroupSpec, GemmNodeSpec, GemmUseSpec, GraphSpec, HazardEdge, InitSpec, KernelNodeSpec, Location,
     MatrixSpec, MemcpyNodeSpec, MemsetNodeSpec, ModuleSpec, NodeSpec, Plan,
 )
@@ -302,8 +302,9 @@ def build_plan(program: Program, dags: list[Dag], hazard_lists: UnitHazards, arc
     usage = _step_first_access(program)
     buffers = tuple(
         BufferSpec(
-            b.name, b.dtype.name, b.shape, b.memory,
-            InitSpec(b.init.kind, b.init.args, b.init.seed, str(b.init.path) if b.init.path else None),
+            b.name, "u64" if b.is_table else b.dtype.name, b.shape, b.memory,  # a table: the words its addresses are
+            InitSpec(b.init.kind, b.init.args, b.init.seed, str(b.init.path) if b.init.path else None,
+                     tuple(AddressSpec(e.buffer.name, e.start * e.buffer.dtype.size) for e in b.init.entries)),
             b.labels, b.nbytes, _location(b.span), usage[b.name], b.replicated,
         )
         for b in program.buffers.values()

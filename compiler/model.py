@@ -20,7 +20,7 @@ from ..plan.dtypes import BUFFER_DTYPES, DTYPES, DType  # noqa: F401  (resolve n
 
 
 # The words the model's fields take: the checks, lowering and the plan switch on them.
-InitKind = Literal["zeros", "uninit", "fill", "uniform", "normal", "load"]
+InitKind = Literal["zeros", "uninit", "fill", "uniform", "normal", "load", "addresses"]
 ParamKind = Literal["pointer", "scalar", "unsupported"]
 WriteProof = Literal["yes", "no", "unknown"]  # can the PTX write through a pointer (ptx/writes.py)
 FindingRule = Literal["atomics", "spin-wait", "fence-barrier", "grid-sync", "unfollowed-call"]
@@ -54,12 +54,19 @@ class Mode(enum.IntEnum):
 # --- buffers ----------------------------------------------------------------------------------
 
 
+# The element type of a table of device addresses (`buffer t: ptr[3] = addresses(a, b, c)`):
+# the runtime fills it with the addresses of the buffers it names, and the plan holds it as the
+# u64 words they are. Only this declaration makes one.
+ADDRESS = DType("ptr", 8, "u", "uint64")
+
+
 @dataclass(frozen=True)
 class Init:
     kind: InitKind
     args: tuple[float | int, ...] = ()
     seed: int | None = None
     path: Path | None = None
+    entries: tuple[PointerArg, ...] = ()  # `addresses(...)`: the buffer (or slice) each address points to
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,6 +95,11 @@ class Buffer:
     def memory(self) -> str:
         return "mapped" if self.mapped else "device"
 
+    @property
+    def is_table(self) -> bool:
+        """A table of addresses: what a kernel reads through it is the named buffers'."""
+        return self.dtype is ADDRESS
+
 
 # --- kernels ----------------------------------------------------------------------------------
 
@@ -98,6 +110,15 @@ class Extent:
 
     expr: ast.Expr
     span: Span
+
+
+@dataclass(frozen=True)
+class Site:
+    """A line of a kernel's CUDA source where its PTX does something: the kernel's own line
+    that reaches it (the span), and the lines between, in headers and helpers (the trail)."""
+
+    span: Span
+    trail: tuple[Label, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +134,10 @@ class Param:
     written: WriteProof = "unknown"
     written_span: Span | None = None  # the kernel's line that reaches the first store (or the one pipec cannot follow)
     written_trail: tuple[Label, ...] = ()  # the store itself and the lines between, in headers and helpers
+    table: bool = False  # a pointer to pointers (`const float* const*`): binds a table of addresses
+    read_first: Site | None = None  # a load of memory this thread has not stored first (ptx/first_reads.py)
+    read_through: Site | None = None  # a load through a pointer loaded from its memory (ptx/writes.py)
+    written_through: Site | None = None  # a store through such a pointer
 
     def describe(self) -> str:
         return f"parameter {self.index + 1} `{self.name}` ({self.ctype})"
@@ -170,6 +195,8 @@ class Kernel:
     decl_span: Span  # the signature in the CUDA source
     cluster: tuple[int, int, int] | None = None  # blocks per cluster, from __cluster_dims__
     launch_control: LaunchControl = LaunchControl()
+    unknown_read: Site | None = None  # a load through a pointer of unknown origin (ptx/writes.py)
+    unknown_write: Site | None = None  # a store through one
 
 
 # --- nodes ------------------------------------------------------------------------------------

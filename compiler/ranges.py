@@ -1,10 +1,12 @@
 """Access-range arithmetic: which elements of which buffers a launch reads and writes, from
-its pointer bindings, the parameters' constness and `out` annotations, and their extents."""
+its pointer bindings, the parameters' constness and `out` annotations, their extents, and the
+buffers a bound table of addresses names (indirect.py)."""
 
 from __future__ import annotations
 
 from ..dsl import ast
 from .consteval import ConstError, RuntimeValue, Value, evaluate, names_read
+from .indirect import entry_accesses
 from .model import Access, Kernel, LaunchNode, Mode, Param, PointerArg, ValueArg
 
 
@@ -20,7 +22,8 @@ def launch_accesses(node: LaunchNode, extents: Extents) -> tuple[Access, ...]:
     """The element ranges a launch reads and writes, from its well-formed pointer bindings.
 
     A pointer covers its slice; an extent the kernel declares narrows that to the elements
-    the kernel actually touches, which sharpens the dependency DAG."""
+    the kernel actually touches, which sharpens the dependency DAG. A table of addresses is
+    read, and so are (or written) the buffers its elements in that range name."""
     at_launch = extents.of_launch(node, scalar_bindings(node))
     accesses = []
     for param, arg, extent in zip(node.kernel.params, node.args, at_launch):
@@ -30,6 +33,10 @@ def launch_accesses(node: LaunchNode, extents: Extents) -> tuple[Access, ...]:
         if extent is not None:
             if 0 < extent < arg.stop - arg.start:
                 stop = arg.start + extent
+        if arg.buffer.is_table:  # a kernel that writes one is PC325's
+            accesses.append(Access(arg.buffer, arg.start, stop, Mode.READ, arg.span))
+            accesses += entry_accesses(node, param, arg, stop)
+            continue
         accesses.append(Access(arg.buffer, arg.start, stop, pointer_mode(param, arg.qualifier), arg.span))
     return tuple(accesses)
 

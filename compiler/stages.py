@@ -44,6 +44,9 @@ class CheckedProgram:
     program: Program
     dags: list[Dag]
     unit_hazards: UnitHazards  # found by the checks (PC323), for the programmatic edges
+    # every statement became nodes and every launch touches what its kernel does (the checks'
+    # `accesses_known`): the findings are all there were to make
+    complete: bool = True
 
 
 @dataclass
@@ -89,7 +92,7 @@ def check_program(program: Program, c: Compilation) -> CheckedProgram:
     dags = [build_dag(body) for body in _all_bodies(program)]
     context = CheckContext(program, dags, c.sink, c.settings.compile.arch)
     run_checks(context)
-    return CheckedProgram(program, dags, context.unit_hazards)
+    return CheckedProgram(program, dags, context.unit_hazards, context.accesses_known)
 
 
 def plan_program(checked: CheckedProgram, c: Compilation) -> Plan:
@@ -156,7 +159,8 @@ def _finish_diagnostics(c: Compilation) -> None:
     meta = DiagnosticSink()
     suppressions = [s for source in c.sources if source.path.suffix == ".pipe"
                     for s in find_suppressions(source, meta)]
-    kept = apply_suppressions(c.sink.sorted(), suppressions, meta)
+    complete = c.checked is not None and c.checked.complete
+    kept = apply_suppressions(c.sink.sorted(), suppressions, meta, complete=complete)
     selected = codes.select(list(c.settings.select)) - codes.select(list(c.settings.ignore))
     c.diagnostics = sorted((d for d in kept + meta.diagnostics if d.code in selected),
                            key=Diagnostic.sort_key)

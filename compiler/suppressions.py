@@ -1,6 +1,7 @@
 """Inline suppressions: `# pipec: ignore[PC302, PC401] reason` silences those findings on its
 own line, or on the next line when the comment stands alone. Every suppression must give a
-reason (PC002), and one that silences nothing is reported (PC001). Only suppressible rules
+reason (PC002), and one that silences nothing is reported (PC001), unless an error dropped a
+statement or a binding was found wrong (its finding may be what is missing). Only suppressible rules
 (`Rule.suppressible` in codes.py) can be silenced: naming another is reported as PC001 and
 leaves the finding in place."""
 
@@ -69,8 +70,11 @@ def _next_code_line(source: SourceFile, line: int) -> int:
 
 
 def apply_suppressions(diagnostics: list[Diagnostic], suppressions: list[Suppression],
-                       sink: DiagnosticSink) -> list[Diagnostic]:
-    """The diagnostics no suppression silences; unused suppressions are added to `sink`."""
+                       sink: DiagnosticSink, *, complete: bool) -> list[Diagnostic]:
+    """The diagnostics no suppression silences; unused suppressions are added to `sink` when
+    the findings are `complete`: after a statement was dropped for an error, or a binding found
+    wrong, the finding a suppression was written for may not have been made (one mistake, one
+    finding)."""
     kept = []
     for d in diagnostics:
         match = next((s for s in suppressions
@@ -80,7 +84,7 @@ def apply_suppressions(diagnostics: list[Diagnostic], suppressions: list[Suppres
         else:
             match.used = True
     for s in suppressions:
-        if not s.used and s.codes:
+        if complete and not s.used and s.codes:
             sink.add(PC001, f"this suppression of {', '.join(sorted(s.codes))} silences nothing",
                      s.span, "remove it; the finding it was written for is gone",
                      fixes=(removal("Remove the suppression", s.span),))

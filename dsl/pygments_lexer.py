@@ -26,7 +26,7 @@ class PipeLexer(RegexLexer):
     tokens = {
         "root": [
             # an element type after `:` (the whitespace is part of the match, as in the grammar)
-            (r"(?<=:)(\s*)(f32|f16|bf16|f64|i32|u32|i64|u64|u8)\b", bygroups(Whitespace, Keyword.Type)),
+            (r"(?<=:)(\s*)(f32|f16|bf16|f64|i32|u32|i64|u64|u8|ptr)\b", bygroups(Whitespace, Keyword.Type)),
             (r"\s+", Whitespace),
             (r"#", Comment.Single, "comment"),
             (r'"', String.Double, "string"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ..errors import Error
-from .schema import BufferSpec
+from .schema import BufferSpec, Plan
 
 FORMAT = "pipec-bundle"
 FORMAT_VERSION = 2  # what this pipec writes, and the reader version it is
@@ -16,8 +16,17 @@ READERS = (1, 2)  # the reader versions that can read what this pipec writes (1 
 MANIFEST = "manifest.json"
 PLAN = "plan.json"
 GEMM_ALGORITHMS = "gemm_algorithms.json"  # only with `pipec build --gemm-algorithms` (plan/gemm_algorithms.py)
-# Initial values a runtime sets itself, with a memset or nothing; the others travel as bytes.
-HOST_SET_INITS = ("zeros", "uninit", "fill")
+# Initial values a runtime sets itself, with a memset, the addresses of buffers or nothing; the
+# others travel as bytes.
+HOST_SET_INITS = ("zeros", "uninit", "fill", "addresses")
+
+
+def readers(plan: Plan) -> tuple[int, int]:
+    """The reader versions that can run `plan`'s bundle: READERS, less version 1 where a buffer
+    is a table of addresses, which a reader of version 1 would leave unfilled."""
+    if any(spec.init.kind == "addresses" for spec in plan.buffers):
+        return (2, READERS[1])
+    return READERS
 
 
 class BundleError(Error):

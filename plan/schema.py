@@ -257,11 +257,22 @@ class ModuleSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AddressSpec:
+    """One element of a table of addresses: the device address of `buffer`, plus `byte_offset`."""
+
+    buffer: str
+    byte_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class InitSpec:
-    kind: str
+    kind: str  # zeros | uninit | fill | uniform | normal | load | addresses
     args: tuple[float | int, ...]
     seed: int | None
     path: str | None
+    # `addresses`: the table's elements, 64-bit addresses the runtime writes once the buffers
+    # are allocated or bound (and again after it restores the table's contents)
+    addresses: tuple[AddressSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

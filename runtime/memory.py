@@ -1,5 +1,7 @@
 """Buffers at fixed addresses: device memory, or pinned host memory mapped into the device's
-address space. Allocated once, initialised as declared, freed on close."""
+address space. Allocated once, initialised as declared, freed on close. A table of addresses
+(`addresses(...)`) is filled once every buffer has its address, and again whenever its
+contents are restored (`fill_tables`): it holds this process's addresses, never saved ones."""
 
 from __future__ import annotations
 
@@ -120,6 +122,7 @@ class BufferSet:
                 else:
                     self.buffers[spec.name] = _allocate(spec, driver)
                     _initialise(self.buffers[spec.name], (initial or {}).get(spec.name))
+            self.fill_tables()
         except BaseException:
             self.close()
             raise
@@ -132,6 +135,13 @@ class BufferSet:
 
     def pointer(self, name: str, byte_offset: int = 0) -> int:
         return self.buffers[name].device_ptr + byte_offset
+
+    def fill_tables(self) -> None:
+        """Write every table of addresses: the address of each buffer it names, plus its offset."""
+        for buffer in self.buffers.values():
+            init = buffer.spec.init
+            if init.kind == "addresses":
+                buffer.write(np.array([self.pointer(a.buffer, a.byte_offset) for a in init.addresses], dtype=np.uint64))
 
     def close(self) -> None:
         for buffer in self.buffers.values():
@@ -176,7 +186,7 @@ def _initialise(buffer: DeviceBuffer, contents: bytes | None = None) -> None:
             buffer.memset(size, pattern)
         else:
             buffer.write(np.full(spec.shape, pattern, dtype=np.uint64).view(buffer.numpy_dtype))
-    else:  # random or loaded values (plan/initial_values.py)
+    elif init.kind != "addresses":  # random or loaded values (plan/initial_values.py); tables come last
         buffer.write(initial_array(spec))
 
 
@@ -188,6 +198,8 @@ def _bind_external(spec: BufferSpec, driver: Driver, array: object, stream) -> D
     # Each requirement is one check and one message, in the order a user would fix them.
     if spec.memory == "mapped":
         raise BindError(f"`{spec.name}` is mapped host memory; only device buffers can be bound")
+    if spec.init.kind == "addresses":
+        raise BindError(f"`{spec.name}` is a table of addresses, which the runtime fills; bind the buffers it names")
     try:
         interface = getattr(array, "__cuda_array_interface__")
     except (AttributeError, TypeError, ValueError, BufferError):  # older PyTorch's bf16 has none

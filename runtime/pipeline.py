@@ -230,7 +230,7 @@ class Pipeline:
 
     def restore(self, arrays: dict[str, np.ndarray]) -> None:
         """Buffers' contents from arrays by name (a `snapshot()`, or some of it); all of them
-        are checked before any is written."""
+        are checked before any is written. Tables of addresses keep this pipeline's addresses."""
         self.synchronize()
         if not isinstance(arrays, Mapping):
             raise ArgumentError(f"restore(arrays = {type(arrays).__name__}): expected a mapping of "
@@ -238,6 +238,7 @@ class Pipeline:
         fitting = {name: self._named(name).fitting(array) for name, array in arrays.items()}
         for name, array in fitting.items():
             self._buffers[name].write(array)
+        self._buffers.fill_tables()
 
     def readback(self) -> dict[str, float]:
         """The labelled elements of the mapped buffers, by label (or `buffer[i]`)."""

@@ -29,7 +29,8 @@ class UpdateRefused(Error):
 
 def _buffer(spec: BufferSpec) -> str:
     init = spec.init
-    value = f"{init.kind}({', '.join(map(str, init.args))})" if init.args else init.kind
+    values = [str(a) for a in init.args] + [f"{a.buffer}+{a.byte_offset}" for a in init.addresses]
+    value = f"{init.kind}({', '.join(values)})" if values else init.kind
     return f"{spec.dtype}{list(spec.shape)} {spec.memory} = {value}"
 
 

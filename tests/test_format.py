@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -27,6 +28,9 @@ SHIPPED = sorted([*(ROOT / "pipelines").rglob("*.pipe"),
 UNPARSABLE = {"PC101_syntax_error.pipe", "PC112_input_limit.pipe"}
 
 
+LOCATION = re.compile(r"\S+\.pipe:\d+:\d+")
+
+
 def _meaning(path: Path, text: str) -> tuple[object, list[tuple[str, str]]]:
     """What a file means to the compiler: its plan without locations or the file's hash, and
     its findings without spans."""
@@ -39,6 +43,8 @@ def _meaning(path: Path, text: str) -> tuple[object, list[tuple[str, str]]]:
 
 
 def _without_locations(value):
+    if isinstance(value, str):  # a location quoted in text (the live-update record's reasons)
+        return LOCATION.sub("<location>", value)
     if isinstance(value, dict):
         return {k: _without_locations(v) for k, v in value.items() if k not in ("location", "pipe_sha256")}
     if isinstance(value, list):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -384,6 +385,36 @@ def test_state_written_by_either_runtime_loads_in_the_other(name, native, tmp_pa
     loaded = run_native(native, tmp_path / "bundle", tmp_path / "load", sizes, "--load", str(tmp_path / "py-state"),
                         "--eager", "0")
     assert loaded.result["eager"] == expected
+
+
+def _table_digest(buffers: dict, entries: list[tuple[str, int]]) -> str:
+    """The SHA-256 of a table holding these (buffer, byte offset) addresses, in `buffers`' terms."""
+    return hashlib.sha256(struct.pack(f"<{len(entries)}Q", *(buffers[name][0] + offset
+                                                               for name, offset in entries))).hexdigest()
+
+
+def test_each_runtime_fills_a_table_with_its_own_addresses_even_from_the_others_state(native, tmp_path):
+    path = FIXTURES / "tables.pipe"
+    compilation = _bundle(path, tmp_path / "bundle")
+    sizes = param_sizes(compilation.program)
+    entries = [("a", 0), ("b", 256 * 4)]
+    saved = run_native(native, tmp_path / "bundle", tmp_path / "save", sizes, "--steps", "1", "--save",
+                       str(tmp_path / "c-state"))
+    c_table = _table_digest(saved.result["buffers"], entries)
+    assert saved.result["open"]["tensors"] == saved.result["steps"]["tensors"] == c_table
+    pipeline, _, _ = _python_side(path)
+    with pipeline:
+        mine = {b.name: (pipeline.buffer(b.name).device_ptr, b.nbytes) for b in pipeline.plan.buffers}
+        assert _hashes(pipeline)["tensors"] == _table_digest(mine, entries)
+        pipeline.load_state(tmp_path / "c-state")  # the C runtime's addresses, saved
+        loaded = _hashes(pipeline)
+        assert loaded["tensors"] == _table_digest(mine, entries)
+        assert {k: v for k, v in loaded.items() if k != "tensors"} == \
+            {k: v for k, v in saved.result["steps"].items() if k != "tensors"}
+        pipeline.save_state(tmp_path / "py-state", steps=1)
+    again = run_native(native, tmp_path / "bundle", tmp_path / "load", sizes, "--load", str(tmp_path / "py-state"),
+                       "--eager", "0")
+    assert again.result["eager"]["tensors"] == _table_digest(again.result["buffers"], entries)
 
 
 def test_verify_and_a_live_update_match_the_python_runtime(native, tmp_path):

@@ -10,29 +10,13 @@ import pytest
 
 from pipec.compiler import ptx
 from pipec.compiler.ptx import Written
+from ptx_kernel import kernel_module
 
 RECORDED = Path(__file__).parent / "corpus" / "ptx"
 
 
 def module(body: str, params: int = 2, extra: str = "") -> ptx.PtxModule:
-    declared = ",\n".join(f"  .param .u64 k_param_{i}" for i in range(params))
-    return ptx.parse(f""".version 8.8
-.target sm_90
-.address_size 64
-{extra}
-.visible .entry k(
-{declared}
-)
-{{
-  .reg .pred %p<9>;
-  .reg .b32 %r<40>;
-  .reg .b64 %rd<40>;
-  .loc 1 1 1
-{body}
-  ret;
-}}
-  .file 1 "k.cu"
-""")
+    return kernel_module("", body, ("u64",) * params, extra)
 
 
 def rules(m: ptx.PtxModule) -> list[tuple[str, int]]:
@@ -347,7 +331,9 @@ def test_the_recorded_cooperative_groups_grid_sync_is_one_finding():
     ("cp.async.bulk.prefetch.L2.global [%rd3], 64", Written.NO),
     ("tensormap.replace.tile.global_address.global.b1024.b64 [%rd3], %rd4", Written.YES),
     ("cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd3, {%r1}], [%r2]", Written.UNKNOWN),
-    ("ld.global.u64 %rd9, [%rd3]; st.global.u32 [%rd9], %r1", Written.UNKNOWN),  # double indirection
+    ("ld.global.u64 %rd9, [%rd3]; st.global.u32 [%rd9], %r1", Written.NO),  # through a table: no parameter
+    ("ld.global.u64 %rd9, [%rd3]; ld.global.u64 %rd8, [%rd9]; st.global.u32 [%rd8], %r1",
+     Written.UNKNOWN),  # double indirection
     ("ld.global.u32 %r9, [%rd4]; mul.wide.s32 %rd9, %r9, 4; add.s64 %rd10, %rd9, %rd3;"
      " st.global.u32 [%rd10], %r1", Written.YES),  # a loaded index keeps the base
 ])

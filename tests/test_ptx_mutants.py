@@ -509,6 +509,16 @@ def writes(body: str, extra: str = "") -> list[Written]:
     return [m.writes("k")[i][0] for i in range(2)]
 
 
+def through(body: str, extra: str = "") -> dict[int, str]:
+    """Per parameter, the modes of the accesses through pointers loaded from its memory."""
+    m = module("  ld.param.u64 %rd1, [k_param_0];\n  ld.param.u64 %rd4, [k_param_1];\n" + body, extra=extra)
+    found: dict[int, str] = {}
+    for mode, params in m.accesses("k").through.items():
+        for index in params:
+            found[index] = "".join(sorted(found.get(index, "") + mode))
+    return found
+
+
 def test_writes_through_a_chain_of_calls_reach_the_kernel():
     chain = "".join(f"""
 .func {name}(.param .b64 {name}_param_0)
@@ -601,14 +611,16 @@ $L_barrier:
     assert rules(m) == [("atomics", 4), ("grid-sync", 5), ("grid-sync", 6)]  # the wait is the barrier's
 
 
-def test_address_arithmetic_keeps_the_base_and_anything_else_keeps_the_unknown():
+def test_address_arithmetic_keeps_the_base_and_anything_else_keeps_the_loaded_pointer():
     loaded = "  ld.global.u64 %rd9, [%rd4];\n  cvta.to.global.u64 %rd2, %rd1;\n"
     assert writes(loaded + "  add.s64 %rd3, %rd2, %rd9;\n  st.global.u32 [%rd3], 1;") == [Written.YES, Written.NO]
-    assert writes(loaded + "  selp.b64 %rd3, %rd2, %rd9, %p1;\n  st.global.u32 [%rd3], 1;") == [
-        Written.YES, Written.UNKNOWN]
+    assert through(loaded + "  add.s64 %rd3, %rd2, %rd9;\n  st.global.u32 [%rd3], 1;") == {}
+    selected = loaded + "  selp.b64 %rd3, %rd2, %rd9, %p1;\n  st.global.u32 [%rd3], 1;"
+    assert writes(selected) == [Written.YES, Written.NO]
+    assert through(selected) == {1: "w"}  # the pointer loaded from parameter 1's memory
 
 
-def test_a_callee_writing_where_it_cannot_tell_makes_the_caller_unsure_too():
+def test_a_callee_writing_through_a_pointer_it_loads_writes_through_the_callers_table():
     double = """
 .func scatter(.param .b64 scatter_param_0)
 {
@@ -619,7 +631,12 @@ def test_a_callee_writing_where_it_cannot_tell_makes_the_caller_unsure_too():
 }
 """
     call = "{ .param .b64 param0; st.param.b64 [param0+0], %rd4; call.uni scatter, (param0); }"
-    assert writes(call, extra=double) == [Written.UNKNOWN, Written.UNKNOWN]
+    assert writes(call, extra=double) == [Written.NO, Written.NO]
+    assert through(call, extra=double) == {1: "w"}
+    # passed a pointer loaded from parameter 1's memory, it writes through a pointer loaded twice
+    twice = "ld.global.u64 %rd5, [%rd4];\n  " + call.replace("%rd4;", "%rd5;")
+    assert writes(twice, extra=double) == [Written.UNKNOWN, Written.UNKNOWN]
+    assert through(twice, extra=double) == {1: "r"}  # it reads the pointer it passes from that memory
 
 
 def test_summaries_settle_even_when_every_function_changed_in_one_round():

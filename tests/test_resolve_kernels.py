@@ -39,14 +39,21 @@ def _codes(result) -> list[str]:
 
 
 @pytest.mark.parametrize("kernel", ["gather", "gather_const"])
-def test_a_pointer_to_pointers_is_unsupported_and_nothing_else(kernel_file, kernel):
+def test_a_pointer_to_pointers_binds_a_table_of_addresses_and_nothing_else(kernel_file, kernel):
     path = kernel_file(NESTED)
     result = check_text(f"""
         buffer rows: f32[4]
         buffer out: f32[4] mapped
-        step {{ launch {kernel}<<<1, 4>>>(out rows, out out) }}
+        step {{ launch {kernel}<<<1, 4>>>(in rows, out out) }}
     """, header=f'from "{path}" import {kernel}\n')
-    assert _codes(result) == ["PC202"]  # no PC205: the parameter is not const
+    assert _codes(result) == ["PC203"]
+    result = check_text(f"""
+        buffer rows: f32[4]
+        buffer table: ptr[1] = addresses(rows)
+        buffer out: f32[4] mapped
+        step {{ launch {kernel}<<<1, 4>>>(table, out out) }}
+    """, header=f'from "{path}" import {kernel}\n')
+    assert _codes(result) == []
 
 
 def test_a_kernel_declared_by_a_macro_keeps_its_annotations(kernel_file):

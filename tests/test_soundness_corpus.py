@@ -9,8 +9,10 @@ line of the kernel's own body that reaches the instruction, through every inline
 every call. When the instruction itself lies elsewhere (a header, a helper), that line carries
 `// note: PC3xx`: the diagnostic shows it as a note. NVRTC compiles every source, nvcc a sample
 of them where it is installed, and both must find exactly the lines expected. A `const` parameter
-the kernel can write through (or cannot be proven not to) counts as PC318 at the write; the
-`.pipe` files bind non-const parameters `in` and carry the usual `# error:` expectations.
+the kernel can write through (or cannot be proven not to) counts as PC318 at the write, a load
+through a pointer of unknown origin as PC324, and a parameter annotated `/// pipec: out` that the
+kernel reads before writing as PC404 at the read; the `.pipe` files bind non-const parameters
+`in`, declare tables of addresses, and carry the usual `# error:` expectations.
 corpus/cccl/ holds `grid.sync()` and `cuda::atomic_ref` through the real headers, checked where
 NVRTC finds the CUDA runtime and CCCL headers of its own version (the header wheels,
 nvidia-cuda-runtime-cu12 and nvidia-cuda-cccl-cu12 for NVRTC 12, or a matching toolkit)."""
@@ -37,7 +39,8 @@ _MARK = re.compile(r"//\s*(expect|note):\s*(PC\d+(?:\s*,\s*PC\d+)*)")
 NVCC_SAMPLE = ("atomic_header_subfolder.cu", "atomic_call_chain.cu", "atomic_noinline_header.cu",
                "fence_header.cu", "spin_header.cu", "spin_relaxed_asm.cu", "write_const_header.cu",
                "write_const_helper.cu", "grid_sync_noinline.cu", "atomic_asm_macro.cu",
-               "clean/pure_header.cu")
+               "clean/pure_header.cu", "read_raw_header.cu", "read_raw_noinline.cu", "out_read_header.cu",
+               "out_read_noinline.cu", "clean/table_reads.cu", "clean/out_write_first.cu")
 
 
 def expected(source: Path) -> set[tuple[str, str, int, str]]:
@@ -63,9 +66,20 @@ def found(source: Path, compiler: str = "nvrtc") -> set[tuple[str, str, int, str
     for kernel in analysis.kernels.values():
         for finding in kernel.findings:
             result |= _marks(RULE_CODES[finding.rule], finding.reported_at, finding.location)
+        # An access through a pointer loaded from a parameter's memory is followed only where a
+        # declared table is bound, which here means a parameter that points to pointers.
+        unfollowed = [p for p in kernel.params if not p.table]
+        store = next((p.written_through for p in unfollowed if p.written_through), None)
+        load = kernel.unknown_read or next((p.read_through for p in unfollowed if p.read_through), None)
         for param in kernel.params:
             if param.const and param.written != "no":
                 result |= _marks("PC318", param.written_reported_at, param.written_at)
+            elif param.const and store is not None:
+                result |= _marks("PC318", store.reported_at, store.location)
+            if param.write_only and param.read_first is not None:
+                result |= _marks("PC404", param.read_first.reported_at, param.read_first.location)
+        if load is not None:
+            result |= _marks("PC324", load.reported_at, load.location)
     return result
 
 

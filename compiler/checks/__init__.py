@@ -4,6 +4,7 @@ model and its dependency DAGs. A check reports through the sink and never raises
 from __future__ import annotations
 
 from .access_conflict import access_conflict
+from .address_table_written import address_table_written
 from .argument_count import argument_count
 from .argument_kind import argument_kind
 from .baked_per_step_value import baked_per_step_value
@@ -19,8 +20,10 @@ from .gemm_operands import gemm_operands
 from .host_transfer_in_step import host_transfer_in_step
 from .invalid_grid import invalid_grid
 from .null_pointer_argument import null_pointer_argument
+from .out_read_before_write import out_read_before_write
 from .pointer_type_mismatch import pointer_type_mismatch
 from .read_before_write import read_before_write
+from .read_through_unknown_pointer import read_through_unknown_pointer
 from .scalar_out_of_range import scalar_out_of_range
 from .shared_cufunction import shared_cufunction
 from .shared_memory_over_limit import shared_memory_over_limit
@@ -36,6 +39,8 @@ CHECKS = (
     scalar_out_of_range,
     access_conflict,
     write_through_read_only,
+    read_through_unknown_pointer,
+    address_table_written,
     baked_per_step_value,
     buffer_smaller_than_extent,
     block_too_large,
@@ -53,6 +58,7 @@ CHECKS = (
     unbounded_while,
     read_before_write,
     stale_after_branch,
+    out_read_before_write,
     unused_buffer,
 )
 

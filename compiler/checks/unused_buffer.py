@@ -1,5 +1,6 @@
-"""PC402: a buffer that no node of the init block or the step reads or writes, and that no
-compile-time branch left out by the constants names (it serves other `-D` values)."""
+"""PC402: a buffer that no node of the init block or the step reads or writes, that no launch
+binds (directly, or in a table of addresses it binds), and that no compile-time branch left out
+by the constants names (it serves other `-D` values)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ def unused_buffer(ctx: CheckContext) -> None:
     if not ctx.accesses_known:
         return  # a statement or binding with an error may have used the buffer
     used = {a.buffer.name for node in ctx.nodes for a in node.accesses}
-    used |= {arg.buffer.name for _, _, arg in ctx.bindings() if getattr(arg, "buffer", None) is not None}
+    bound = [arg.buffer for _, _, arg in ctx.bindings() if getattr(arg, "buffer", None) is not None]
+    used |= {buffer.name for buffer in bound} | {e.buffer.name for buffer in bound for e in buffer.init.entries}
     used |= program.names_in_skipped_branches
     for name, buffer in program.buffers.items():
         if name not in used and buffer.span.source.path == program.path:

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 
 from ...dsl import Span, ast
-from ..model import BUFFER_DTYPES
+from ..model import ADDRESS, BUFFER_DTYPES
 from ..resolve.declare import STATEMENT_KEYWORDS
 from ..resolve.gemm import OPTION_WORDS as GEMM_OPTION_WORDS
 from ..resolve.gemm import VIEW_OPTIONS as GEMM_VIEW_OPTIONS
@@ -45,7 +45,8 @@ def completions(index: DocumentIndex, before: str) -> list[Completion]:
     if re.match(r"^\s*option\s+\w*$", before):
         return [Completion(word, "option", "pipeline option") for word in OPTION_NAMES]
     if re.match(r"^\s*buffer\s+\w+\s*:\s*\w*$", before):
-        return [Completion(word, "type", "element type") for word in BUFFER_DTYPES]
+        return [Completion(word, "type", "element type") for word in BUFFER_DTYPES] + [
+            Completion(ADDRESS.name, "type", "a table of addresses, `= addresses(a, b, ...)`")]
     found = [Completion(word, "keyword") for word in (*STATEMENT_KEYWORDS, *DECLARATION_KEYWORDS, *ACCESS_WORDS)]
     for name, entry in sorted(index.definitions.items()):
         found.append(Completion(name, entry.kind, f"{entry.kind} ({entry.span.source.path.name})"))

@@ -186,8 +186,8 @@ def _annotations(text: str, start: int) -> str:
 def _buffer_hover(buffer: Buffer) -> str:
     shape = ", ".join(str(n) for n in buffer.shape)
     init: str = buffer.init.kind
-    if buffer.init.args:
-        init += "(" + ", ".join(str(a) for a in buffer.init.args) + ")"
+    if buffer.init.args or buffer.init.entries:
+        init += "(" + ", ".join([str(a) for a in buffer.init.args] + [e.span.text for e in buffer.init.entries]) + ")"
     if buffer.init.seed is not None:
         init += f", seed {buffer.init.seed}"
     if buffer.init.path is not None:

@@ -14,7 +14,8 @@ call. A call the analysis cannot follow (indirect, a body not in the module, rec
 access of unknown origin and no wait.
 
 An access's origin is the set of kernel parameters its address derives from (writes.py's
-provenance); a pointer loaded from memory is of unknown origin (it may point anywhere); an
+provenance); a pointer loaded from memory is of unknown origin (it may point anywhere, and
+where a declared table points is the resolver's, not this analysis's); an
 address that derives from no parameter (shared or local memory through a generic pointer, a
 `__device__` variable) is no buffer of the plan and is left out. Each early access is kept once
 per origin and kind, at its first instruction: the first line that touches a parameter before
@@ -31,11 +32,10 @@ from enum import Enum
 from .calls import KNOWN_EXTERNALS, call_target
 from .cfg import _OUT, _successors
 from .ir import Function, Instruction, Location, PtxModule, reached_through
-from .writes import GRID_WORKSPACE, LOADED, _Provenance, _write_address
+from .writes import GRID_WORKSPACE, _Provenance, _write_address, is_loaded, read_address
 
 WAIT = "griddepcontrol.wait"
 TRIGGER = "griddepcontrol.launch_dependents"
-_LOCAL_SPACES = ("shared", "local", "param", "const")
 
 
 class Waits(str, Enum):
@@ -61,36 +61,10 @@ class LaunchControl:
     trigger: Location | None  # the first `griddepcontrol.launch_dependents` it can execute
 
 
-def _read_address(instruction: Instruction) -> str | None:
-    """The address operand of a read of global (or generic) memory, `?` for a read whose
-    address is no operand pipec follows (a texture or surface fetch, a bulk tensor copy), None
-    for no such read. A prefetch counts: it may fill a cache with what the predecessor has not
-    written yet."""
-    parts = instruction.opcode.split(".")
-    head, operands = parts[0], instruction.operands
-    if not operands or "tensormap" in parts:
-        return None
-    if head in ("tex", "tld4", "suld"):
-        return "?"
-    if head == "cp":  # the destination's space comes first, the source's second
-        spaces = [p for p in parts if p == "global" or p.startswith("shared")]
-        reads_global = spaces[1:2] == ["global"] or ("prefetch" in parts and "global" in parts)
-        if not reads_global:
-            return None
-        return "?" if "tensor" in parts else operands[1 if len(spaces) > 1 else 0]
-    if any(p.startswith(_LOCAL_SPACES) for p in parts[1:]):
-        return None
-    if head in ("prefetch", "prefetchu"):
-        return operands[0]
-    if head in ("ld", "ldu", "atom") or instruction.opcode.startswith("multimem.ld_reduce"):
-        return operands[1] if len(operands) > 1 else None
-    return None
-
-
 def _accesses(instruction: Instruction) -> list[tuple[str, str]]:
     """(address operand, mode) of every global access the instruction makes."""
     found = []
-    if (address := _read_address(instruction)) is not None:
+    if (address := read_address(instruction)) is not None:
         found.append((address, "rw" if instruction.opcode.startswith("atom") else "r"))
     if (address := _write_address(instruction)) is not None and not instruction.opcode.startswith("atom"):
         found.append((address, "w"))
@@ -102,7 +76,7 @@ def _origin(provenance: _Provenance, address: str) -> tuple[int, ...] | None | L
     if address == "?":
         return None
     origins = provenance.of(address) - {GRID_WORKSPACE}
-    if LOADED in origins:
+    if any(is_loaded(o) for o in origins):
         return None
     params = tuple(sorted(o for o in origins if isinstance(o, int)))
     return params or False
@@ -209,7 +183,7 @@ class _Analysis:
         if params is None:
             return None
         origins = set().union(*(arguments[p] for p in params if p < len(arguments)), set())
-        if LOADED in origins or any(p >= len(arguments) for p in params):
+        if any(is_loaded(o) for o in origins) or any(p >= len(arguments) for p in params):
             return None
         return tuple(sorted(o for o in origins if isinstance(o, int))) or None
 

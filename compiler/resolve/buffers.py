@@ -1,6 +1,7 @@
 """Buffer declarations in the declaration pass: `buffer NAME: TYPE[SHAPE] = INIT`, with the
 element type (or a constant naming one), the shape, labels and the initial value checked
-(PC107), a `load("file.npy")` against the file's header."""
+(PC107), a `load("file.npy")` against the file's header, a table's `addresses(...)` against the
+buffers declared before it; and a buffer or a slice of one as a pointer (`buffer_pointer`)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,17 @@ import math
 
 import numpy as np
 
-from ...dsl import ast
+from ...dsl import Span, ast
 from ...dsl.source import open_regular, real_path
 from ...wording import counted
-from ..codes import PC107
+from ..codes import PC107, PC206
 from ..consteval import Value, literal, representable
 from ..diagnostics import Edit, Fix
 from ..kernel_analysis import SCALAR_CODES
-from ..model import BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind
-from .context import Context
+from ..model import ADDRESS, BUFFER_DTYPES, DTYPES, Buffer, Init, InitKind, PointerArg, Qualifier
+from .context import Context, Env
 from .files import ProjectFiles
-from .scope import Abort, ConstSymbol, LoadedModule
+from .scope import Abort, BufferSymbol, ConstSymbol, InvalidSymbol, LoadedModule
 from .spelling import did_you_mean
 
 # element types as a kernel's C spells them, for a declaration that does too (`float[N]`)
@@ -31,6 +32,7 @@ INT64_MAX = (1 << 63) - 1
 _BARE: dict[str, InitKind] = {"zeros": "zeros", "uninit": "uninit"}
 _CALLS: dict[str, tuple[InitKind, int]] = {"fill": ("fill", 1), "uniform": ("uniform", 2),
                                            "normal": ("normal", 2), "load": ("load", 1)}
+_ADDRESSES = "addresses"
 
 
 def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.BufferDecl) -> Buffer:
@@ -41,14 +43,14 @@ def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl
         type_name = symbol.value  # `const DT = "bf16"`: a type chosen by a constant (`-D`)
         if symbol.live is not None:
             ctx.live.read(symbol.live, "a buffer's element type", decl.dtype.span)
-    dtype = DTYPES.get(type_name)
-    if dtype is None or type_name not in BUFFER_DTYPES:
+    dtype = ADDRESS if type_name == ADDRESS.name else DTYPES.get(type_name)
+    if dtype is None or type_name not in (*BUFFER_DTYPES, ADDRESS.name):
         named = f" (`{type_name}`)" if type_name != decl.dtype.text else ""
         c_type = C_ELEMENT_TYPES.get(type_name)
         hint = (f"`{type_name}` is the C spelling; buffers are declared `{c_type}`" if c_type
-                else "element types: " + ", ".join(BUFFER_DTYPES))
+                else "element types: " + ", ".join(BUFFER_DTYPES) + "; `ptr` for a table of addresses")
         fixes = ((Fix(f"Change to `{c_type}`", (Edit(decl.dtype.span, c_type),)),) if c_type and not named
-                 else did_you_mean(decl.dtype.text, BUFFER_DTYPES, "element types", decl.dtype.span).fixes)
+                 else did_you_mean(decl.dtype.text, [*BUFFER_DTYPES, ADDRESS.name], "element types", decl.dtype.span).fixes)
         ctx.sink.add(PC107, f"unknown element type `{decl.dtype.text}`{named}", decl.dtype.span, hint, fixes=fixes)
         raise Abort
     shape = tuple(ctx.integer(module, {}, d, "a dimension", use="a buffer's dimension") for d in decl.shape)
@@ -76,7 +78,16 @@ def declare_buffer(ctx: Context, files: ProjectFiles, module: LoadedModule, decl
         ctx.sink.add(PC107, "labels name the elements piperun reads back, so they need a "
                      "`mapped` buffer", decl.labels[0].span, "add `mapped` or drop the labels")
         raise Abort
+    if dtype is ADDRESS and decl.replicated:
+        ctx.sink.add(PC107, "a table of addresses holds this process's own addresses, which differ "
+                     "between ranks", decl.span, "drop `replicated`")
+        raise Abort
     init = _init(ctx, files, module, decl, dtype, shape)
+    if (dtype is ADDRESS) != (init.kind == "addresses"):
+        ctx.sink.add(PC107, "a `ptr` buffer holds the addresses of buffers, and only it does",
+                     decl.init.span if decl.init is not None and dtype is not ADDRESS else decl.span,
+                     "declare a table of addresses as `buffer NAME: ptr[N] = addresses(a, b[0:64], ...)`")
+        raise Abort
     return Buffer(decl.name.text, dtype, shape, decl.mapped, labels, init, decl.span, decl.replicated)
 
 
@@ -86,7 +97,8 @@ def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.Buf
     expr = decl.init
     if expr is None:
         return Init("zeros")
-    hint = "initial values: zeros, uninit, fill(v), uniform(lo, hi, seed=s), normal(mean, std, seed=s), load(\"file.npy\")"
+    hint = ("initial values: zeros, uninit, fill(v), uniform(lo, hi, seed=s), normal(mean, std, seed=s), "
+            "load(\"file.npy\"); addresses(a, b, ...) for a `ptr` table")
     if isinstance(expr, ast.Name) and expr.ident.text in _BARE:
         return Init(_BARE[expr.ident.text])
     if not (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name)):
@@ -94,9 +106,12 @@ def _init(ctx: Context, files: ProjectFiles, module: LoadedModule, decl: ast.Buf
             if isinstance(expr, ast.Name) else ()
         ctx.sink.add(PC107, f"`{expr.span.text}` is not an initial value", expr.span, hint, fixes=fixes)
         raise Abort
+    if expr.func.ident.text == _ADDRESSES:
+        return _addresses(ctx, module, expr, int(np.prod(shape, dtype=object)))
     if expr.func.ident.text not in _CALLS:
         ctx.sink.add(PC107, f"unknown initial value `{expr.func.ident.text}`", expr.func.span, hint,
-                     fixes=did_you_mean(expr.func.ident.text, _CALLS, "initial values", expr.func.span).fixes)
+                     fixes=did_you_mean(expr.func.ident.text, [*_CALLS, _ADDRESSES], "initial values",
+                                        expr.func.span).fixes)
         raise Abort
     kind, arity = _CALLS[expr.func.ident.text]
     if len(expr.args) != arity:
@@ -203,3 +218,59 @@ def _load_init(ctx: Context, files: ProjectFiles, module: LoadedModule, expr: as
                      expr.args[0].span, "save the array again")
         raise Abort
     return Init("load", (), None, path)
+
+
+def _addresses(ctx: Context, module: LoadedModule, expr: ast.Call, count: int) -> Init:
+    """`addresses(a, b[0:64], ...)`: one buffer (or slice) per element, each declared before
+    the table; no table in a table (what a kernel loads through it would be loaded twice)."""
+    hint = "name one buffer or slice per element: `addresses(w1, w2, b[0:64])`"
+    if expr.keywords:
+        ctx.sink.add(PC107, f"`addresses` takes no argument `{expr.keywords[0].name.text}`", expr.keywords[0].span, hint)
+        raise Abort
+    entries = []
+    for arg in expr.args:
+        base = arg.base if isinstance(arg, ast.Slice) else arg
+        if not isinstance(base, ast.Name):
+            ctx.sink.add(PC107, f"`{arg.span.text}` is not a buffer or a slice of one", arg.span, hint)
+            raise Abort
+        ctx.symbol(module, base.ident, BufferSymbol)  # an undefined name, or a constant, is reported here
+        entry = buffer_pointer(ctx, module, {}, arg, None, arg.span)
+        assert entry is not None  # a buffer, which ctx.symbol checked
+        if entry.buffer.is_table:
+            ctx.sink.add(PC107, f"`{entry.buffer.name}` is a table of addresses itself", arg.span,
+                         "name the buffers it points to: pipec follows one table, not a table of tables")
+            raise Abort
+        entries.append(entry)
+    if len(entries) != count:
+        ctx.sink.add(PC107, f"the table holds {counted(count, 'address')}, `addresses` names "
+                     f"{len(entries)}", expr.span, hint)
+        raise Abort
+    return Init("addresses", entries=tuple(entries))
+
+
+def buffer_pointer(ctx: Context, module: LoadedModule, env: Env, expr: ast.Expr, qualifier: Qualifier | None,
+                   span: Span) -> PointerArg | None:
+    """A buffer or a slice of one, as a pointer; None for anything else (a slice outside its
+    buffer is PC206)."""
+    base = expr.base if isinstance(expr, ast.Slice) else expr
+    if not isinstance(base, ast.Name) or base.ident.text in env:
+        return None
+    symbol = module.scope.get(base.ident.text)
+    if isinstance(symbol, InvalidSymbol):
+        raise Abort
+    if not isinstance(symbol, BufferSymbol):
+        return None
+    buffer = symbol.buffer
+    start, stop = 0, buffer.count
+    if isinstance(expr, ast.Slice):
+        if expr.start is not None:
+            start = ctx.integer(module, env, expr.start, "a slice bound", "value")
+        if expr.stop is not None:
+            stop = ctx.integer(module, env, expr.stop, "a slice bound", "value")
+        if not 0 <= start <= stop <= buffer.count or start == stop:
+            ctx.sink.add(PC206, f"slice [{start}:{stop}] of `{buffer.name}` lies outside its "
+                         f"{counted(buffer.count, 'element')}" if start != stop or start > buffer.count
+                         else f"slice [{start}:{stop}] of `{buffer.name}` is empty",
+                         expr.span, f"element indices run from 0 to {buffer.count}; slices are half-open")
+            raise Abort
+    return PointerArg(buffer, start, stop, isinstance(expr, ast.Slice), qualifier, span)

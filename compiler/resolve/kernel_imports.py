@@ -11,8 +11,8 @@ from ...dsl.source import real_path
 from .. import kernel_analysis
 from ..codes import PC106, PC109, PC112
 from ..diagnostics import Label
-from ..kernel_records import CallSite, KernelRecord, LaunchControlRecord, SourceLocation, outermost
-from ..model import DTYPES, EarlyAccess, Extent, Kernel, KernelFinding, KernelSource, LaunchControl, Param
+from ..kernel_records import CallSite, KernelRecord, LaunchControlRecord, SiteRecord, SourceLocation, outermost
+from ..model import DTYPES, EarlyAccess, Extent, Kernel, KernelFinding, KernelSource, LaunchControl, Param, Site
 from ..source_scan import ExtentAnnotation
 from ..toolchain import CompileFailed
 from .context import Context
@@ -104,7 +104,10 @@ class KernelImporter:
             Param(p.index, p.name, p.kind, DTYPES.get(p.dtype) if p.dtype else None, p.const,
                   p.write_only, self._extent(source, p.extent) if p.extent else None, p.ctype,
                   p.written, self._cuda_span(p.written_reported_at, None),
-                  self._trail(p.written_at, p.written_reached_from, "the store itself"))
+                  self._trail(p.written_at, p.written_reached_from, "the store itself"), p.table,
+                  self._site(p.read_first, "the load itself", decl_span),
+                  self._site(p.read_through, "the load itself", decl_span),
+                  self._site(p.written_through, "the store itself", decl_span))
             for p in record.params
         )
         if where is None:
@@ -124,7 +127,18 @@ class KernelImporter:
             for f in record.findings
         )
         return Kernel(ident.text, KernelSource(path, source, key), params, record.max_threads,
-                      findings, decl_span, record.cluster, self._launch_control(record.launch_control, decl_span))
+                      findings, decl_span, record.cluster, self._launch_control(record.launch_control, decl_span),
+                      self._site(record.unknown_read, "the load itself", decl_span),
+                      self._site(record.unknown_write, "the store itself", decl_span))
+
+    def _site(self, record: SiteRecord | None, itself: str, decl_span: Span) -> Site | None:
+        """Where the kernel's own body reaches an instruction (its declaration when the PTX
+        has no line info), with the trail through headers and helpers."""
+        if record is None:
+            return None
+        span = self._cuda_span(record.reported_at, decl_span)
+        assert span is not None  # the declaration is the fallback
+        return Site(span, self._trail(record.location, record.reached_from, itself))
 
     def _launch_control(self, record: LaunchControlRecord, decl_span: Span) -> LaunchControl:
         early = tuple(EarlyAccess(a.params, a.mode, a.instruction, self._cuda_span(a.reported_at, decl_span),

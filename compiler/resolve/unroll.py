@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...dsl import Span, ast
-from ...wording import counted
-from ..codes import PC103, PC206
+from ..codes import PC103
 from ..live import LiveTerm
 from ..model import Arg, Buffer, GraphBody, PointerArg
 from ..ranges import Extents
 from .context import Context, Env
-from .scope import Abort, BufferSymbol, InvalidSymbol, LoadedModule
+from .buffers import buffer_pointer
+from .scope import Abort, LoadedModule
 
 
 @dataclass(frozen=True)
@@ -120,28 +120,7 @@ class Unroller:
     def pointer(self, module: LoadedModule, env: Env, expr: ast.Expr, qualifier,
                 span: Span) -> PointerArg | None:
         """A buffer or a slice of one, as a pointer argument; None for anything else."""
-        base = expr.base if isinstance(expr, ast.Slice) else expr
-        if not isinstance(base, ast.Name) or base.ident.text in env:
-            return None
-        symbol = module.scope.get(base.ident.text)
-        if isinstance(symbol, InvalidSymbol):
-            raise Abort
-        if not isinstance(symbol, BufferSymbol):
-            return None
-        buffer = symbol.buffer
-        start, stop = 0, buffer.count
-        if isinstance(expr, ast.Slice):
-            if expr.start is not None:
-                start = self.ctx.integer(module, env, expr.start, "a slice bound", "value")
-            if expr.stop is not None:
-                stop = self.ctx.integer(module, env, expr.stop, "a slice bound", "value")
-            if not 0 <= start <= stop <= buffer.count or start == stop:
-                self.ctx.sink.add(PC206, f"slice [{start}:{stop}] of `{buffer.name}` lies outside its "
-                                  f"{counted(buffer.count, 'element')}" if start != stop or start > buffer.count
-                                  else f"slice [{start}:{stop}] of `{buffer.name}` is empty",
-                                  expr.span, f"element indices run from 0 to {buffer.count}; slices are half-open")
-                raise Abort
-        return PointerArg(buffer, start, stop, isinstance(expr, ast.Slice), qualifier, span)
+        return buffer_pointer(self.ctx, module, env, expr, qualifier, span)
 
     def target(self, module: LoadedModule, env: Env, expr: ast.Expr, what: str) -> PointerArg:
         """A buffer or a slice of one that a statement reads or writes as a whole."""

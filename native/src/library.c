@@ -90,7 +90,9 @@ static pipec_status inspect(pipec_pipeline *p, const node_spec *n, const char *w
     pipec_status status = PIPEC_OK;
     CUresult r;
     if (!nodes || !names) status = fail(PIPEC_ERROR_OUT_OF_MEMORY, "out of host memory");
-    else if ((r = p->driver.GraphGetNodes(graph, nodes, &count)) != CUDA_SUCCESS)
+    /* an empty recording (NCCL on one rank, in place) has nothing to list: the driver refuses
+     * an array for zero nodes */
+    else if (count && (r = p->driver.GraphGetNodes(graph, nodes, &count)) != CUDA_SUCCESS)
         status = fail_cuda(&p->driver, "cuGraphGetNodes", r, n->name);
     size_t refused = 0;
     for (size_t i = 0; i < count && status == PIPEC_OK; i++)

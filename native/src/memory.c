@@ -2,7 +2,8 @@
  * into the device's address space; allocated once (or bound to the host's allocation),
  * initialised as declared, freed on close. Initial values: zeros and uninit (poison) by memset,
  * fills by memset of their bit pattern (or written from the host for 8-byte patterns whose
- * halves differ), and everything else from the bundle's buffers/<name>.bin. */
+ * halves differ), tables of addresses once every buffer has one (addresses.c), and everything
+ * else from the bundle's buffers/<name>.bin. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,7 @@ static pipec_status initialise(pipec_pipeline *p, int index) {
     }
     if (spec->init == INIT_UNINIT) return buffer_poison(p, index, NULL);
     if (spec->init == INIT_DATA) return initialise_from_bundle(p, index);
+    if (spec->init == INIT_ADDRESSES) return PIPEC_OK; /* once every buffer has its address: tables_fill */
     unsigned size;
     uint64_t pattern;
     fill_pattern(spec->type, spec->fill, &size, &pattern);
@@ -148,6 +150,9 @@ static pipec_status bind(pipec_pipeline *p, int index, const pipec_binding *bind
     const buffer_spec *spec = &p->plan.buffers[index];
     if (spec->mapped)
         return fail(PIPEC_ERROR_BIND, "`%s` is mapped host memory; only device buffers can be bound", spec->name);
+    if (spec->init == INIT_ADDRESSES)
+        return fail(PIPEC_ERROR_BIND, "`%s` is a table of addresses, which the runtime fills; bind the buffers it names",
+                    spec->name);
     int accepted = (int)binding->dtype == (int)spec->type || (spec->type == DT_BF16 && binding->dtype == PIPEC_U16);
     if ((int)binding->dtype < 0 || (int)binding->dtype > PIPEC_U16)
         return fail(PIPEC_ERROR_BIND, "cannot bind `%s`: the binding's type %d is not a pipec_dtype", spec->name,
@@ -190,7 +195,7 @@ pipec_status buffers_open(pipec_pipeline *p, const pipec_binding *bindings, size
         p->buffers_made = i + 1;
         if (!binding && (status = initialise(p, (int)i)) != PIPEC_OK) return status;
     }
-    return PIPEC_OK;
+    return tables_fill(p);
 }
 
 void buffers_close(pipec_pipeline *p) {

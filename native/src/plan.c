@@ -319,7 +319,8 @@ static void parse_buffer(reader *r, const json *o, buffer_spec *b) {
     const char *kind = optional_text(init, "kind");
     kind = kind ? kind : "";
     b->init = strcmp(kind, "zeros") == 0 ? INIT_ZEROS : strcmp(kind, "uninit") == 0 ? INIT_UNINIT
-              : strcmp(kind, "fill") == 0 ? INIT_FILL : INIT_DATA;
+              : strcmp(kind, "fill") == 0 ? INIT_FILL : strcmp(kind, "addresses") == 0 ? INIT_ADDRESSES : INIT_DATA;
+    b->addresses = json_get(init, "addresses");
     if (b->init == INIT_FILL) {
         const json *args = json_get(init, "args");
         if (!args || args->kind != JSON_ARRAY || args->count < 1) bad(r, b->name, "init.args", "a fill value");

@@ -132,7 +132,7 @@ typedef struct graph_spec {
     size_t edge_count;
 } graph_spec;
 
-enum { INIT_ZEROS, INIT_UNINIT, INIT_FILL, INIT_DATA };
+enum { INIT_ZEROS, INIT_UNINIT, INIT_FILL, INIT_DATA, INIT_ADDRESSES };
 
 typedef struct buffer_spec {
     char *name, *location;
@@ -140,6 +140,7 @@ typedef struct buffer_spec {
     int mapped;
     int init;
     const json *fill;  /* INIT_FILL: the value */
+    const json *addresses; /* INIT_ADDRESSES: the table's entries (addresses.c) */
     char **labels;
     size_t label_count;
     int64_t *shape;
@@ -317,6 +318,8 @@ void modules_close(pipec_pipeline *p);
 pipec_status buffers_open(pipec_pipeline *p, const pipec_binding *bindings, size_t count);
 void buffers_close(pipec_pipeline *p);
 CUdeviceptr buffer_pointer(const pipec_pipeline *p, int buffer, int64_t offset);
+/* Every table of addresses written with this process's addresses (addresses.c). */
+pipec_status tables_fill(pipec_pipeline *p);
 pipec_status buffer_poison(pipec_pipeline *p, int buffer, CUstream stream);
 pipec_status buffer_read(pipec_pipeline *p, int buffer, void *host);
 pipec_status buffer_write(pipec_pipeline *p, int buffer, const void *host);

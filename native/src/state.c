@@ -190,6 +190,7 @@ static pipec_status restore(pipec_pipeline *p, const char *path, const unsigned 
     if (status == PIPEC_OK && (status = enter(p)) == PIPEC_OK) {
         for (size_t i = 0; status == PIPEC_OK && i < p->plan.buffer_count; i++)
             status = buffer_write(p, (int)i, data + 8 + length + starts[i]);
+        if (status == PIPEC_OK) status = tables_fill(p); /* this process's addresses, not the saved ones */
         leave(p);
     }
     free(starts);

@@ -551,6 +551,7 @@ EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode *clone, CUgraphNode original,
 
 EXPORT CUresult cuGraphGetNodes(CUgraph graph, CUgraphNode *nodes, size_t *count) {
     const fgraph *g = (const fgraph *)graph;
+    if (nodes && *count == 0) return INVALID; /* as the driver answers (seen on 580) */
     if (nodes)
         for (size_t i = 0; i < *count && i < g->count; i++) nodes[i] = (CUgraphNode)g->nodes[i];
     *count = g->count;

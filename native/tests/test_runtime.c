@@ -269,6 +269,60 @@ static void test_bindings(void) {
     free_files(files, n);
 }
 
+/* A plan of a buffer and a table of two addresses into it, the second naming `second`. */
+static size_t table_bundle(file out[2], const char *second) {
+    char *plan = malloc(2048);
+    snprintf(plan, 2048,
+             "{\"live\": {\"values\": [], \"sites\": []}, \"pipe\": \"table.pipe\", \"pipe_sha256\": \"00\", \"pipec_version\": \"0.1.0\", \"arch\": \"sm_90\", "
+             "\"compiler\": \"nvrtc\", \"lanes\": 1, \"gemm_groups\": [], \"init\": null, \"step\": 0, \"modules\": [],"
+             "\"buffers\": ["
+             " {\"name\": \"x\", \"dtype\": \"f32\", \"shape\": [4], \"memory\": \"device\", \"init\": {\"kind\": "
+             "  \"zeros\", \"args\": [], \"seed\": null, \"path\": null, \"addresses\": []}, \"labels\": [], \"nbytes\": 16,"
+             "  \"location\": {\"file\": \"table.pipe\", \"line\": 1, \"column\": 1}, \"step_first_access\": null,"
+             "  \"replicated\": false},"
+             " {\"name\": \"t\", \"dtype\": \"u64\", \"shape\": [2], \"memory\": \"device\", \"init\": {\"kind\": "
+             "  \"addresses\", \"args\": [], \"seed\": null, \"path\": null, \"addresses\": [{\"buffer\": \"x\", "
+             "  \"byte_offset\": 8}, {\"buffer\": \"%s\", \"byte_offset\": 0}]}, \"labels\": [], \"nbytes\": 16,"
+             "  \"location\": {\"file\": \"table.pipe\", \"line\": 2, \"column\": 1}, \"step_first_access\": null,"
+             "  \"replicated\": false}],"
+             "\"graphs\": [{\"index\": 0, \"name\": \"step\", \"scope\": \"step\", \"hazards\": [], \"edges\": [],"
+             " \"nodes\": []}]}", second);
+    out[0] = (file){"plan.json", plan, strlen(plan)};
+    char *m = manifest(out, 1, TEST_READERS);
+    out[1] = (file){"manifest.json", m, strlen(m)};
+    return 2;
+}
+
+/* A table of addresses holds this process's addresses: at open, and after a state is loaded;
+ * it cannot be bound, and one naming no buffer of the plan is refused. */
+static void test_tables(void) {
+    file files[2];
+    size_t n = table_bundle(files, "x");
+    pipec_pipeline *p = NULL;
+    CHECK(open_files(files, n, NULL, &p) == PIPEC_OK, "the table bundle does not open: %s", pipec_last_error());
+    CUdeviceptr x = 0;
+    uint64_t t[2] = {0, 0}, zero[2] = {0, 0};
+    CHECK(pipec_buffer(p, "x", &x, NULL, NULL) == PIPEC_OK, "x: %s", pipec_last_error());
+    CHECK(pipec_read_buffer(p, "t", t, sizeof t) == PIPEC_OK && t[0] == x + 8 && t[1] == x, "the table at open");
+    CHECK(pipec_save_state(p, "table-state", 0) == PIPEC_OK, "save: %s", pipec_last_error());
+    CHECK(pipec_write_buffer(p, "t", zero, sizeof zero) == PIPEC_OK, "write");
+    CHECK(pipec_load_state(p, "table-state") == PIPEC_OK, "load: %s", pipec_last_error());
+    CHECK(pipec_read_buffer(p, "t", t, sizeof t) == PIPEC_OK && t[0] == x + 8 && t[1] == x, "the table after a load");
+    CHECK(pipec_close(p) == PIPEC_OK, "close");
+    pipec_options options;
+    pipec_options_init(&options);
+    pipec_binding binding = {"t", (CUdeviceptr)(uintptr_t)t, 16, PIPEC_U64};
+    options.bindings = &binding;
+    options.binding_count = 1;
+    expect_failure(open_files(files, n, &options, &p), &p, PIPEC_ERROR_BIND, "`t` is a table of addresses",
+                   "a bound table");
+    free_files(files, n);
+    n = table_bundle(files, "nope");
+    expect_failure(open_files(files, n, NULL, &p), &p, PIPEC_ERROR_BUNDLE,
+                   "element 1 of the table `t` names no buffer of the plan", "a table naming no buffer");
+    free_files(files, n);
+}
+
 /* pipec_add_to_graph: the step's nodes go into a graph the host builds, after its node. */
 static void test_add_to_graph(void *fake) {
     typedef int (*graph_create)(CUgraph *, unsigned);
@@ -460,6 +514,7 @@ int main(void) {
     test_tiny_bundle_runs();
     test_bad_bundles();
     test_bindings();
+    test_tables();
     test_add_to_graph(fake);
     test_host_stream(fake);
     test_live_updates();

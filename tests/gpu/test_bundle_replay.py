@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gpu_arch import device_arch
 
 pytestmark = pytest.mark.gpu
 
@@ -17,16 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PIPES = [ROOT / "pipelines" / "rl_step.pipe", ROOT / "pipelines" / "c51_step.pipe",
          ROOT / "pipelines" / "examples" / "gemm_mlp.pipe"]
 STEPS = 200
-
-
-def _device_arch() -> str:
-    from pipec.runtime.driver import open_device, release_device
-
-    device = open_device(0)
-    try:
-        return device.arch
-    finally:
-        release_device(device)
 
 
 def _build(pipe: Path, out: Path, *archs: str, gemm_algorithms: Path | None = None) -> Path:
@@ -56,7 +47,7 @@ def test_a_bundle_replays_bit_for_bit_as_its_file(pipe, tmp_path):
             algorithms.write_text(file_text(from_file.gemm_algorithms()))
         from_file.step(STEPS)
         expected = _buffers(from_file)
-    bundle = _build(pipe, tmp_path / "bundle", _device_arch(), gemm_algorithms=algorithms)
+    bundle = _build(pipe, tmp_path / "bundle", device_arch(), gemm_algorithms=algorithms)
     with pipec.load_bundle(bundle) as from_bundle:
         assert all(choice.stored for choice in from_bundle.gemm_choices), from_bundle.gemm_choices
         from_bundle.step(STEPS)
@@ -66,7 +57,7 @@ def test_a_bundle_replays_bit_for_bit_as_its_file(pipe, tmp_path):
 
 def test_piperun_saves_the_same_state_from_a_bundle_and_from_its_file(tmp_path):
     pipe = ROOT / "pipelines" / "rl_step.pipe"
-    bundle = _build(pipe, tmp_path / "bundle", _device_arch())
+    bundle = _build(pipe, tmp_path / "bundle", device_arch())
     for name, target in (("file", pipe), ("bundle", bundle)):
         done = subprocess.run([sys.executable, "-m", "pipec.runtime.cli", str(target), "--steps", "1000",
                                "--no-progress", "--save-state", str(tmp_path / name)], capture_output=True, text=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpu_arch import device_arch
 from native_harness import build_native, native_tools_missing
 
 pytestmark = [pytest.mark.gpu,
@@ -102,16 +103,6 @@ def _bundle(path: Path, folder: Path, arch: str, gemm_algorithms: tuple = ()) ->
     write_bundle(compilation.plan, (arch,), folder, str(path), gemm_algorithms)
 
 
-def _device_arch() -> str:
-    from pipec.runtime.driver import open_device, release_device
-
-    device = open_device(0)
-    try:
-        return device.arch
-    finally:
-        release_device(device)
-
-
 def _differences(c: CRuntime, p, snapshot: dict[str, np.ndarray]) -> list[str]:
     return [name for name, array in snapshot.items() if c.read(p, name) != np.ascontiguousarray(array).tobytes()]
 
@@ -169,7 +160,7 @@ def test_the_c_runtime_replays_bit_identical_to_the_python_runtime(name, native,
     path = ROOT / "pipelines" / f"{name}.pipe"
     c = CRuntime(native)
     bundle = tmp_path / "bundle"
-    _bundle(path, bundle, _device_arch())
+    _bundle(path, bundle, device_arch())
     with pipec.load_bundle(bundle) as pipeline:  # the heuristic's GEMM algorithms, as the C runtime's
         p = c.open(bundle)
         try:
@@ -244,7 +235,7 @@ def test_the_cpp_example_is_memcheck_clean(native, tmp_path):
     if not (native / "run_bundle").exists():
         pytest.skip("no C++ compiler: the example was not built")
     path = ROOT / "pipelines" / "rl_step.pipe"
-    _bundle(path, tmp_path / "bundle", _device_arch())
+    _bundle(path, tmp_path / "bundle", device_arch())
     done = subprocess.run(["compute-sanitizer", "--tool", "memcheck", "--error-exitcode", "1",
                            str(native / "run_bundle"), str(tmp_path / "bundle"), "20"],
                           capture_output=True, text=True, timeout=600)

@@ -181,6 +181,41 @@ def test_binding_checks_type_and_size():
         pipec.load(FIXTURES / "nodes.pipe", bind={"y": cupy.zeros(999, cupy.float32)})
 
 
+def test_a_kernel_reads_through_a_table_of_the_buffers_addresses_even_bound_or_restored(tmp_path):
+    cupy = pytest.importorskip("cupy")
+    import pipec
+
+    n = 256
+    with pipec.load(FIXTURES / "tables.pipe") as pipeline:
+        a, b = pipeline.read("a"), pipeline.read("b")
+        assert pipeline.read("tensors").tolist() == [pipeline.buffer("a").device_ptr,
+                                                     pipeline.buffer("b").device_ptr + n * 4]
+        pipeline.step(1)
+        assert np.array_equal(pipeline.read("sums"), a + b[n:])
+        assert pipeline.verify(2).ok
+        pipeline.save_state(tmp_path, steps=1)
+        pipeline.write("a", np.ones(n, np.float32))
+        pipeline.load_state(tmp_path)  # its table keeps this pipeline's addresses
+        pipeline.step(1)
+        assert np.array_equal(pipeline.read("sums"), a + b[n:])
+    bound = cupy.full(2 * n, 2.0, dtype=cupy.float32)
+    with pipec.load(FIXTURES / "tables.pipe", bind={"b": bound}) as pipeline:
+        assert pipeline.read("tensors")[1] == bound.data.ptr + n * 4
+        pipeline.step(1)
+        assert np.array_equal(pipeline.read("sums"), pipeline.read("a") + np.float32(2.0))
+
+
+def test_a_multi_tensor_norm_waits_for_the_scale_of_every_tensor_its_table_names():
+    import pipec
+
+    with pipec.load(RULES / "PC324_read_through_unknown_pointer_ok.pipe") as pipeline:
+        w1, w2 = pipeline.read("w1"), pipeline.read("w2")
+        pipeline.step(1)
+        expected = [np.sum((w1[:64] * np.float32(0.5)) ** 2), np.sum((w2[:64] * np.float32(0.5)) ** 2)]
+        assert np.allclose(pipeline.read("norms"), expected, rtol=1e-5)
+        assert pipeline.verify(2).ok
+
+
 def test_launch_limits_come_from_the_device_and_the_compiled_kernel():
     import dataclasses
 

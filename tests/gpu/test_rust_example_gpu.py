@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_arch import device_arch
 
 pytestmark = pytest.mark.gpu
 
@@ -29,17 +30,6 @@ LOG_EVERY = 1000
 ROUNDS = 3  # each runner this many times, alternating; the best rate of each is compared
 
 SUMMARY = re.compile(r"ran (\d+) steps in [\d.]+ s: ([\d.]+) steps/s")
-
-
-def _device_arch() -> str:
-    from cuda.bindings import driver as cu
-
-    assert cu.cuInit(0)[0] == cu.CUresult.CUDA_SUCCESS
-    err, device = cu.cuDeviceGet(0)
-    attribute = cu.CUdevice_attribute
-    major = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device)[1]
-    minor = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device)[1]
-    return f"sm_{major}{minor}"
 
 
 @functools.cache
@@ -77,7 +67,7 @@ def _state(folder: Path) -> dict[str, np.ndarray]:
 def test_the_rust_example_replays_bit_identical_to_piperun(name, tmp_path):
     bundle = tmp_path / "bundle"
     build = subprocess.run([sys.executable, "-m", "pipec.compiler.cli", "build", str(ROOT / "pipelines" / f"{name}.pipe"),
-                            "-o", str(bundle), "--arch", _device_arch()], capture_output=True, text=True)
+                            "-o", str(bundle), "--arch", device_arch()], capture_output=True, text=True)
     assert build.returncode == 0, build.stdout + build.stderr
     steps = STEPS[name]
     rates: dict[str, list[float]] = {"rust": [], "piperun": []}
