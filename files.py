@@ -10,7 +10,7 @@ import contextlib
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -36,10 +36,13 @@ def replacing(path: Path) -> Iterator[Path]:
         raise
 
 
-def write_atomically(path: Path, data: str | bytes) -> None:
-    """`data` (text as UTF-8) as the whole content of `path`; raises OSError, with `path` as it was."""
+def write_atomically(path: Path, data: str | bytes | Iterable[str]) -> None:
+    """`data` (text as UTF-8, or text in pieces, each written as it comes, so that a large
+    output is never held whole) as the whole content of `path`; raises OSError, with `path`
+    as it was."""
     with replacing(path) as temporary, temporary.open("wb") as file:
-        file.write(data.encode("utf-8") if isinstance(data, str) else data)
+        for piece in (data,) if isinstance(data, (str, bytes)) else data:
+            file.write(piece.encode("utf-8") if isinstance(piece, str) else piece)
 
 
 def _create_beside(path: Path) -> Path:

@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..cli.arguments import OneLineParser, ShowVersion, UsageError, add_color_options, check_toolchain, define
@@ -22,7 +23,7 @@ from ..files import write_atomically
 from . import codes
 from .config import Settings, load_settings, override
 from .diagnostics import Diagnostic
-from .emit import plan_dot, plan_json
+from .emit import plan_dot, plan_json_pieces
 from .picture import plan_svg, read_profile
 from .render import RENDERERS, statistics_json, statistics_text
 from .stages import compile_file, without_cycle_collection
@@ -210,7 +211,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.emit:
         sys.stderr.write(RENDERERS[args.output_format](diagnostics, color=use_color(args.color, sys.stderr)))
         if artifact is not None:
-            _write(args.output, artifact)
+            with without_cycle_collection():  # the plan's objects, as the compiler's above
+                _write(args.output, artifact)
     else:
         _write(args.output, _report(args, diagnostics, checked))
     if usage_error:
@@ -225,16 +227,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compile_one(args: argparse.Namespace, path: Path, text: bytes | None,
-                 settings: Settings) -> tuple[list[Diagnostic], str | None]:
-    """One file's diagnostics and, under --emit, its plan or DOT text when it has a plan."""
+                 settings: Settings) -> tuple[list[Diagnostic], Iterable[str] | None]:
+    """One file's diagnostics and, under --emit, its plan or DOT text when it has a plan: the
+    plan's JSON in pieces, made while they are written (the text of a large plan is several
+    times the plan's own memory)."""
     result = compile_file(path, settings, until="plan" if args.emit else "check", text=text)
     _refuse_overwriting(args.output, [source.path for source in result.sources])
     if not args.emit or result.plan is None:
         return result.diagnostics, None
     if args.emit == "svg":
         profile = read_profile(args.profile) if args.profile else None
-        return result.diagnostics, plan_svg(result.plan, profile)
-    return result.diagnostics, plan_json(result.plan) if args.emit == "plan" else plan_dot(result.plan)
+        return result.diagnostics, [plan_svg(result.plan, profile)]
+    return result.diagnostics, plan_json_pieces(result.plan) if args.emit == "plan" else [plan_dot(result.plan)]
 
 
 def _report(args: argparse.Namespace, diagnostics: list, checked: int) -> str:
@@ -256,9 +260,10 @@ def _refuse_overwriting(output: Path | None, sources: list[Path]) -> None:
         raise UsageError(f"-o {output} names an input of the check; the output would replace it")
 
 
-def _write(path: Path | None, text: str) -> None:
+def _write(path: Path | None, text: str | Iterable[str]) -> None:
     if path is None:
-        write_stdout(text)
+        for piece in (text,) if isinstance(text, str) else text:
+            write_stdout(piece)
         return
     try:
         write_atomically(path, text)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Hashable
 from dataclasses import fields, is_dataclass
+from functools import cache
 from typing import Any
 
 from ..dsl import ast
@@ -117,15 +118,80 @@ def names_read(expr: ast.Expr) -> tuple[str, ...]:
         if isinstance(node, ast.Name):
             names[node.ident.text] = None
         else:
-            for f in fields(node):
-                value = getattr(node, f.name)
+            kind: type = type(node)
+            for value in _field_values(kind)(node):
                 pending.extend(v for v in (value if isinstance(value, tuple) else (value,))
                                if _is_expression(v))
     return tuple(names)
 
 
+@cache
+def _field_values(kind: type) -> Callable[[Any], tuple]:
+    """A function giving the fields of a syntax-tree type in order, in one call."""
+    names = tuple(f.name for f in fields(kind))
+    return (lambda node: ()) if not names else operator.attrgetter(*names) if len(names) > 1 else \
+        (lambda node: (getattr(node, names[0]),))
+
+
 def _is_expression(value) -> bool:
     return is_dataclass(value) and not isinstance(value, (Span, ast.Ident))
+
+
+Arithmetic = Callable[[dict[str, Value]], Value]
+
+
+class NotPlain(Error):
+    """A compiled arithmetic expression met what it leaves to `evaluate`: an operand that is no
+    integer, `%` of a negative, a value past MAX_INT_BITS, or a name bound otherwise than it was
+    compiled with."""
+
+
+def compile_arithmetic(expr: ast.Expr, variables: frozenset[str],
+                       constant: Callable[[str], Value | None]) -> Arithmetic | None:
+    """`expr` (`is_arithmetic`) as a function of the loop variables and graph parameters, for an
+    expression evaluated again at each iteration or use: a slice's bounds, `(u + 1) * BATCH`.
+    Names in `variables` are read from the environment it is called with; any other is a
+    constant, folded in (`constant` gives its value; None, when it is not one, compiles nothing).
+    The function computes what `_arithmetic` does where both operands of every operator are
+    integers, exactly, and raises NotPlain wherever `_arithmetic` would do anything else (its
+    caller then evaluates as usual, which reports errors)."""
+    node: Any = expr  # dispatched on `kind`, as in `_arithmetic`
+    kind = type(node)
+    if kind in _LITERALS:
+        value = node.value
+        return lambda env: value
+    if kind is ast.Name:
+        name = node.ident.text
+        if name in variables:
+            def variable(env: dict[str, Value]) -> Value:
+                if name not in env:
+                    raise NotPlain
+                return env[name]
+            return variable
+        folded = constant(name)
+        if folded is None:
+            return None
+
+        def constant_value(env: dict[str, Value]) -> Value:
+            if name in env:  # a loop variable that hides the constant
+                raise NotPlain
+            return folded
+        return constant_value
+    if kind is not ast.Binary or node.op not in _INTEGER_OPS:
+        return None
+    left, right = compile_arithmetic(node.left, variables, constant), compile_arithmetic(node.right, variables, constant)
+    if left is None or right is None:
+        return None
+    operation, remainder = _INTEGER_OPS[node.op], node.op == "%"
+
+    def binary(env: dict[str, Value]) -> Value:
+        a, b = left(env), right(env)
+        if type(a) is int and type(b) is int and (not remainder or (a >= 0 and b > 0)):
+            value = operation(a, b)
+            if value.bit_length() <= MAX_INT_BITS:
+                return value
+        raise NotPlain
+    return binary
 
 
 # What `_arith` computes for two integers, directly; `%` only where C's remainder and Python's

@@ -14,14 +14,19 @@ slices per element, independent nodes): tests/test_dag.py compares all of it wit
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import wraps
 from itertools import pairwise
+from typing import ParamSpec, TypeVar
 
 from .elements import Elements
-from .model import GraphBody, Node
+from .model import CONTAINERS, GraphBody, Node
 from .parallel_conflicts import Conflict, sibling_conflicts, touches
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -46,14 +51,20 @@ class Dag:
         return preds
 
 
-def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, str]]], list[Conflict],
-                                                   frozenset[int]]:
-    """Per node, earlier nodes it must follow, each with the kind and buffer of a hazard between
-    them: not reduced, yet not every conflicting pair either (one implied through a later
-    write is left out); their transitive closure is that of all conflicting pairs. Also the
-    conflicts inside parallel blocks, and the blocks whose conflicts were counted only in part."""
+Predecessors = tuple[list[int], list[tuple[str, str]]]  # latest first, and the hazard of each
+
+
+def hazard_predecessors(items: list[Node]) -> tuple[list[Predecessors], list[Conflict], frozenset[int]]:
+    """Per node, earlier nodes it must follow, latest first, each with the kind and buffer of a
+    hazard between them: not reduced, yet not every conflicting pair either (one implied through
+    a later write is left out); their transitive closure is that of all conflicting pairs. Also
+    the conflicts inside parallel blocks, and the blocks whose conflicts were counted only in
+    part. Two lists a node, not the dict that finds them: a dense DAG has a hundred
+    predecessors a node (the benchmark's `random` shape, 8 GB in dicts at a million nodes)."""
+    preds: list[Predecessors] = [([], []) for _ in items]
+    if len(items) < 2:  # nothing to order: many of an unrolled program's child graphs
+        return preds, [], frozenset()
     elements: dict[int, Elements] = {}
-    preds: list[dict[int, tuple[str, str]]] = [{} for _ in items]
     conflicts: list[Conflict] = []
     in_part: set[int] = set()
     index = 0
@@ -65,26 +76,36 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[dict[int, tuple[str, st
                 end += 1
         # Every member of a parallel block depends on what came before the block, not on
         # its siblings; the block's accesses join the live set only once it is complete.
-        for member in range(index, end):
-            for access in items[member].accesses:
-                if touches(access) and id(access.buffer) in elements:
-                    elements[id(access.buffer)].predecessors(
-                        access.start, access.stop, int(access.mode), access.buffer.name, preds[member])
+        touched = [_touched(items[member]) for member in range(index, end)]
+        for member, accesses in enumerate(touched, index):
+            found: dict[int, tuple[str, str]] = {}
+            for key, start, stop, mode, buffer in accesses:
+                if (segments := elements.get(key)) is not None:
+                    segments.predecessors(start, stop, mode, buffer, found)
+            latest_first = sorted(found, reverse=True)
+            preds[member] = latest_first, [found[p] for p in latest_first]
         if end - index > 1:
-            found, complete = sibling_conflicts(items, index, end)
-            conflicts += found
+            found_conflicts, complete = sibling_conflicts(items, index, end)
+            conflicts += found_conflicts
             if not complete:
                 in_part.add(group)
-        for member in range(index, end):
-            for access in items[member].accesses:
-                if not touches(access):
-                    continue
-                if id(access.buffer) in elements:
-                    elements[id(access.buffer)].add(access.start, access.stop, int(access.mode), member, index)
+        for member, accesses in enumerate(touched, index):
+            for key, start, stop, mode, _ in accesses:
+                if (segments := elements.get(key)) is not None:
+                    segments.add(start, stop, mode, member, index)
                 else:
-                    elements[id(access.buffer)] = Elements(access.start, access.stop, int(access.mode), member)
+                    elements[key] = Elements(start, stop, mode, member)
         index = end
     return preds, conflicts, frozenset(in_part)
+
+
+def _touched(node: Node) -> list[tuple[int, int, int, int, str]]:
+    """(id of the buffer, start, stop, mode, buffer name) of each access of `node` that touches
+    an element, in order. A child graph's or a conditional's accesses are its nodes', which
+    repeat one another (each node of a graph reading the same weights): a repeat is left out,
+    since it would find and record only what the first did."""
+    touched = [(id(a.buffer), a.start, a.stop, int(a.mode), a.buffer.name) for a in node.accesses if touches(a)]
+    return list(dict.fromkeys(touched)) if isinstance(node, CONTAINERS) else touched
 
 
 @contextmanager
@@ -101,16 +122,39 @@ def _without_cycle_collection():
             gc.enable()
 
 
-@_without_cycle_collection()
+def _collector_off(function: Callable[P, R]) -> Callable[P, R]:
+    """`function` run as in _without_cycle_collection, at no cost when the collector is off
+    already (the compiler turns it off for all of a compile, which calls these once per graph
+    body: tens of thousands of times)."""
+    @wraps(function)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not gc.isenabled():
+            return function(*args, **kwargs)
+        with _without_cycle_collection():
+            return function(*args, **kwargs)
+    return run
+
+
+@_collector_off
 def build_dag(body: GraphBody) -> Dag:
     preds, conflicts, in_part = hazard_predecessors(body.items)
-    reduced = _reduce(preds)
-    labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
-    hazards = {}
+    reduced = _reduce([latest_first for latest_first, _ in preds])
+    sources: dict[int, list[int]] = {}  # per node, its kept predecessors, earliest first
     for a, b in reduced:
-        label = preds[b][a]
-        hazards[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
-    return Dag(body, reduced, hazards, conflicts, in_part)
+        sources.setdefault(b, []).append(a)
+    labels: dict[tuple[str, str], Hazard] = {}  # one Hazard per kind and buffer, shared by its edges
+    found: dict[tuple[int, int], Hazard] = {}
+    for b, kept in sources.items():
+        # both in order: one walk finds each kept predecessor's hazard, on a node that keeps
+        # a hundred thousand as on one that keeps one
+        latest_first, kinds = preds[b]
+        i = len(latest_first) - 1
+        for a in kept:
+            while latest_first[i] != a:
+                i -= 1
+            label = kinds[i]
+            found[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
+    return Dag(body, reduced, {edge: found[edge] for edge in reduced}, conflicts, in_part)
 
 
 def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -121,13 +165,12 @@ def transitive_reduction(n: int, edges: list[tuple[int, int]]) -> list[tuple[int
     preds: list[set[int]] = [set() for _ in range(n)]
     for a, b in edges:
         preds[b].add(a)
-    return _reduce(preds)
+    return _reduce([sorted(p, reverse=True) for p in preds])
 
 
-def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
-    """transitive_reduction, from each node's predecessors, without repeats."""
-    n = len(unique_preds)
-    preds = [sorted(p, reverse=True) for p in unique_preds]
+def _reduce(preds: Sequence[list[int]]) -> list[tuple[int, int]]:
+    """transitive_reduction, from each node's predecessors, latest first, without repeats."""
+    n = len(preds)
     # lowest[v]: the lowest ancestor of v that is ever looked up, n when none is. w looks up
     # its predecessors in what they reach, and passes on what its own successors look up.
     # last_use[v]: the last node that looks v up (-1: none), seen first as w counts down.
@@ -154,19 +197,91 @@ def _reduce(unique_preds: Sequence[Iterable[int]]) -> list[tuple[int, int]]:
         if not preds[w]:
             continue
         base = min(preds[w][-1], lowest[w])
-        covered = 0
-        for p in preds[w]:  # latest first: an earlier one may be an ancestor of a later one
+        covered = 0  # w's ancestors found so far, bit i for node base + i
+        unseen = iter(preds[w])
+        count = 0
+        for p in unseen:  # latest first: an earlier one may be an ancestor of a later one
             # a covered p's ancestors are covered already: most of a dense DAG's predecessors
             if not (covered >> (p - base)) & 1:
                 kept.append((p, w))
                 low, bits = ancestors.get(p, (base, 0))
                 covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << (p - base)
+                count += 1
+                if count == _FEW:
+                    covered = _many_predecessors(w, unseen, base, covered, ancestors, kept)
         for p in last_users[w]:
             ancestors.pop(p, None)
         if last_use[w] >= 0 and (bits := covered >> (lowest[w] - base)):
             trim = (bits & -bits).bit_length() - 1
             ancestors[w] = (lowest[w] + trim, bits >> trim)
     return sorted(kept)
+
+
+_FEW = 64  # predecessors a node keeps before _many_predecessors takes over
+_WIDE = 1 << 12  # bits of a covered set past which it is tested in its bytes
+
+
+def _many_predecessors(w: int, unseen: Iterator[int], base: int, covered: int,
+                       ancestors: dict[int, tuple[int, int]], kept: list[tuple[int, int]]) -> int:
+    """_reduce's loop for a node that keeps many predecessors (one reading a hundred thousand
+    slices, each written or copied by a node of its own): the rest of them, and `covered` with
+    them and their ancestors. Adding each one's ancestors to `covered` would copy the whole
+    int each time: they wait until they reach the next predecessor to test, and then join all
+    at once (`_union`); the kept predecessors join only at the end (they test nothing); and
+    once wide, `covered` is tested in its bytes, where a shift would copy it per test."""
+    wide = _bytes_if_wide(covered)
+    waiting: list[tuple[int, int]] = []
+    reach = -1  # the latest node of a waiting set
+    direct = []
+    for p in unseen:
+        if reach >= p:
+            covered |= _union(waiting, base)
+            waiting, reach = [], -1
+            wide = _bytes_if_wide(covered)
+        k = p - base
+        if wide:
+            if k >> 3 < len(wide) and wide[k >> 3] >> (k & 7) & 1:
+                continue
+        elif covered >> k & 1:
+            continue
+        kept.append((p, w))
+        direct.append(p)
+        if (entry := ancestors.get(p)) is not None:
+            waiting.append(entry)
+            reach = max(reach, entry[0] + entry[1].bit_length() - 1)
+    return covered | _union(waiting, base) | _bits(direct, base)
+
+
+def _bytes_if_wide(bits: int) -> bytes:
+    """`bits` in bytes, little end first, once it is wider than _WIDE; else none."""
+    return bits.to_bytes((bits.bit_length() + 7) >> 3, "little") if bits.bit_length() > _WIDE else b""
+
+
+def _union(sets: list[tuple[int, int]], base: int) -> int:
+    """The union of node sets (low, bits), as bits from node `base` (lower nodes dropped),
+    merged pairwise in order of `low`: k sets spread over a width W cost about W log k, not
+    the k W of adding each to the whole."""
+    if len(sets) > 1:
+        sets = sorted(sets)
+        while len(sets) > 1:
+            merged = [(low, bits | more << (other - low))
+                      for (low, bits), (other, more) in zip(sets[::2], sets[1::2])]
+            sets = merged + sets[-1:] if len(sets) % 2 else merged
+    elif not sets:
+        return 0
+    low, bits = sets[0]
+    return bits << (low - base) if low >= base else bits >> (base - low)
+
+
+def _bits(nodes: list[int], base: int) -> int:
+    """`nodes`, all at or above `base`, as bits from `base`, through bytes: adding each to the
+    whole would copy it each time."""
+    if not nodes:
+        return 0
+    ones = bytearray(((max(nodes) - base) >> 3) + 1)
+    for v in nodes:
+        ones[(v - base) >> 3] |= 1 << ((v - base) & 7)
+    return int.from_bytes(ones, "little")
 
 
 class _Reach:
@@ -201,46 +316,66 @@ class _Reach:
         return self.latest[v].get(self.chain[u], -1) >= u
 
 
-@_without_cycle_collection()
+@_collector_off
 def add_lanes(n: int, edges: list[tuple[int, int]], lanes: int) -> list[tuple[int, int]]:
     """The DAG's edges plus ordering edges that leave at most `lanes` nodes able to run at once
-    (the width: the most nodes no path orders). A DAG that narrow gets no edge. Otherwise the
-    nodes are fitted into `lanes` chains in program order: each joins a chain whose last node
-    already precedes it when one exists, else the chain that frees up first (one new edge)."""
+    (the width: the most nodes no path orders), transitively reduced. A DAG that narrow gets no
+    edge. Otherwise the nodes are fitted into `lanes` chains in program order: each joins a
+    chain whose last node already precedes it when one exists, else the chain that frees up
+    first (one new edge).
+
+    The chains also decide the reduction: an ancestor of a node on a chain precedes every
+    member before it there, so a node's ancestors are its latest ancestor on each chain, and
+    an edge (u, w) is implied when u is at or before the latest ancestor on u's chain of a
+    later predecessor of w. That costs the number of chains per kept edge, where the bitsets
+    of `transitive_reduction` would grow as long as the distance to a node every later one
+    follows (the root of a fan ordered into lanes: quadratic)."""
     preds: list[list[int]] = [[] for _ in range(n)]
     for a, b in edges:
         preds[b].append(a)
     chains, fitted = _fewest_chains(n, preds, lanes)
-    if fitted == n:
-        return transitive_reduction(n, edges)
     lane_of = [0] * n
     for lane, chain in enumerate(chains):
         for v in chain:
             lane_of[v] = lane
     tails = [chain[-1] for chain in chains]
-    latest: list[list[int]] = []  # per node, per lane, its latest ancestor there (-1: none)
+    width = len(chains)
+    latest: list[list[int]] = []  # per node, per chain, its latest ancestor there (-1: none)
     depth = [0] * n
-    extra: list[tuple[int, int]] = []
+    kept: list[tuple[int, int]] = []
     for v in range(n):
-        ancestors = [-1] * lanes
-        for p in preds[v]:
-            ancestors = list(map(max, ancestors, latest[p]))
-            ancestors[lane_of[p]] = max(ancestors[lane_of[p]], p)
-            depth[v] = max(depth[v], depth[p] + 1)
+        direct, ancestors = _sweep(sorted(set(preds[v]), reverse=True), lane_of, latest, width)
+        depth[v] = max([depth[p] + 1 for p in direct], default=0)
         if v >= fitted:
             ordered = [lane for lane in range(lanes) if ancestors[lane] == tails[lane]]
             if ordered:
                 lane = max(ordered, key=lambda l: depth[tails[l]])
             else:
                 lane = min(range(lanes), key=lambda l: depth[tails[l]])
-                tail = tails[lane]
-                extra.append((tail, v))
-                ancestors = list(map(max, ancestors, latest[tail]))
-                ancestors[lane] = tail
+                tail = tails[lane]  # no ancestor of v's predecessors, so never implied
+                direct, ancestors = _sweep(sorted(direct + [tail], reverse=True), lane_of, latest, width)
                 depth[v] = max(depth[v], depth[tail] + 1)
             tails[lane], lane_of[v] = v, lane
+        kept += [(p, v) for p in direct]
         latest.append(ancestors)
-    return transitive_reduction(n, list(edges) + extra)
+    return sorted(kept)
+
+
+def _sweep(candidates: list[int], lane_of: list[int], latest: list[list[int]],
+           width: int) -> tuple[list[int], list[int]]:
+    """Of a node's predecessors (`candidates`, latest first), those no later one follows, and
+    the node's latest ancestor on each chain. A predecessor that another follows adds nothing
+    to the node's ancestors: they are all the kept ones' too."""
+    reach = [-1] * width
+    direct = []
+    for p in candidates:
+        lane = lane_of[p]
+        if reach[lane] >= p:
+            continue
+        direct.append(p)
+        reach = list(map(max, reach, latest[p]))
+        reach[lane] = p  # p's own ancestors on its chain come before it
+    return direct, reach
 
 
 def _fewest_chains(n: int, preds: list[list[int]], lanes: int) -> tuple[list[list[int]], int]:

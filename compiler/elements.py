@@ -40,13 +40,18 @@ class Elements:
         self.writers: list[list[list[tuple[int, int]]]] = [[[], [(node, mode)] if writes else [], []]]
         self.readers: list[list[list[int]]] = [[[], [] if writes else [node], []]]
         self.firsts: list[float] = [float("-inf")]  # starts[c][0] of every chunk c
+        # by a later access's mode: its hazard after a write of each mode, and after a read;
+        # one tuple per kind, shared by every edge it labels (there can be millions)
+        self.labels: dict[int, tuple[dict[int, tuple[str, str]], tuple[str, str]]] = {}
 
     def predecessors(self, start: int, stop: int, mode: int, buffer: str,
                      found: dict[int, tuple[str, str]]) -> None:
         """Add to `found` every node an access to [start, stop) must follow, with its hazard."""
-        # one hazard tuple per kind, shared by every edge it labels: there can be millions
-        after_write = {earlier: (HAZARDS[earlier, mode], buffer) for earlier in (2, 3)}
-        after_read = ("WAR", buffer)
+        labels = self.labels.get(mode)
+        if labels is None:
+            labels = self.labels[mode] = ({earlier: (HAZARDS[earlier, mode], buffer) for earlier in (2, 3)},
+                                          ("WAR", buffer))
+        after_write, after_read = labels
         for c, i, j in self._runs(start, stop):
             writers, readers = self.writers[c], self.readers[c]
             for k in range(i, j):

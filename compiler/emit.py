@@ -3,62 +3,166 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import fields, is_dataclass
 from functools import cache
 from json.encoder import encode_basestring_ascii
+from operator import attrgetter
 
 from ..plan.schema import (
-    NODE_KINDS, ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, KernelNodeSpec, MemcpyNodeSpec,
-    MemsetNodeSpec, Plan,
+    NODE_KINDS, AccessSpec, ArgSpec, ChildGraphNodeSpec, ConditionalNodeSpec, GemmNodeSpec, GraphSpec,
+    KernelNodeSpec, LiveSpec, Location, MemcpyNodeSpec, MemsetNodeSpec, Plan,
 )
 
 
+PIECE = 1 << 20  # characters gathered into one piece of plan_json_pieces
+SHARED_TEXTS = 1 << 16  # texts of shared values kept at most (the cache starts over past it)
+
+
 def plan_json(plan: Plan) -> str:
-    """What `json.dumps(to_json(plan), indent=1)` writes, in a third of the time and memory."""
-    return _indented(plan, "") + "\n"
+    """What `json.dumps(to_json(plan), indent=1)` writes, in a fraction of the time and memory."""
+    return "".join(plan_json_pieces(plan))
 
 
-def _indented(value, indent: str) -> str:
-    """`value`, a part of the plan, as indented JSON. It reads the dataclasses directly rather
-    than converting them with `to_json` first: the plan of a large program has millions of
-    values, and the dicts and lists of the conversion cost as much time as the text. Nor does
-    it use `json.dumps` with an indent: that is Python's encoder (the C one does not indent),
-    twice as slow and holding every piece of the text in one list (millions of small strings,
-    ten times the text: 1.9 GiB for a plan of 40,000 nodes)."""
-    kind: type = type(value)
-    if kind is str:
-        return encode_basestring_ascii(value)
-    if kind is int:
-        return int.__repr__(value)
-    if value is None:  # every argument leaves its buffer or its value out
-        return "null"
-    inner = indent + " "
-    keys = _keys(kind)
-    if keys is not None:  # a dataclass, as `to_json` writes it: a node first says its kind
-        items = [key + _indented(getattr(value, name), inner) for name, key in keys]
-        if kind in NODE_KINDS:
-            items.insert(0, '"kind": ' + encode_basestring_ascii(NODE_KINDS[kind]))
-        opening, closing = "{", "}"
-    elif isinstance(value, (list, tuple)):
-        items = [_indented(v, inner) for v in value]
-        opening, closing = "[", "]"
-    else:
-        return json.dumps(value)  # floats and booleans
-    if not items:
-        return opening + closing
-    # brackets joined onto the first and last items: the text is copied once, not thrice
-    items[0] = f"{opening}\n{inner}{items[0]}"
-    items[-1] = f"{items[-1]}\n{indent}{closing}"
-    return f",\n{inner}".join(items)
+def plan_json_pieces(plan: Plan) -> Iterator[str]:
+    """plan_json's text in pieces of about PIECE characters, each made when it is asked for: the
+    plan of a large program is hundreds of MB of text (325 MB at 100,000 nodes of rl_step), which
+    a writer passes on piece by piece instead of holding it, and a copy of it, whole."""
+    pieces: list[str] = []
+    size = 0
+    for piece in _JsonWriter().stream(plan, ""):
+        pieces.append(piece)
+        size += len(piece)
+        if size >= PIECE:
+            yield "".join(pieces)
+            pieces.clear()
+            size = 0
+    pieces.append("\n")
+    yield "".join(pieces)
+
+
+class _JsonWriter:
+    """The plan's dataclasses written directly as indented JSON, rather than converted with
+    `to_json` first: a large plan has millions of values, and the dicts and lists of the
+    conversion cost as much time as the text. Nor through `json.dumps` with an indent: that is
+    Python's encoder (the C one does not indent), twice as slow and holding every piece of the
+    text in one list (ten times the text).
+
+    Lowering shares one object per distinct location, access and argument (compiler/lower.py):
+    the text of each is made once per indent and kept, by its id (equal values of other types,
+    1 and 1.0, have other texts). The plan holds every object while it is written, so no id is
+    reused meanwhile."""
+
+    def __init__(self) -> None:
+        self.shared: dict[str, dict[int, str]] = {}  # indent -> id -> text
+
+    def stream(self, value, indent: str) -> Iterator[str]:
+        """`value`'s text in pieces: the plan, its graphs and its live-update record field by
+        field, the tuples they hold (graphs, nodes, edges, sites) item by item, every other value
+        whole."""
+        kind: type = type(value)
+        if kind not in _STREAMED:
+            yield self.text(value, indent)
+            return
+        inner = indent + " "
+        separator = "{\n" + inner
+        for key, item in zip(_keys(kind) or (), _fields(kind)(value)):
+            yield separator + key
+            separator = ",\n" + inner
+            if type(item) is not tuple or not item:
+                yield from self.stream(item, inner)
+                continue
+            deeper = inner + " "
+            opening = "[\n" + deeper
+            for member in item:
+                yield opening
+                opening = ",\n" + deeper
+                yield from self.stream(member, deeper)
+            yield "\n" + inner + "]"
+        yield "\n" + indent + "}"
+
+    def text(self, value, indent: str) -> str:
+        """`value`, a part of the plan, as indented JSON."""
+        kind = type(value)
+        if kind is str:
+            return encode_basestring_ascii(value)
+        if kind is int:
+            return int.__repr__(value)
+        if value is None:  # every argument leaves its buffer or its value out
+            return "null"
+        if kind is bool:  # every edge says whether it is programmatic
+            return "true" if value else "false"
+        if kind in _SHARED:
+            texts = self.shared.setdefault(indent, {})
+            text = texts.get(id(value))
+            if text is None:
+                if len(texts) >= SHARED_TEXTS:
+                    texts.clear()
+                text = texts[id(value)] = self._composite(value, kind, indent)
+            return text
+        return self._composite(value, kind, indent)
+
+    def _composite(self, value, kind: type, indent: str) -> str:
+        inner = indent + " "
+        if _is_record(kind):  # a dataclass: its fields' texts put into its form; ints and strings inline:
+            # most fields are, and a call for each costs more than its text
+            return _form(kind, indent) % tuple([
+                int.__repr__(v) if type(v) is int else encode_basestring_ascii(v) if type(v) is str
+                else self.text(v, inner) for v in _fields(kind)(value)])
+        if (kind is tuple or kind is list) and value and type(value[0]) in _SHARED:
+            # a node's accesses or arguments: their texts found in one pass in C (an id that
+            # is no shared object's finds nothing), any others one by one
+            items = list(map(self.shared.setdefault(inner, {}).get, map(id, value)))
+            if None in items:
+                items = [t if t is not None else self.text(v, inner) for t, v in zip(items, value)]
+            opening, closing = "[", "]"
+        elif kind is tuple or kind is list:
+            items = [int.__repr__(v) if type(v) is int else self.text(v, inner) for v in value]
+            opening, closing = "[", "]"
+        else:
+            return json.dumps(value)  # floats
+        if not items:
+            return opening + closing
+        # brackets joined onto the first and last items: the text is copied once, not thrice
+        items[0] = f"{opening}\n{inner}{items[0]}"
+        items[-1] = f"{items[-1]}\n{indent}{closing}"
+        return f",\n{inner}".join(items)
+
+
+_STREAMED = (Plan, GraphSpec, LiveSpec)  # the plan, its graphs, its live-update record's sites
+_SHARED = (Location, AccessSpec, ArgSpec)
 
 
 @cache
-def _keys(kind: type) -> tuple[tuple[str, str], ...] | None:
-    """A dataclass's field names, each with its JSON key and separator; None for any other
-    type. Asked once per type, not per value."""
+def _is_record(kind: type) -> bool:
+    return is_dataclass(kind)
+
+
+@cache
+def _form(kind: type, indent: str) -> str:
+    """A dataclass's text at `indent` as `to_json` and `json.dumps` write it, with `%s` for each
+    field's value: a node first says its kind."""
+    inner = indent + " "
+    keys = _keys(kind) or ()
+    items = (['"kind": ' + encode_basestring_ascii(NODE_KINDS[kind])] if kind in NODE_KINDS else []) + \
+        [key + "%s" for key in keys]
+    return f"{{\n{inner}" + f",\n{inner}".join(items) + f"\n{indent}}}" if items else "{}"
+
+
+@cache
+def _keys(kind: type) -> tuple[str, ...] | None:
+    """A dataclass's JSON keys, each with its separator; None for any other type. Asked once
+    per type, not per value."""
     if not is_dataclass(kind):
         return None
-    return tuple((f.name, encode_basestring_ascii(f.name) + ": ") for f in fields(kind))
+    return tuple(encode_basestring_ascii(f.name) + ": " for f in fields(kind))
+
+
+@cache
+def _fields(kind: type) -> Callable[[object], tuple]:
+    """A function returning a dataclass's field values in order, in one call."""
+    getter = attrgetter(*(f.name for f in fields(kind)))
+    return getter if len(fields(kind)) > 1 else lambda value: (getter(value),)
 
 
 def _quote(text: str) -> str:

@@ -40,12 +40,13 @@ def entry_accesses(node: LaunchNode, param: Param, table: PointerArg, stop: int)
     `stop`: read where the kernel loads through the pointers it reads from the table, written
     where it stores through them, or where it stores through a pointer it cannot follow (which
     may be one of them)."""
-    mode = Mode(0)
+    bits = 0  # Mode is an IntEnum without a member for none: its bits, then the member
     if param.read_through is not None:
-        mode |= Mode.READ
+        bits |= Mode.READ
     if param.written_through is not None or unfollowed_store(node) is not None:
-        mode |= Mode.WRITE
-    if not mode:
+        bits |= Mode.WRITE
+    if not bits:
         return ()
+    mode = Mode(bits)
     entries = table.buffer.init.entries[table.start:stop]
     return tuple(Access(entry.buffer, entry.start, entry.stop, mode, table.span) for entry in entries)

@@ -98,9 +98,16 @@ class LiveTracker:
                 via = f" (through `{through.name}`)" if root != entry else ""
                 self.structural[root] = f"reaches {use} at {location(span)}{via}"
 
-    def mark(self, roots: Iterable[int], use: str, span: Span) -> None:
-        """A structural use, `use` at `span`, of the updatable values `roots`."""
-        self._mark(roots, f"reaches {use} at {location(span)}")
+    def fixed(self, roots: frozenset[int]) -> bool:
+        """Whether each of the updatable values `roots` has its structural use already."""
+        return self.structural.keys() >= roots
+
+    def mark(self, roots: frozenset[int], use: str, span: Span) -> None:
+        """A structural use, `use` at `span`, of the updatable values `roots` (the first use of
+        each is kept: the words are made only when one has none yet, not at each of an
+        unrolled launch's uses)."""
+        if not self.fixed(roots):
+            self._mark(roots, f"reaches {use} at {location(span)}")
 
     def _mark(self, roots: Iterable[int], why: str) -> None:
         for root in roots:

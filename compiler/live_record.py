@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..dsl import Span
+from ..plan.arithmetic import Value
 from ..plan.live import LiveProblem, argument, dimension, evaluate
 from ..plan.schema import KernelNodeSpec, LiveSiteSpec, LiveSpec, LiveValueSpec, Location, Plan
 from .checks.block_too_large import MAX_BLOCK_DIMS, MAX_THREADS
@@ -41,19 +42,24 @@ def launch_sites(graph: int, node: int, item: LaunchNode, arch: str) -> list[Pen
     kernel, live = item.kernel.name, item.live
     threads = min(MAX_THREADS, item.kernel.max_threads or MAX_THREADS)
     cluster = item.kernel.cluster or (1, 1, 1)
-    fields: list[tuple[str, int, LiveTerm | None, int | None, int | None, int, int, Span, str]] = [
+    # (field, index, term, low, high, multiple, threads, span, what), `what` made only for a
+    # field that updatable values reach: most of an unrolled program's arguments have none
+    fields: list[tuple[str, int, LiveTerm, int | None, int | None, int, int, Span, str]] = [
         ("arg", i, term, None, None, 1, 0, item.args[i].span, f"argument {i + 1} of `{kernel}`")
-        for i, term in enumerate(live.args)]
+        for i, term in enumerate(live.args) if term is not None]
     for axis in range(3):
-        fields.append(("grid", axis, live.grid[axis], 1, MAX_GRID[axis], cluster[axis], 0, item.config_span,
-                       f"grid.{'xyz'[axis]} of `{kernel}`"))
-        fields.append(("block", axis, live.block[axis], 1, MAX_BLOCK_DIMS[axis], 1, threads, item.config_span,
-                       f"block.{'xyz'[axis]} of `{kernel}`"))
-    fields.append(("shared_bytes", 0, live.shared, 0, shared_limit(arch), 1, 0, item.config_span,
-                   f"the dynamic shared memory of `{kernel}`"))
+        if (term := live.grid[axis]) is not None:
+            fields.append(("grid", axis, term, 1, MAX_GRID[axis], cluster[axis], 0, item.config_span,
+                           f"grid.{'xyz'[axis]} of `{kernel}`"))
+        if (term := live.block[axis]) is not None:
+            fields.append(("block", axis, term, 1, MAX_BLOCK_DIMS[axis], 1, threads, item.config_span,
+                           f"block.{'xyz'[axis]} of `{kernel}`"))
+    if live.shared is not None:
+        fields.append(("shared_bytes", 0, live.shared, 0, shared_limit(arch), 1, 0, item.config_span,
+                       f"the dynamic shared memory of `{kernel}`"))
     return [PendingSite(LiveSiteSpec(graph, node, field, index, term.tree, low, high, multiple, threads), term.roots,
                         span, what)
-            for field, index, term, low, high, multiple, threads, span, what in fields if term is not None]
+            for field, index, term, low, high, multiple, threads, span, what in fields]
 
 
 def operand_site(graph: int, node: int, item: DecideNode, index: int) -> list[PendingSite]:
@@ -72,13 +78,17 @@ def live_record(plan: Plan, tracker: LiveTracker, pending: list[PendingSite]) ->
         if p.site.graph not in step:
             tracker.mark(p.roots, f"{p.what} in the `init` block, which has run when an update comes,", p.span)
     values = _values(tracker)
-    sites = [p for p in pending if p.site.graph in step and _site_checked(plan, tracker, values, p)]
+    evaluated: dict[int, tuple[Value | None, LiveProblem | None]] = {}
+    sites = [p for p in pending if p.site.graph in step and _site_checked(plan, tracker, values, p, evaluated)]
     sites = [p for p in sites if not p.roots <= tracker.structural.keys()]  # every constant reaching it is fixed
+    reaching: dict[int, list[int]] = {}  # entry -> the sites it reaches, in order
+    for i, p in enumerate(sites):
+        for root in p.roots:
+            reaching.setdefault(root, []).append(i)
     specs = []
     for entry in tracker.entries:
         structural = tracker.structural.get(entry.index) if entry.updatable else None
-        reached = () if structural is not None or not entry.updatable else \
-            tuple(i for i, p in enumerate(sites) if entry.index in p.roots)
+        reached = () if structural is not None or not entry.updatable else tuple(reaching.get(entry.index, ()))
         location = Location(entry.span.source.display_path(), entry.span.line, entry.span.column)
         specs.append(LiveValueSpec(entry.name, location, entry.updatable, entry.tree, encode_value(entry.value),
                                    structural, reached))
@@ -102,26 +112,37 @@ def _values(tracker: LiveTracker) -> list:
     return values
 
 
-def _site_checked(plan: Plan, tracker: LiveTracker, values: list, p: PendingSite) -> bool:
+def _site_checked(plan: Plan, tracker: LiveTracker, values: list, p: PendingSite,
+                  evaluated: dict[int, tuple[Value | None, LiveProblem | None]]) -> bool:
     """Whether the site computes the plan's field exactly (a value it cannot compute makes its
-    constants structural)."""
+    constants structural). `evaluated` keeps each expression's value or problem by id: the sites
+    of an unrolled launch share their argument's expression."""
     site = p.site
     node = plan.graphs[site.graph].nodes[site.node]
     assert isinstance(node, KernelNodeSpec)
-    try:
-        value = evaluate(site.expr, values)
-        if site.field == "arg":
-            if site.low is not None and site.high is not None:
-                value = dimension(value, p.what, site.low, site.high, 1)
-            computed = argument(value, node.args[site.index].ctype)
-        else:
-            assert site.low is not None and site.high is not None
-            computed = dimension(value, p.what, site.low, site.high, site.multiple)
-    except LiveProblem as problem:
+    if id(site.expr) not in evaluated:
+        try:
+            evaluated[id(site.expr)] = evaluate(site.expr, values), None
+        except LiveProblem as failed:
+            evaluated[id(site.expr)] = None, failed
+    value, problem = evaluated[id(site.expr)]
+    if problem is None:
+        assert value is not None
+        try:
+            if site.field == "arg":
+                if site.low is not None and site.high is not None:
+                    value = dimension(value, p.what, site.low, site.high, 1)
+                computed = argument(value, node.args[site.index].ctype)
+            else:
+                assert site.low is not None and site.high is not None
+                computed = dimension(value, p.what, site.low, site.high, site.multiple)
+        except LiveProblem as found:
+            problem = found
+    if problem is not None:
         tracker.mark(p.roots, f"{p.what}, which the live-update record cannot compute ({problem}),", p.span)
         return False
-    compiled = {"arg": lambda: node.args[site.index].value, "grid": lambda: node.grid[site.index],
-                "block": lambda: node.block[site.index], "shared_bytes": lambda: node.shared_bytes}[site.field]()
+    compiled = (node.args[site.index].value if site.field == "arg" else node.grid[site.index] if site.field == "grid"
+                else node.block[site.index] if site.field == "block" else node.shared_bytes)
     assert _same(computed, compiled), f"live record: {p.what} computes {computed!r}, compiled as {compiled!r}"
     return True
 

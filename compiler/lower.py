@@ -20,7 +20,7 @@ from .._version import __version__
 from . import codegen
 from .dag import Dag, add_lanes
 from .live_record import PendingSite, launch_sites, operand_site, with_record
-from .programmatic_edges import EdgeDecider
+from .programmatic_edges import EdgeDecider, UnitHazards
 from ..plan.arithmetic import argument_value
 from ..plan.dtypes import fill_pattern
 from .model import (
@@ -42,7 +42,8 @@ _MODE_NAMES = {Mode.READ: "r", Mode.WRITE: "w", Mode.READ_WRITE: "rw"}
 
 
 class _Lowering:
-    def __init__(self, program: Program, dags: dict[int, Dag], arch: str, include_dirs: tuple[str, ...]) -> None:
+    def __init__(self, program: Program, dags: dict[int, Dag], hazard_lists: UnitHazards, arch: str,
+                 include_dirs: tuple[str, ...]) -> None:
         self.program = program
         self.dags = dags
         self.arch = arch  # programmatic edges need sm_90 or newer
@@ -50,11 +51,14 @@ class _Lowering:
         self.graphs: list[GraphSpec | None] = []
         self.modules: dict[str, ModuleSpec] = {}
         self.gemms: list[tuple[GemmNodeSpec, str]] = []  # each lowered gemm node and its scope
-        # One AccessSpec per distinct access, shared by the nodes that have it: an unrolled
-        # program repeats most of its accesses thousands of times, and a frozen dataclass
-        # costs several times more to build than to look up.
+        # One AccessSpec, Location and ArgSpec per distinct value, shared by the nodes that have
+        # it: an unrolled program repeats most of them thousands of times, a frozen dataclass
+        # costs several times more to build than to look up, and the plan's JSON writes each
+        # shared one once (compiler/emit.py).
         self.access_specs: dict[tuple, AccessSpec] = {}
-        self.edges = EdgeDecider(program.bodies())
+        self.locations: dict[tuple[int, int], Location] = {}  # by id(span.source), span.start
+        self.arg_specs: dict[tuple, ArgSpec] = {}
+        self.edges = EdgeDecider(hazard_lists)
         self.live_sites: list[PendingSite] = []  # kernel node fields updatable constants reach
 
     def module(self, key: str, name: str, path: str | None, source: str | None) -> int:
@@ -76,6 +80,13 @@ class _Lowering:
                 spec = self.access_specs[key] = AccessSpec(a.buffer.name, a.start, a.stop, _MODE_NAMES[a.mode])
             specs.append(spec)
         return tuple(specs)
+
+    def location(self, span) -> Location:
+        key = (id(span.source), span.start)
+        location = self.locations.get(key)
+        if location is None:
+            location = self.locations[key] = _location(span)
+        return location
 
     def lower_body(self, body: GraphBody, scope: str, conditional: bool = False) -> int:
         index = len(self.graphs)
@@ -101,7 +112,7 @@ class _Lowering:
         return None
 
     def lower_node(self, graph: int, index: int, item, scope: str) -> NodeSpec:
-        location, accesses = _location(item.span), self.accesses(item)
+        location, accesses = self.location(item.span), self.accesses(item)
         if isinstance(item, LaunchNode):
             self.live_sites += launch_sites(graph, index, item, self.arch)
             source = item.kernel.source
@@ -134,12 +145,20 @@ class _Lowering:
         return ChildGraphNodeSpec(index, item.name, location, accesses,
                                   self.lower_body(item.body, child_scope))
 
-    @staticmethod
-    def lower_arg(param, arg) -> ArgSpec:
+    def lower_arg(self, param, arg) -> ArgSpec:
         if isinstance(arg, PointerArg):
-            return ArgSpec("pointer", "ptr", arg.buffer.name, arg.start * arg.buffer.dtype.size)
-        assert isinstance(arg, ValueArg) and not isinstance(arg.value, str), "checks reject every other binding"
-        return ArgSpec("scalar", param.dtype.name, value=argument_value(arg.value, param.dtype))
+            key: tuple = ("pointer", arg.buffer.name, arg.start * arg.buffer.dtype.size)
+        else:
+            assert isinstance(arg, ValueArg) and not isinstance(arg.value, str), "checks reject every other binding"
+            value = argument_value(arg.value, param.dtype)
+            # a float by its bits: 0.0 and -0.0 are equal keys otherwise, with other texts
+            key = ("scalar", param.dtype.name, value.hex() if type(value) is float else value)
+        spec = self.arg_specs.get(key)
+        if spec is None:
+            kind, ctype = key[0], "ptr" if key[0] == "pointer" else key[1]
+            spec = self.arg_specs[key] = (ArgSpec(kind, ctype, key[1], key[2]) if kind == "pointer"
+                                          else ArgSpec(kind, ctype, value=value))
+        return spec
 
     def lower_fill(self, index, item: FillNode, location, accesses) -> NodeSpec:
         dtype = item.buffer.dtype
@@ -274,9 +293,9 @@ def _step_first_access(program: Program) -> dict[str, str | None]:
     return {name: first.get(name) for name in program.buffers}
 
 
-def build_plan(program: Program, dags: list[Dag], arch: str, compiler: str,
+def build_plan(program: Program, dags: list[Dag], hazard_lists: UnitHazards, arch: str, compiler: str,
                include_dirs: tuple[str, ...] = ()) -> Plan:
-    lowering = _Lowering(program, {id(d.body): d for d in dags}, arch, include_dirs)
+    lowering = _Lowering(program, {id(d.body): d for d in dags}, hazard_lists, arch, include_dirs)
     init = lowering.lower_body(program.init, "eager") if program.init is not None else None
     step_scope = "shared" if program.options.share_modules else "step"
     step = lowering.lower_body(program.step, step_scope) if program.step is not None else None

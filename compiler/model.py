@@ -38,7 +38,11 @@ Reduction = Literal["sum", "avg", "max", "min"]
 CopyMethod = Literal["memcpy", "kernel"]
 
 
-class Mode(enum.IntFlag):
+class Mode(enum.IntEnum):
+    """What an access does; `mode & Mode.WRITE` tests a bit. An IntEnum, not an IntFlag: the
+    modes are never combined, and IntFlag's operators run in Python (a microsecond each, on
+    millions of accesses), where IntEnum's are int's."""
+
     READ = 1
     WRITE = 2
     READ_WRITE = 3

@@ -129,12 +129,20 @@ def unit_lists(roots) -> list[list[Node]]:
     return lists
 
 
-def consumer_refusals(roots) -> dict[int, str | None]:
+UnitHazards = list[tuple[list[Node], dict[int, list[EarlyHazard]]]]
+
+
+def unit_hazards(roots) -> UnitHazards:
+    """`early_hazards` of each of `unit_lists`, with the list: what PC323 reports and the
+    programmatic edges refuse, found once for both."""
+    return [(items, early_hazards(items)) for items in unit_lists(roots)]
+
+
+def consumer_refusals(hazard_lists: UnitHazards) -> dict[int, str | None]:
     """Per launch (by id), why no programmatic edge may lead into it; None: any may. A launch
     that several bodies share keeps the first refusal."""
     refusals: dict[int, str | None] = {}
-    for items in unit_lists(roots):
-        hazards = early_hazards(items)
+    for items, hazards in hazard_lists:
         for index, node in enumerate(items):
             if isinstance(node, LaunchNode):
                 refusals[id(node)] = refusals.get(id(node)) or _refusal(node, hazards.get(index, []))
@@ -158,8 +166,8 @@ class EdgeDecider:
     """Decides each body's edges as lowering builds it: an edge between child graph nodes joins
     the kernels at the child graphs' ends (their last nodes, the next one's first)."""
 
-    def __init__(self, roots) -> None:
-        self.refusals = consumer_refusals(roots)
+    def __init__(self, hazard_lists: UnitHazards) -> None:
+        self.refusals = consumer_refusals(hazard_lists)
         self.graphs: dict[int, tuple[GraphSpec, list[Node]]] = {}  # lowered bodies, with their items
 
     def lowered(self, spec: GraphSpec, items: list[Node]) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..dsl import ast
 from .consteval import ConstError, RuntimeValue, Value, evaluate, names_read
 from .indirect import entry_accesses
-from .model import Access, LaunchNode, Mode, Param, PointerArg, ValueArg
+from .model import Access, Kernel, LaunchNode, Mode, Param, PointerArg, ValueArg
 
 
 def pointer_mode(param: Param, qualifier: str | None) -> Mode:
@@ -24,15 +24,14 @@ def launch_accesses(node: LaunchNode, extents: Extents) -> tuple[Access, ...]:
     A pointer covers its slice; an extent the kernel declares narrows that to the elements
     the kernel actually touches, which sharpens the dependency DAG. A table of addresses is
     read, and so are (or written) the buffers its elements in that range name."""
-    scalars = scalar_bindings(node)
+    at_launch = extents.of_launch(node, scalar_bindings(node))
     accesses = []
-    for param, arg in zip(node.kernel.params, node.args):
+    for param, arg, extent in zip(node.kernel.params, node.args, at_launch):
         if param.kind != "pointer" or not isinstance(arg, PointerArg):
             continue
         stop = arg.stop
-        if param.extent is not None:
-            extent = extents.value(param, node, scalars)
-            if extent is not None and 0 < extent < arg.stop - arg.start:
+        if extent is not None:
+            if 0 < extent < arg.stop - arg.start:
                 stop = arg.start + extent
         if arg.buffer.is_table:  # a kernel that writes one is PC325's
             accesses.append(Access(arg.buffer, arg.start, stop, Mode.READ, arg.span))
@@ -54,29 +53,52 @@ _UNBOUND = object()  # a name the extent reads that is no scalar bound to a valu
 
 
 class Extents:
-    """Extent values already computed, by parameter and by what the extent reads at a launch:
-    the configuration and the scalars it names, with their types (1, 1.0 and true are equal
-    keys otherwise). An unrolled loop launches a kernel many times with arguments that change,
-    such as the loop variable, while its extents read a few that do not; evaluating an extent
-    costs far more than looking it up."""
+    """Extent values already computed, per launch configuration and the scalars any extent of
+    the kernel names, with their types (1, 1.0 and true are equal keys otherwise). An unrolled
+    loop launches a kernel many times with arguments that change, such as the loop variable,
+    while its extents read a few that do not; evaluating an extent costs far more than looking
+    it up, and one lookup a launch less than one per parameter."""
 
     def __init__(self) -> None:
-        self.values: dict[tuple, int | None] = {}
-        # by id(param): the parameter, held so that its id stays its own while the values
-        # keyed by it live, and the names its extent reads
+        self.values: dict[tuple, tuple[int | None, ...]] = {}
+        # by id: the kernel or parameter, held so that its id stays its own while the values
+        # keyed by it live, and the names its extents read
+        self.kernels: dict[int, tuple[Kernel, tuple[str, ...]]] = {}
         self.names: dict[int, tuple[Param, tuple[str, ...]]] = {}
+        self.read_inputs: dict[int, tuple[tuple[int, ...], bool, bool]] = {}  # by id(param)
 
-    def value(self, param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:
-        """extent_value, computed once per parameter and inputs."""
+    def names_read(self, param: Param) -> tuple[str, ...]:
+        """The names `param`'s extent reads, found once."""
         assert param.extent is not None
         entry = self.names.get(id(param))
         if entry is None:
             entry = self.names[id(param)] = (param, names_read(param.extent.expr))
-        names = entry[1]
-        inputs = tuple((type(v), v) for v in (scalars.get(name, _UNBOUND) for name in names))
-        key = (id(param), node.grid, node.block, inputs)
+        return entry[1]
+
+    def inputs(self, param: Param, kernel: Kernel) -> tuple[tuple[int, ...], bool, bool]:
+        """Which of the kernel's parameters `param`'s extent reads (their positions), and
+        whether it reads gridDim and blockDim, found once."""
+        found = self.read_inputs.get(id(param))
+        if found is None:
+            names = self.names_read(param)  # holds `param`, so its id stays its own
+            positions = tuple(i for i, p in enumerate(kernel.params) if p.name in names)
+            found = self.read_inputs[id(param)] = (positions, "gridDim" in names, "blockDim" in names)
+        return found
+
+    def of_launch(self, node: LaunchNode, scalars: dict[str, Value]) -> tuple[int | None, ...]:
+        """extent_value of each of the kernel's parameters at this launch (None for one without
+        an extent), computed once per configuration and inputs."""
+        kernel = node.kernel
+        entry = self.kernels.get(id(kernel))
+        if entry is None:
+            names = dict.fromkeys(name for param in kernel.params if param.extent is not None
+                                  for name in self.names_read(param))
+            entry = self.kernels[id(kernel)] = (kernel, tuple(names))
+        inputs = tuple([scalars.get(name, _UNBOUND) for name in entry[1]])
+        key = (id(kernel), node.grid, node.block, inputs, tuple(map(type, inputs)))
         if key not in self.values:
-            self.values[key] = extent_value(param, node, scalars)
+            self.values[key] = tuple(extent_value(param, node, scalars) if param.extent is not None else None
+                                     for param in kernel.params)
         return self.values[key]
 
 

@@ -29,6 +29,7 @@ from .diagnostics import Diagnostic, DiagnosticSink
 from .fixes import syntax_fixes
 from .lower import build_plan
 from .model import Program, child_bodies
+from .programmatic_edges import UnitHazards
 from .resolve import resolve
 from .steps_per_launch import per_launch, unroll_step
 from .suppressions import apply_suppressions, find_suppressions
@@ -42,6 +43,7 @@ Until = Literal["parse", "check", "plan"]
 class CheckedProgram:
     program: Program
     dags: list[Dag]
+    unit_hazards: UnitHazards  # found by the checks (PC323), for the programmatic edges
     # every statement became nodes and every launch touches what its kernel does (the checks'
     # `accesses_known`): the findings are all there were to make
     complete: bool = True
@@ -90,12 +92,12 @@ def check_program(program: Program, c: Compilation) -> CheckedProgram:
     dags = [build_dag(body) for body in _all_bodies(program)]
     context = CheckContext(program, dags, c.sink, c.settings.compile.arch)
     run_checks(context)
-    return CheckedProgram(program, dags, context.accesses_known)
+    return CheckedProgram(program, dags, context.unit_hazards, context.accesses_known)
 
 
 def plan_program(checked: CheckedProgram, c: Compilation) -> Plan:
     options = c.settings.compile
-    return build_plan(checked.program, checked.dags, options.arch, options.compiler,
+    return build_plan(checked.program, checked.dags, checked.unit_hazards, options.arch, options.compiler,
                       tuple(str(d) for d in options.include_dirs))
 
 

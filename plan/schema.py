@@ -19,7 +19,10 @@ from typing import NewType, Union, get_args, get_origin, get_type_hints
 # An expression of the live-update record (plan/live.py): literals and tuples of them, nested.
 Expression = NewType("Expression", object)
 
-@dataclass(frozen=True)
+# Every class below has slots: a plan of a million nodes holds millions of its objects, and an
+# object without a __dict__ takes a fifth of the memory.
+
+@dataclass(frozen=True, slots=True)
 class Location:
     file: str
     line: int
@@ -29,7 +32,7 @@ class Location:
         return f"{self.file}:{self.line}:{self.column}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AccessSpec:
     buffer: str
     start: int  # elements
@@ -37,7 +40,7 @@ class AccessSpec:
     mode: str  # r | w | rw
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ArgSpec:
     # pointer | scalar | handle (the handle of conditional `value`; 0 in eager execution) |
     # in_graph (1 in the graph, 0 in eager execution)
@@ -48,7 +51,7 @@ class ArgSpec:
     value: int | float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KernelNodeSpec:
     id: int
     name: str
@@ -62,7 +65,7 @@ class KernelNodeSpec:
     args: tuple[ArgSpec, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemsetNodeSpec:
     id: int
     name: str
@@ -75,7 +78,7 @@ class MemsetNodeSpec:
     count: int  # elements of element_size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemcpyNodeSpec:
     id: int
     name: str
@@ -88,7 +91,7 @@ class MemcpyNodeSpec:
     nbytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ChildGraphNodeSpec:
     id: int
     name: str
@@ -97,7 +100,7 @@ class ChildGraphNodeSpec:
     graph: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ConditionalNodeSpec:
     """A CUDA conditional node. Its bodies are graphs built into the node; the kernel node
     before it (and, for `while`, the last node of its body) decides it on the device and
@@ -116,7 +119,7 @@ class ConditionalNodeSpec:
     control: str  # the u32[2] buffer holding the decision (and the counter)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MatrixSpec:
     """One operand of a library node: a row-major matrix (or a strided batch of them) inside
     a buffer, as the program wrote it, before any transpose."""
@@ -130,7 +133,7 @@ class MatrixSpec:
     batch_stride: int  # elements between consecutive matrices of a batch; 0: one shared matrix
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GemmNodeSpec:
     """`c = alpha * op(a) @ op(b) + beta * c` and its epilogue, per matrix of a batch, in the
     program's row-major terms: op(a) is m x k, op(b) k x n, c m x n. The runtime records the
@@ -163,7 +166,7 @@ class GemmNodeSpec:
     workspace_bytes: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectiveOperandSpec:
     """One NCCL call of a collective node: `count` elements of `dtype` per rank from `src` (at
     `src_offset` bytes) to `dst`, the same view for the in-place allreduce and broadcast.
@@ -180,7 +183,7 @@ class CollectiveOperandSpec:
         return f"{self.count} x {self.dtype}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectiveNodeSpec:
     """One NCCL collective over every rank of the run: one call per operand (several only for
     allreduce and broadcast), issued between ncclGroupStart and ncclGroupEnd when there are
@@ -211,7 +214,7 @@ NODE_KINDS = {KernelNodeSpec: "kernel", MemsetNodeSpec: "memset", MemcpyNodeSpec
               CollectiveNodeSpec: "collective"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HazardEdge:
     src: int
     dst: int
@@ -219,7 +222,7 @@ class HazardEdge:
     buffer: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EdgeKind:
     """How the runtime adds one edge: programmatic (the consumer may start while the producer
     runs, and waits for it in `griddepcontrol.wait`) or ordinary, with the reason."""
@@ -230,7 +233,7 @@ class EdgeKind:
     reason: str  # why the edge is ordinary; empty for a programmatic one
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GraphSpec:
     index: int
     name: str
@@ -244,7 +247,7 @@ class GraphSpec:
         return {(e.src, e.dst) for e in self.edge_kinds if e.programmatic}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ModuleSpec:
     index: int
     name: str
@@ -253,7 +256,7 @@ class ModuleSpec:
     include_dirs: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class AddressSpec:
     """One element of a table of addresses: the device address of `buffer`, plus `byte_offset`."""
 
@@ -261,7 +264,7 @@ class AddressSpec:
     byte_offset: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InitSpec:
     kind: str  # zeros | uninit | fill | uniform | normal | load | addresses
     args: tuple[float | int, ...]
@@ -272,7 +275,7 @@ class InitSpec:
     addresses: tuple[AddressSpec, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BufferSpec:
     name: str
     dtype: str
@@ -286,13 +289,13 @@ class BufferSpec:
     replicated: bool = False  # declared the same bits on every rank (`piperun --verify` checks)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GemmUseSpec:
     node: str  # the gemm node's name
     scope: str  # the scope it runs in: a child graph's instance path, "step", "shared" or "eager"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GemmGroupSpec:
     """GEMM nodes with one descriptor, so one library kernel (the same CUfunction) in every
     scope they run in: library kernels are loaded once per process, not once per child graph
@@ -314,7 +317,7 @@ class GemmGroupSpec:
     scopes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LiveValueSpec:
     """One value of the live-update record, in the order the compiler computes them: a constant
     of the main file (`updatable`: what `-D`, `Pipeline.update` and `pipec_update_constants`
@@ -332,7 +335,7 @@ class LiveValueSpec:
     sites: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LiveSiteSpec:
     """One field of a step kernel node that updatable values reach: scalar argument `index`
     (`field` "arg"), axis `index` of "grid" or "block", or "shared_bytes", computed by `expr`.
@@ -351,7 +354,7 @@ class LiveSiteSpec:
     threads: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LiveSpec:
     """What a runtime needs to change constants without the compiler (docs/plan.md)."""
 
@@ -359,7 +362,7 @@ class LiveSpec:
     sites: tuple[LiveSiteSpec, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Plan:
     pipe: str
     pipe_sha256: str

@@ -17,9 +17,11 @@ import random
 from pathlib import Path
 
 import networkx as nx
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pipec.compiler import dag as dag_module
 from pipec.compiler.dag import add_lanes, build_dag, hazard_predecessors, transitive_reduction
 from pipec.compiler.model import DTYPES, Access, Buffer, FillNode, GraphBody, Init, Mode
 from pipec.dsl.source import SourceFile, Span
@@ -132,7 +134,9 @@ def test_the_dag_orders_exactly_the_conflicting_accesses(program):
     n = len(items)
     conflicts = _conflicts(items)
     preds, _, _ = hazard_predecessors(items)
-    unreduced = {(a, b): hazard for b, found in enumerate(preds) for a, hazard in found.items()}
+    unreduced = {(a, b): hazard for b, (latest_first, hazards) in enumerate(preds)
+                 for a, hazard in zip(latest_first, hazards, strict=True)}
+    assert all(p == sorted(set(p), reverse=True) for p, _ in preds), "predecessors are not latest first, once"
     for pair, hazard in unreduced.items():
         assert hazard in conflicts.get(pair, ()), f"{pair} is not a {hazard} conflict"
     assert _closure(n, unreduced) == _closure(n, conflicts), "conflicting accesses left unordered"
@@ -200,6 +204,23 @@ def test_transitive_reduction_of_a_dense_dag_with_long_edges():
     rng = random.Random(7)
     n = 400
     edges = sorted({(a, b) for b in range(1, n) for a in rng.sample(range(b), min(b, 30))})
+    assert set(transitive_reduction(n, edges)) == set(nx.transitive_reduction(_graph(n, edges)).edges)
+
+
+@pytest.mark.parametrize("wide", [8, 1 << 12])
+def test_transitive_reduction_of_a_node_that_keeps_hundreds_of_predecessors(monkeypatch, wide):
+    """Like the benchmark's `slices` shape: k writers of one slice each (after a root), k copies
+    of them, and a reader of every copy and of the root's successors. The reader keeps more
+    than dag._FEW predecessors, each with an ancestor of its own; with `wide` 8 its covered
+    set is tested in bytes from the start."""
+    monkeypatch.setattr(dag_module, "_WIDE", wide)
+    k = 300
+    rng = random.Random(3)
+    writers = list(range(1, k + 1))
+    edges = [(0, w) for w in writers] + [(w, w + k) for w in writers]
+    edges += [(c, 2 * k + 1) for c in range(k + 1, 2 * k + 1)] + [(w, 2 * k + 1) for w in writers]
+    edges += [(a, b) for a, b in zip(rng.sample(writers, 40), rng.sample(writers, 40)) if a < b]
+    n = 2 * k + 2
     assert set(transitive_reduction(n, edges)) == set(nx.transitive_reduction(_graph(n, edges)).edges)
 
 

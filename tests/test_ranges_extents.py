@@ -21,14 +21,19 @@ def _extent(text: str) -> Extent:
     return Extent(expr, expr.span)
 
 
-def test_a_parameter_freed_and_its_id_reused_never_gets_the_old_value():
-    extents, launch = Extents(), SimpleNamespace(grid=(1, 1, 1), block=(1, 1, 1))
+def _launch(extent: Extent) -> SimpleNamespace:
+    kernel = SimpleNamespace(params=(Param(0, "x", "pointer", None, extent=extent),))
+    return SimpleNamespace(kernel=kernel, grid=(1, 1, 1), block=(1, 1, 1))
+
+
+def test_a_kernel_freed_and_its_id_reused_never_gets_the_old_values():
+    extents = Extents()
     four, eight = _extent("4"), _extent("8")
     for _ in range(20):
-        # the only allocation between freeing one parameter and making the next: CPython
-        # places the new one where the old one was, so the two share an id
-        assert extents.value(Param(0, "x", "pointer", None, extent=four), launch, {}) == 4
-        assert extents.value(Param(0, "x", "pointer", None, extent=eight), launch, {}) == 8
+        # the only allocations between freeing one kernel and making the next: CPython places
+        # the new ones where the old ones were, so the two share ids
+        assert extents.of_launch(_launch(four), {}) == (4,)
+        assert extents.of_launch(_launch(eight), {}) == (8,)
 
 
 @pytest.mark.parametrize("text, value", [

@@ -19,12 +19,10 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
         if any(p.kind == "scalar" and p.dtype is not None and isinstance(a, ValueArg)
                and representable(a.value, p.dtype) for p, a in zip(node.kernel.params, node.args)):
             continue  # scalar_out_of_range reports the value; the kernel would never see it
-        scalars = scalar_bindings(node)
-        for param, arg in zip(node.kernel.params, node.args):
+        for param, arg, needed in zip(node.kernel.params, node.args,
+                                      extents.of_launch(node, scalar_bindings(node))):
             if param.extent is None or not isinstance(arg, PointerArg):
                 continue
-            needed = extents.value(param, node, scalars)
-            extent = Label(param.extent.span, "extent declared here")
             if needed is None:
                 scalars_bound = all(isinstance(a, ValueArg) for p, a in zip(node.kernel.params, node.args)
                                     if p.kind == "scalar")
@@ -40,4 +38,4 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
                 ctx.sink.add(PC310, f"`{node.kernel.name}` touches {counted(needed, 'element')} through "
                              f"{param.describe()}, but {what} holds {held}", arg.span,
                              f"bind at least {counted(needed, 'element')}, or launch over fewer",
-                             labels=(extent,), uses=ctx.uses(node))
+                             labels=(Label(param.extent.span, "extent declared here"),), uses=ctx.uses(node))

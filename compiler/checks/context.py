@@ -8,6 +8,7 @@ from functools import cached_property
 from ..dag import Dag
 from ..diagnostics import DiagnosticSink, Use
 from ..model import GraphBody, LaunchNode, Node, Param, Program, child_bodies
+from ..programmatic_edges import UnitHazards, unit_hazards
 
 
 @dataclass
@@ -35,6 +36,12 @@ class CheckContext:
         """Every node of the init block and the step, containers before their contents, in
         program order: walked once, for all the checks."""
         return [node for body in self.program.bodies() for node in body.walk()]
+
+    @cached_property
+    def unit_hazards(self) -> UnitHazards:
+        """What each launch touches before its wait that an earlier node touches (PC323), per
+        body with child graphs opened: lowering decides the programmatic edges from it too."""
+        return unit_hazards(self.program.bodies())
 
     @cached_property
     def _uses(self) -> dict[int, tuple[Use, ...]]:

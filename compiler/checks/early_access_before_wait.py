@@ -9,14 +9,14 @@ from __future__ import annotations
 from ..codes import PC323
 from ..diagnostics import Label
 from ..model import LaunchNode, Mode, Node
-from ..programmatic_edges import EarlyHazard, early_hazards, unit_lists
+from ..programmatic_edges import EarlyHazard
 from .context import CheckContext
 
 
 def early_access_before_wait(ctx: CheckContext) -> None:
     reported: set[tuple] = set()
-    for items in unit_lists(ctx.program.bodies()):
-        for index, hazards in early_hazards(items).items():
+    for items, found in ctx.unit_hazards:
+        for index, hazards in found.items():
             node = items[index]
             assert isinstance(node, LaunchNode)
             for hazard in hazards:

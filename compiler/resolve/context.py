@@ -12,7 +12,8 @@ from ...dsl import Span, ast
 from ..codes import PC103, PC105, PC301, PC302
 from ..config import CompileOptions
 from ..consteval import (
-    ConstError, Lookup, RuntimeValue, Value, evaluate, is_arithmetic, literal, names_read,
+    Arithmetic, ConstError, Lookup, NotPlain, RuntimeValue, Value, compile_arithmetic, evaluate, is_arithmetic,
+    literal, names_read,
 )
 from ..diagnostics import DiagnosticSink, Label
 from ..live import LiveTerm, LiveTracker, Resolved
@@ -58,6 +59,10 @@ class Context:
     # terms of live sites, by the same keys as `values`
     reads: dict[tuple, Reads] = field(default_factory=dict)
     terms: dict[tuple, tuple[Value, LiveTerm | None]] = field(default_factory=dict)
+    # by (id(expr), id(module)): plain arithmetic, whose value is not kept, compiled after its
+    # first evaluation (compile_arithmetic; None: it cannot be). Its reads are structural by then,
+    # so each later evaluation is only its arithmetic.
+    compiled: dict[tuple[int, int], Arithmetic | None] = field(default_factory=dict)
 
     def keep_values(self) -> None:
         self.values = {}
@@ -120,6 +125,12 @@ class Context:
         if type(expr) is ast.Name and expr.ident.text in env:
             return env[expr.ident.text]
         key = self._key(module, env, expr)
+        arithmetic = key is None and self.values is not None  # values are kept from then on
+        if arithmetic and (run := self.compiled.get((id(expr), id(module)))) is not None:
+            try:
+                return run(env)
+            except NotPlain:
+                pass
         if key is not None and key in self.values:
             value, reads = self.values[key], self.reads[key]
         else:
@@ -129,7 +140,17 @@ class Context:
                 self.values[key], self.reads[key] = value, reads
         for entry, span in reads.items():
             self.live.read(entry, use or _USES[context], span)
+        if arithmetic and (id(expr), id(module)) not in self.compiled:
+            self.compiled[id(expr), id(module)] = compile_arithmetic(
+                expr, frozenset(name for name in names_read(expr) if name in env), self._constant(module))
         return value
+
+    @staticmethod
+    def _constant(module: LoadedModule):
+        def constant(name: str) -> Value | None:
+            symbol = module.scope.get(name)
+            return symbol.value if isinstance(symbol, ConstSymbol) else None
+        return constant
 
     def _evaluate(self, module: LoadedModule, env: Env, expr: ast.Expr, context: Place, reads: Reads) -> Value:
         try:
@@ -158,6 +179,11 @@ class Context:
     def live_value(self, module: LoadedModule, env: Env, expr: ast.Expr) -> tuple[Value, LiveTerm | None]:
         """A kernel node's scalar argument or launch shape: its value and, when it reads values
         of the record, its term. Raises ConstError or RuntimeValue as `evaluate` does."""
+        # a literal (a launch's `32`) and a loop variable read no value of the record: directly
+        if type(expr) is ast.IntLit:
+            return expr.value, None
+        if type(expr) is ast.Name and expr.ident.text in env:
+            return env[expr.ident.text], None
         key = self._key(module, env, expr)
         if key is not None and key in self.terms:
             return self.terms[key]

@@ -64,7 +64,8 @@ def _host_if(u: Unroller, f: Frame, stmt: ast.If) -> None:
         raise Abort
     chosen = stmt.then if cond else stmt.orelse
     skipped = stmt.orelse if cond else stmt.then
-    if skipped is not None:  # other constants take it: its buffers are not unused
+    if skipped is not None and id(skipped) not in u.skipped_branches:  # other constants take
+        u.skipped_branches.add(id(skipped))  # it: its buffers are not unused
         u.names_in_skipped_branches.update(names_read(skipped))
     check_rank_decision(u.ctx.sink, f.module, f.env, stmt.cond, "a condition depends on the rank",
                         stmt.cond.span, [stmt.then, stmt.orelse])

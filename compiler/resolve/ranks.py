@@ -63,7 +63,8 @@ def _no_names(ident: ast.Ident):
 
 def reads_rank(module: LoadedModule, env: dict, expr: ast.Expr) -> bool:
     """Whether `expr` reads RANK, LOCAL_RANK or a constant computed from them."""
-    for name in names_read(expr):
+    # a name directly: the commonest graph argument and bound (`u`, `N`), at each of its uses
+    for name in (expr.ident.text,) if type(expr) is ast.Name else names_read(expr):
         symbol = None if name in env else module.scope.get(name)
         if isinstance(symbol, ConstSymbol) and symbol.per_rank:
             return True

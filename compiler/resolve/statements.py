@@ -55,14 +55,16 @@ def _extents_read(u: Unroller, node: LaunchNode, stmt: ast.Launch) -> None:
     for param, arg in zip(node.kernel.params, node.args):
         if param.kind != "pointer" or not isinstance(arg, PointerArg) or param.extent is None:
             continue
-        names = set(names_read(param.extent.expr))
-        use = f"a value that the extent of `{param.name}` in `{node.kernel.name}` reads, which sets the elements " \
-              "the launch touches,"
-        read = [term for p, term in zip(node.kernel.params, node.live.args) if p.name in names]
-        read += [*node.live.grid] if "gridDim" in names else []
-        read += [*node.live.block] if "blockDim" in names else []
-        for term in read:
-            if term is not None:
+        positions, grid, block = u.extents.inputs(param, node.kernel)
+        read = [node.live.args[i] for i in positions if i < len(node.live.args)]
+        read += [*node.live.grid] if grid else []
+        read += [*node.live.block] if block else []
+        # the words only for a value not yet structural: an unrolled launch repeats the marks
+        terms = [term for term in read if term is not None and not u.ctx.live.fixed(term.roots)]
+        if terms:
+            use = f"a value that the extent of `{param.name}` in `{node.kernel.name}` reads, which sets the " \
+                  "elements the launch touches,"
+            for term in terms:
                 u.ctx.live.mark(term.roots, use, stmt.span)
 
 
@@ -77,6 +79,23 @@ def _dims(u: Unroller, f: Frame, expr: ast.Expr, what: str) -> tuple[tuple[int, 
 
 
 def _arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg) -> tuple[Arg, LiveTerm | None]:
+    """An argument and its record form. One that reads no loop variable or graph parameter (a
+    buffer, a constant) resolves alike wherever its launch is unrolled: it is resolved once per
+    module and kept, which most arguments of a loop's or a graph's launches are. A failure is
+    not kept: it is reported at each place."""
+    names = u.arg_names.get(id(arg))
+    if names is None:
+        names = u.arg_names[id(arg)] = frozenset(names_read(arg.value))
+    if not names.isdisjoint(env):
+        return _resolve_arg(u, module, env, arg)
+    key = (id(arg), id(module))
+    kept = u.kept_args.get(key)
+    if kept is None:
+        kept = u.kept_args[key] = _resolve_arg(u, module, env, arg)
+    return kept
+
+
+def _resolve_arg(u: Unroller, module: LoadedModule, env: Env, arg: ast.Arg) -> tuple[Arg, LiveTerm | None]:
     value = arg.value
     pointer = u.pointer(module, env, value, arg.access, arg.span)
     if pointer is not None:

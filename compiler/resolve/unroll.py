@@ -13,7 +13,8 @@ from typing import Any
 
 from ...dsl import Span, ast
 from ..codes import PC103
-from ..model import Buffer, GraphBody, PointerArg
+from ..live import LiveTerm
+from ..model import Arg, Buffer, GraphBody, PointerArg
 from ..ranges import Extents
 from .context import Context, Env
 from .buffers import buffer_pointer
@@ -58,7 +59,13 @@ class Unroller:
         self.control_buffers: dict[str, Buffer] = {}
         self.workspaces: dict[str, Buffer] = {}
         self.names_in_skipped_branches: set[str] = set()
+        self.skipped_branches: set[int] = set()  # by id: the branches whose names are in it
         self.extents = Extents()
+        # launch arguments that read no loop variable or graph parameter, resolved once per
+        # module (statements._arg): by id(ast.Arg), the names each reads; by (id(ast.Arg),
+        # id(module)), the argument and its record form
+        self.arg_names: dict[int, frozenset[str]] = {}
+        self.kept_args: dict[tuple[int, int], tuple[Arg, LiveTerm | None]] = {}
         self.divergence: list[tuple[str, Span]] = []  # the enclosing decisions that may differ
 
     def root(self, name: str, block: ast.Block, module: LoadedModule, *, fits: bool) -> GraphBody:
