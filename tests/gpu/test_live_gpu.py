@@ -86,6 +86,9 @@ def test_constants_updated_from_c_and_python_end_bit_identical(name, native, tmp
                 for pipeline in (recompiling, from_record, untouched):
                     pipeline.step(BEFORE)
                 c.check(c.lib.pipec_step(p, BEFORE))
+                before = from_record.snapshot()
+                differing = [n for n, a in recompiling.snapshot().items() if not np.array_equal(a, before[n])]
+                assert not differing, f"the file's load and the bundle's differ before any update, in {differing}"
                 changed = from_record.update(**changes)
                 assert recompiling.update(**changes) == changed
                 status, c_changed = _update(c, p, changes)
