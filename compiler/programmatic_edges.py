@@ -24,6 +24,7 @@ collective, child-graph and conditional nodes keep ordinary edges.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from .model import Access, ConditionalNode, EarlyAccess, GraphBody, GraphNode, LaunchNode, Mode, Node, PointerArg
@@ -49,6 +50,8 @@ class _Ranges:
 
     def add(self, start: int, stop: int) -> None:
         lo, hi = bisect_left(self.stops, start), bisect_right(self.starts, stop)
+        if hi == lo + 1 and self.starts[lo] <= start and stop <= self.stops[lo]:
+            return  # held already, as most are: a step's weights, read by every update
         if lo < hi:
             start, stop = min(start, self.starts[lo]), max(stop, self.stops[hi - 1])
         self.starts[lo:hi], self.stops[lo:hi] = [start], [stop]
@@ -80,11 +83,14 @@ def bound_accesses(node: LaunchNode, early: EarlyAccess) -> list[Access]:
 def early_hazards(items: list[Node]) -> dict[int, list[EarlyHazard]]:
     """Per launch whose kernel asks for programmatic launch (it waits or triggers), by index in
     `items`: what it touches before its wait that an earlier node touches, one of them writing."""
-    reads: dict[int, _Ranges] = {}
-    writes: dict[int, _Ranges] = {}
+    asking = {index for index, node in enumerate(items)
+              if isinstance(node, LaunchNode) and node.kernel.launch_control.asks_for_programmatic_launch}
+    reads: defaultdict[int, _Ranges] = defaultdict(_Ranges)
+    writes: defaultdict[int, _Ranges] = defaultdict(_Ranges)
     found: dict[int, list[EarlyHazard]] = {}
-    for index, node in enumerate(items):
-        if isinstance(node, LaunchNode) and node.kernel.launch_control.asks_for_programmatic_launch:
+    # what nodes after the last launch that asks touch concerns no launch
+    for index, node in enumerate(items[:max(asking) + 1] if asking else ()):
+        if index in asking:
             found[index] = []
             for early in node.kernel.launch_control.early:
                 for access in bound_accesses(node, early):
@@ -98,9 +104,9 @@ def early_hazards(items: list[Node]) -> dict[int, list[EarlyHazard]]:
         for access in node.accesses:
             if access.start < access.stop:
                 ranges = writes if access.mode & Mode.WRITE else reads
-                ranges.setdefault(id(access.buffer), _Ranges()).add(access.start, access.stop)
+                ranges[id(access.buffer)].add(access.start, access.stop)
                 if access.mode is Mode.READ_WRITE:
-                    reads.setdefault(id(access.buffer), _Ranges()).add(access.start, access.stop)
+                    reads[id(access.buffer)].add(access.start, access.stop)
     return found
 
 
@@ -121,9 +127,9 @@ def units(body: GraphBody) -> list[Node]:
 
 def unit_lists(roots) -> list[list[Node]]:
     """`units` of each root body and of every conditional node's body inside them."""
-    lists, pending = [], list(roots)
+    lists, pending = [], deque(roots)  # a step of 10,000 updates has 40,000 conditional bodies
     while pending:
-        items = units(pending.pop(0))
+        items = units(pending.popleft())
         lists.append(items)
         pending += [b for node in items if isinstance(node, ConditionalNode) for b in node.bodies]
     return lists
