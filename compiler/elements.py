@@ -75,6 +75,12 @@ class Elements:
                     if not segment or segment[-1] != node:
                         segment.append(node)
             return
+        if node == block:  # outside a parallel block, a write leaves only itself: one segment
+            c, i, _ = runs[0]
+            self.writers[c][i], self.readers[c][i] = [(node, mode)], []
+            if len(runs) > 1 or runs[0][2] > i + 1:
+                self._delete(c, i + 1, runs[-1][0], runs[-1][2])
+            return
         writers = [[w for w in self.writers[c][k] if w[0] >= block] + [(node, mode)]
                    for c, i, j in runs for k in range(i, j)]
         readers = [[r for r in self.readers[c][k] if r >= block] for c, i, j in runs for k in range(i, j)]
