@@ -66,6 +66,8 @@ class Extents:
         self.kernels: dict[int, tuple[Kernel, tuple[str, ...]]] = {}
         self.names: dict[int, tuple[Param, tuple[str, ...]]] = {}
         self.read_inputs: dict[int, tuple[tuple[int, ...], bool, bool]] = {}  # by id(param)
+        # by id(kernel): (position, `inputs`) of each pointer parameter with an extent
+        self.extent_params: dict[int, tuple[Kernel, tuple[tuple[int, tuple[tuple[int, ...], bool, bool]], ...]]] = {}
 
     def names_read(self, param: Param) -> tuple[str, ...]:
         """The names `param`'s extent reads, found once."""
@@ -84,6 +86,16 @@ class Extents:
             positions = tuple(i for i, p in enumerate(kernel.params) if p.name in names)
             found = self.read_inputs[id(param)] = (positions, "gridDim" in names, "blockDim" in names)
         return found
+
+    def pointers_with_extent(self, kernel: Kernel) -> tuple[tuple[int, tuple[tuple[int, ...], bool, bool]], ...]:
+        """The position of each pointer parameter of `kernel` that declares an extent, with its
+        `inputs`, found once: a launch of thirty parameters has one or two."""
+        entry = self.extent_params.get(id(kernel))
+        if entry is None:
+            entry = self.extent_params[id(kernel)] = (kernel, tuple(
+                (i, self.inputs(param, kernel)) for i, param in enumerate(kernel.params)
+                if param.kind == "pointer" and param.extent is not None))
+        return entry[1]
 
     def of_launch(self, node: LaunchNode, scalars: dict[str, Value]) -> tuple[int | None, ...]:
         """extent_value of each of the kernel's parameters at this launch (None for one without

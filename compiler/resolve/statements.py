@@ -28,11 +28,7 @@ from .unroll import Frame, Handler, Unroller
 
 def launch(u: Unroller, f: Frame, stmt: ast.Launch) -> None:
     kernel = u.ctx.symbol(f.module, stmt.kernel, KernelSymbol).kernel
-    grid, grid_live = _dims(u, f, stmt.grid, "grid")
-    block, block_live = _dims(u, f, stmt.block, "block")
-    shared, shared_live = 0, None
-    if stmt.shared_bytes is not None:
-        shared, shared_live = u.ctx.live_integer(f.module, f.env, stmt.shared_bytes, "shared memory")
+    (grid, grid_live), (block, block_live), (shared, shared_live) = _shape(u, f, stmt)
     bound = [_arg(u, f.module, f.env, a) for a in stmt.args]
     args = tuple(arg for arg, _ in bound)
     config_end = stmt.shared_bytes or stmt.block
@@ -48,14 +44,39 @@ def launch(u: Unroller, f: Frame, stmt: ast.Launch) -> None:
     f.body.items.append(node)
 
 
+LaunchShape = tuple[tuple[tuple[int, int, int], tuple[LiveTerm | None, ...]],
+                    tuple[tuple[int, int, int], tuple[LiveTerm | None, ...]], tuple[int, LiveTerm | None]]
+
+
+def _shape(u: Unroller, f: Frame, stmt: ast.Launch) -> LaunchShape:
+    """The launch's grid, block and dynamic shared memory, each with its record form. Like an
+    argument (`_arg`), a shape that reads no loop variable or graph parameter resolves alike
+    wherever its launch is unrolled: it is resolved once per module and kept."""
+    names = u.shape_names.get(id(stmt))
+    if names is None:
+        exprs = (stmt.grid, stmt.block) + ((stmt.shared_bytes,) if stmt.shared_bytes is not None else ())
+        names = u.shape_names[id(stmt)] = frozenset(name for expr in exprs for name in names_read(expr))
+    key = (id(stmt), id(f.module))
+    if names.isdisjoint(f.env) and (kept := u.kept_shapes.get(key)) is not None:
+        return kept
+    grid, block = _dims(u, f, stmt.grid, "grid"), _dims(u, f, stmt.block, "block")
+    shared: tuple[int, LiveTerm | None] = (0, None)
+    if stmt.shared_bytes is not None:
+        shared = u.ctx.live_integer(f.module, f.env, stmt.shared_bytes, "shared memory")
+    shape = grid, block, shared
+    if names.isdisjoint(f.env):
+        u.kept_shapes[key] = shape
+    return shape
+
+
 def _extents_read(u: Unroller, node: LaunchNode, stmt: ast.Launch) -> None:
     """The scalar arguments and launch shapes an extent reads (`/// pipec: extent`) set which
     elements the launch touches, its accesses: they are structural."""
     assert node.live is not None
-    for param, arg in zip(node.kernel.params, node.args):
-        if param.kind != "pointer" or not isinstance(arg, PointerArg) or param.extent is None:
+    for position, (positions, grid, block) in u.extents.pointers_with_extent(node.kernel):
+        if position >= len(node.args) or not isinstance(node.args[position], PointerArg):
             continue
-        positions, grid, block = u.extents.inputs(param, node.kernel)
+        param = node.kernel.params[position]
         read = [node.live.args[i] for i in positions if i < len(node.live.args)]
         read += [*node.live.grid] if grid else []
         read += [*node.live.block] if block else []
