@@ -66,9 +66,13 @@ class Elements:
     def add(self, start: int, stop: int, mode: int, node: int, block: int) -> None:
         """Record `node`'s access; `block` is the first node of its parallel block (or itself),
         whose members' entries a write keeps: later nodes follow every member."""
-        self._cut(start)
-        self._cut(stop)
-        runs = self._runs(start, stop)
+        segment = self._segment(start, stop)
+        if segment is None:
+            self._cut(start)
+            self._cut(stop)
+            runs = self._runs(start, stop)
+        else:  # most accesses repeat a range: a whole buffer, a slice read after its write
+            runs = [(segment[0], segment[1], segment[1] + 1)]
         if not mode & _WRITE:
             for c, i, j in runs:
                 for segment in self.readers[c][i:j]:
@@ -94,6 +98,17 @@ class Elements:
             self.writers[c][i:j] = writers[done:done + j - i]
             self.readers[c][i:j] = readers[done:done + j - i]
             done += j - i
+
+    def _segment(self, start: int, stop: int) -> tuple[int, int] | None:
+        """(chunk, index) of the segment that is [start, stop) exactly, None when none is."""
+        c = bisect_right(self.firsts, start) - 1
+        starts = self.starts[c]
+        i = bisect_right(starts, start) - 1
+        if starts[i] != start:
+            return None
+        if i + 1 < len(starts):
+            return (c, i) if starts[i + 1] == stop else None
+        return (c, i) if c + 1 < len(self.starts) and self.starts[c + 1][0] == stop else None
 
     def _runs(self, start: int, stop: int) -> list[tuple[int, int, int]]:
         """(chunk, first, end) per chunk, for the segments that overlap [start, stop)."""

@@ -49,7 +49,8 @@ def scalar_bindings(node: LaunchNode) -> dict[str, Value]:
     return values
 
 
-_UNBOUND = object()  # a name the extent reads that is no scalar bound to a value
+_UNBOUND = object()
+Inputs = tuple[tuple[int, ...], bool, bool]  # positions of the scalars read, gridDim read, blockDim read  # a name the extent reads that is no scalar bound to a value
 
 
 class Extents:
@@ -65,9 +66,10 @@ class Extents:
         # keyed by it live, and the names its extents read
         self.kernels: dict[int, tuple[Kernel, tuple[str, ...]]] = {}
         self.names: dict[int, tuple[Param, tuple[str, ...]]] = {}
-        self.read_inputs: dict[int, tuple[tuple[int, ...], bool, bool]] = {}  # by id(param)
-        # by id(kernel): (position, `inputs`) of each pointer parameter with an extent
-        self.extent_params: dict[int, tuple[Kernel, tuple[tuple[int, tuple[tuple[int, ...], bool, bool]], ...]]] = {}
+        self.read_inputs: dict[int, Inputs] = {}  # by id(param)
+        # by id(kernel): (position, `inputs`) of each pointer parameter with an extent, and what
+        # any of them reads (`inputs` of them all)
+        self.extent_params: dict[int, tuple[Kernel, tuple[tuple[int, Inputs], ...], Inputs]] = {}
 
     def names_read(self, param: Param) -> tuple[str, ...]:
         """The names `param`'s extent reads, found once."""
@@ -77,7 +79,7 @@ class Extents:
             entry = self.names[id(param)] = (param, names_read(param.extent.expr))
         return entry[1]
 
-    def inputs(self, param: Param, kernel: Kernel) -> tuple[tuple[int, ...], bool, bool]:
+    def inputs(self, param: Param, kernel: Kernel) -> Inputs:
         """Which of the kernel's parameters `param`'s extent reads (their positions), and
         whether it reads gridDim and blockDim, found once."""
         found = self.read_inputs.get(id(param))
@@ -87,15 +89,17 @@ class Extents:
             found = self.read_inputs[id(param)] = (positions, "gridDim" in names, "blockDim" in names)
         return found
 
-    def pointers_with_extent(self, kernel: Kernel) -> tuple[tuple[int, tuple[tuple[int, ...], bool, bool]], ...]:
+    def pointers_with_extent(self, kernel: Kernel) -> tuple[tuple[tuple[int, Inputs], ...], Inputs]:
         """The position of each pointer parameter of `kernel` that declares an extent, with its
-        `inputs`, found once: a launch of thirty parameters has one or two."""
+        `inputs`, and what any of them reads, found once per kernel."""
         entry = self.extent_params.get(id(kernel))
         if entry is None:
-            entry = self.extent_params[id(kernel)] = (kernel, tuple(
-                (i, self.inputs(param, kernel)) for i, param in enumerate(kernel.params)
-                if param.kind == "pointer" and param.extent is not None))
-        return entry[1]
+            params = tuple((i, self.inputs(param, kernel)) for i, param in enumerate(kernel.params)
+                           if param.kind == "pointer" and param.extent is not None)
+            union = (tuple(sorted({i for _, (positions, _, _) in params for i in positions})),
+                     any(grid for _, (_, grid, _) in params), any(block for _, (_, _, block) in params))
+            entry = self.extent_params[id(kernel)] = (kernel, params, union)
+        return entry[1], entry[2]
 
     def of_launch(self, node: LaunchNode, scalars: dict[str, Value]) -> tuple[int | None, ...]:
         """extent_value of each of the kernel's parameters at this launch (None for one without

@@ -18,7 +18,7 @@ from ..model import (
     Access, Arg, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, PointerArg, RuntimeValueArg,
     ValueArg,
 )
-from ..ranges import launch_accesses
+from ..ranges import Inputs, launch_accesses
 from . import collectives, control, gemm
 from .context import Env
 from .ranks import check_rank_decision
@@ -72,16 +72,26 @@ def _shape(u: Unroller, f: Frame, stmt: ast.Launch) -> LaunchShape:
 def _extents_read(u: Unroller, node: LaunchNode, stmt: ast.Launch) -> None:
     """The scalar arguments and launch shapes an extent reads (`/// pipec: extent`) set which
     elements the launch touches, its accesses: they are structural."""
-    assert node.live is not None
-    for position, (positions, grid, block) in u.extents.pointers_with_extent(node.kernel):
+    live = node.live
+    assert live is not None
+
+    def read(inputs: Inputs) -> list[LiveTerm]:
+        """The terms of what `inputs` names that are not structural yet."""
+        positions, grid, block = inputs
+        terms = [live.args[i] for i in positions if i < len(live.args)]
+        terms += [*live.grid] if grid else []
+        terms += [*live.block] if block else []
+        return [term for term in terms if term is not None and not u.ctx.live.fixed(term.roots)]
+
+    with_extent, any_extent = u.extents.pointers_with_extent(node.kernel)
+    if not read(any_extent):  # the commonest case: an unrolled launch repeats the marks
+        return
+    for position, inputs in with_extent:
         if position >= len(node.args) or not isinstance(node.args[position], PointerArg):
             continue
         param = node.kernel.params[position]
-        read = [node.live.args[i] for i in positions if i < len(node.live.args)]
-        read += [*node.live.grid] if grid else []
-        read += [*node.live.block] if block else []
-        # the words only for a value not yet structural: an unrolled launch repeats the marks
-        terms = [term for term in read if term is not None and not u.ctx.live.fixed(term.roots)]
+        # the words only for a value not yet structural
+        terms = read(inputs)
         if terms:
             use = f"a value that the extent of `{param.name}` in `{node.kernel.name}` reads, which sets the " \
                   "elements the launch touches,"
