@@ -83,8 +83,13 @@ def bound_accesses(node: LaunchNode, early: EarlyAccess) -> list[Access]:
 def early_hazards(items: list[Node]) -> dict[int, list[EarlyHazard]]:
     """Per launch whose kernel asks for programmatic launch (it waits or triggers), by index in
     `items`: what it touches before its wait that an earlier node touches, one of them writing."""
-    asking = {index for index, node in enumerate(items)
+    # per launch that asks, by index: each early access with the bindings it can go through
+    asking = {index: [(early, bound_accesses(node, early)) for early in node.kernel.launch_control.early]
+              for index, node in enumerate(items)
               if isinstance(node, LaunchNode) and node.kernel.launch_control.asks_for_programmatic_launch}
+    # only what they can touch needs the ranges of earlier nodes (a step's learner nodes touch
+    # a million ranges, of a few buffers a launch reads before its wait)
+    watched = {id(access.buffer) for bound in asking.values() for _, accesses in bound for access in accesses}
     reads: defaultdict[int, _Ranges] = defaultdict(_Ranges)
     writes: defaultdict[int, _Ranges] = defaultdict(_Ranges)
     found: dict[int, list[EarlyHazard]] = {}
@@ -92,8 +97,8 @@ def early_hazards(items: list[Node]) -> dict[int, list[EarlyHazard]]:
     for index, node in enumerate(items[:max(asking) + 1] if asking else ()):
         if index in asking:
             found[index] = []
-            for early in node.kernel.launch_control.early:
-                for access in bound_accesses(node, early):
+            for early, accesses in asking[index]:
+                for access in accesses:
                     if access.start >= access.stop:  # an empty range touches nothing
                         continue
                     key, span = id(access.buffer), (access.start, access.stop)
@@ -102,7 +107,7 @@ def early_hazards(items: list[Node]) -> dict[int, list[EarlyHazard]]:
                     if written or ("w" in early.mode and read):
                         found[index].append(EarlyHazard(early, access, written))
         for access in node.accesses:
-            if access.start < access.stop:
+            if access.start < access.stop and id(access.buffer) in watched:
                 ranges = writes if access.mode & Mode.WRITE else reads
                 ranges[id(access.buffer)].add(access.start, access.stop)
                 if access.mode is Mode.READ_WRITE:
