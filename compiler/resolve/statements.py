@@ -49,23 +49,23 @@ LaunchShape = tuple[tuple[tuple[int, int, int], tuple[LiveTerm | None, ...]],
 
 
 def _shape(u: Unroller, f: Frame, stmt: ast.Launch) -> LaunchShape:
-    """The launch's grid, block and dynamic shared memory, each with its record form. Like an
-    argument (`_arg`), a shape that reads no loop variable or graph parameter resolves alike
-    wherever its launch is unrolled: it is resolved once per module and kept."""
+    """The launch's grid, block and dynamic shared memory, each with its record form, kept per
+    module and the values of the loop variables and graph parameters they read: most read
+    none, and resolve alike wherever the launch is unrolled (as most arguments do, `_arg`);
+    others repeat with each use of their graph (a tree's levels, `s`, rebuilt per update)."""
     names = u.shape_names.get(id(stmt))
     if names is None:
         exprs = (stmt.grid, stmt.block) + ((stmt.shared_bytes,) if stmt.shared_bytes is not None else ())
-        names = u.shape_names[id(stmt)] = frozenset(name for expr in exprs for name in names_read(expr))
-    key = (id(stmt), id(f.module))
-    if names.isdisjoint(f.env) and (kept := u.kept_shapes.get(key)) is not None:
-        return kept
-    grid, block = _dims(u, f, stmt.grid, "grid"), _dims(u, f, stmt.block, "block")
-    shared: tuple[int, LiveTerm | None] = (0, None)
-    if stmt.shared_bytes is not None:
-        shared = u.ctx.live_integer(f.module, f.env, stmt.shared_bytes, "shared memory")
-    shape = grid, block, shared
-    if names.isdisjoint(f.env):
-        u.kept_shapes[key] = shape
+        names = u.shape_names[id(stmt)] = tuple(dict.fromkeys(name for expr in exprs for name in names_read(expr)))
+    # the type too: 1, 1.0 and true are equal keys
+    key = (id(stmt), id(f.module), tuple((type(f.env[n]), f.env[n]) if n in f.env else None for n in names))
+    shape = u.kept_shapes.get(key)
+    if shape is None:
+        grid, block = _dims(u, f, stmt.grid, "grid"), _dims(u, f, stmt.block, "block")
+        shared: tuple[int, LiveTerm | None] = (0, None)
+        if stmt.shared_bytes is not None:
+            shared = u.ctx.live_integer(f.module, f.env, stmt.shared_bytes, "shared memory")
+        shape = u.kept_shapes[key] = grid, block, shared
     return shape
 
 

@@ -67,9 +67,9 @@ class Unroller:
         self.arg_names: dict[int, frozenset[str]] = {}
         self.kept_args: dict[tuple[int, int], tuple[Arg, LiveTerm | None]] = {}
         # the same for a launch's grid, block and shared memory (statements._shape), by
-        # id(ast.Launch) and by (id(ast.Launch), id(module))
-        self.shape_names: dict[int, frozenset[str]] = {}
-        self.kept_shapes: dict[tuple[int, int], tuple] = {}
+        # id(ast.Launch), and by it, id(module) and the values of the names read
+        self.shape_names: dict[int, tuple[str, ...]] = {}
+        self.kept_shapes: dict[tuple, tuple] = {}
         self.divergence: list[tuple[str, Span]] = []  # the enclosing decisions that may differ
 
     def root(self, name: str, block: ast.Block, module: LoadedModule, *, fits: bool) -> GraphBody:
