@@ -179,7 +179,7 @@ def graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall) -> None:
     """A graph's body unrolled with the arguments' values, as a child graph node."""
     for arg in stmt.args:
         check_rank_decision(u.ctx.sink, f.module, f.env, arg, "a graph argument depends on the rank",
-                            arg.span, [stmt])
+                            arg.span, [stmt], u.names_read(arg))
     symbol = u.ctx.symbol(f.module, stmt.name, GraphSymbol)
     decl = symbol.decl
     _check_graph_use(u, f, stmt, decl)
@@ -219,7 +219,7 @@ def unrolled_for(u: Unroller, f: Frame, stmt: ast.For) -> None:
     stop = u.ctx.integer(f.module, f.env, stmt.stop, "a loop bound", "branch")
     for bound in (stmt.start, stmt.stop):
         check_rank_decision(u.ctx.sink, f.module, f.env, bound, "a loop's bounds depend on the rank",
-                            bound.span, [stmt.body])
+                            bound.span, [stmt.body], u.names_read(bound))
     for value in range(start, stop):
         u.block(f.inside(env={**f.env, stmt.var.text: value}), stmt.body)
 
