@@ -24,7 +24,7 @@ def launch_accesses(node: LaunchNode, extents: Extents) -> tuple[Access, ...]:
     A pointer covers its slice; an extent the kernel declares narrows that to the elements
     the kernel actually touches, which sharpens the dependency DAG. A table of addresses is
     read, and so are (or written) the buffers its elements in that range name."""
-    at_launch = extents.of_launch(node, scalar_bindings(node))
+    at_launch = extents.of_launch(node)
     accesses = []
     for param, arg, extent in zip(node.kernel.params, node.args, at_launch):
         if param.kind != "pointer" or not isinstance(arg, PointerArg):
@@ -63,8 +63,8 @@ class Extents:
     def __init__(self) -> None:
         self.values: dict[tuple, tuple[int | None, ...]] = {}
         # by id: the kernel or parameter, held so that its id stays its own while the values
-        # keyed by it live, and the names its extents read
-        self.kernels: dict[int, tuple[Kernel, tuple[str, ...]]] = {}
+        # keyed by it live, and where the scalars its extents read are bound (the names they read)
+        self.kernels: dict[int, tuple[Kernel, tuple[int | None, ...]]] = {}
         self.names: dict[int, tuple[Param, tuple[str, ...]]] = {}
         self.read_inputs: dict[int, Inputs] = {}  # by id(param)
         # by id(kernel): (position, `inputs`) of each pointer parameter with an extent, and what
@@ -101,7 +101,7 @@ class Extents:
             entry = self.extent_params[id(kernel)] = (kernel, params, union)
         return entry[1], entry[2]
 
-    def of_launch(self, node: LaunchNode, scalars: dict[str, Value]) -> tuple[int | None, ...]:
+    def of_launch(self, node: LaunchNode) -> tuple[int | None, ...]:
         """extent_value of each of the kernel's parameters at this launch (None for one without
         an extent), computed once per configuration and inputs."""
         kernel = node.kernel
@@ -109,10 +109,17 @@ class Extents:
         if entry is None:
             names = dict.fromkeys(name for param in kernel.params if param.extent is not None
                                   for name in self.names_read(param))
-            entry = self.kernels[id(kernel)] = (kernel, tuple(names))
-        inputs = tuple([scalars.get(name, _UNBOUND) for name in entry[1]])
+            # where each name is a scalar parameter (the last of the name, as scalar_bindings)
+            scalar_at = {param.name: i for i, param in enumerate(kernel.params) if param.kind == "scalar"}
+            entry = self.kernels[id(kernel)] = (kernel, tuple(scalar_at.get(name) for name in names))
+        # scalar_bindings(node)'s values of those names, without the dict of every scalar: the
+        # inputs are looked up at every launch, the extents computed at few
+        args = node.args
+        inputs = tuple([args[i].value if i is not None and i < len(args) and isinstance(args[i], ValueArg)
+                        else _UNBOUND for i in entry[1]])
         key = (id(kernel), node.grid, node.block, inputs, tuple(map(type, inputs)))
         if key not in self.values:
+            scalars = scalar_bindings(node)
             self.values[key] = tuple(extent_value(param, node, scalars) if param.extent is not None else None
                                      for param in kernel.params)
         return self.values[key]

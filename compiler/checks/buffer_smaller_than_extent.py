@@ -9,7 +9,7 @@ from ..codes import PC106, PC310
 from ..consteval import representable
 from ..diagnostics import Label
 from ..model import LaunchNode, PointerArg, ValueArg
-from ..ranges import Extents, scalar_bindings
+from ..ranges import Extents
 from .context import CheckContext
 
 
@@ -29,7 +29,7 @@ def buffer_smaller_than_extent(ctx: CheckContext) -> None:
 
 def _findings(node: LaunchNode, extents: Extents) -> Iterator[tuple]:
     """(code, message, span, hint, labels) of each problem with the launch's extents."""
-    for param, arg, needed in zip(node.kernel.params, node.args, extents.of_launch(node, scalar_bindings(node))):
+    for param, arg, needed in zip(node.kernel.params, node.args, extents.of_launch(node)):
         if param.extent is None or not isinstance(arg, PointerArg):
             continue
         if needed is None:
