@@ -69,13 +69,13 @@ class Elements:
     def add(self, start: int, stop: int, mode: int, node: int, block: int) -> None:
         """Record `node`'s access; `block` is the first node of its parallel block (or itself),
         whose members' entries a write keeps: later nodes follow every member."""
-        segment = self._segment(start, stop)
-        if segment is None:
+        whole = self._segment(start, stop)
+        if whole is None:
             self._cut(start)
             self._cut(stop)
             runs = self._runs(start, stop)
         else:  # most accesses repeat a range: a whole buffer, a slice read after its write
-            runs = [(segment[0], segment[1], segment[1] + 1)]
+            runs = [(whole[0], whole[1], whole[1] + 1)]
         if not mode & _WRITE:
             for c, i, j in runs:
                 for segment in self.readers[c][i:j]:

@@ -114,15 +114,19 @@ class Extents:
             entry = self.kernels[id(kernel)] = (kernel, tuple(scalar_at.get(name) for name in names))
         # scalar_bindings(node)'s values of those names, without the dict of every scalar: the
         # inputs are looked up at every launch, the extents computed at few
-        args = node.args
-        inputs = tuple([args[i].value if i is not None and i < len(args) and isinstance(args[i], ValueArg)
-                        else _UNBOUND for i in entry[1]])
+        inputs = tuple([_bound_value(node, i) for i in entry[1]])
         key = (id(kernel), node.grid, node.block, inputs, tuple(map(type, inputs)))
         if key not in self.values:
             scalars = scalar_bindings(node)
             self.values[key] = tuple(extent_value(param, node, scalars) if param.extent is not None else None
                                      for param in kernel.params)
         return self.values[key]
+
+
+def _bound_value(node: LaunchNode, position: int | None) -> Value | object:
+    """The value the launch binds at `position`, _UNBOUND where it binds none."""
+    arg = node.args[position] if position is not None and position < len(node.args) else None
+    return arg.value if isinstance(arg, ValueArg) else _UNBOUND
 
 
 def extent_value(param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:
