@@ -201,7 +201,7 @@ def _reduce(preds: Sequence[list[int]]) -> list[tuple[int, int]]:
         # covered in bytes, made again for the first test after a change: a test there is an
         # index, where a shift of the int would copy its bits above p (a dense DAG tests a
         # hundred predecessors a node and keeps three); the bytes cost what the change did
-        view: bytes | None = None
+        view: bytes | None = b""  # covered is empty
         unseen = iter(preds[w])
         count = 0
         for p in unseen:  # latest first: an earlier one may be an ancestor of a later one
