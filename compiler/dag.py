@@ -83,7 +83,7 @@ def hazard_predecessors(items: list[Node]) -> tuple[list[Predecessors], list[Con
                 if (segments := elements.get(key)) is not None:
                     segments.predecessors(start, stop, mode, buffer, found)
             latest_first = sorted(found, reverse=True)
-            preds[member] = latest_first, [found[p] for p in latest_first]
+            preds[member] = latest_first, list(map(found.__getitem__, latest_first))
         if end - index > 1:
             found_conflicts, complete = sibling_conflicts(items, index, end)
             conflicts += found_conflicts
@@ -198,14 +198,22 @@ def _reduce(preds: Sequence[list[int]]) -> list[tuple[int, int]]:
             continue
         base = min(preds[w][-1], lowest[w])
         covered = 0  # w's ancestors found so far, bit i for node base + i
+        # covered in bytes, made again for the first test after a change: a test there is an
+        # index, where a shift of the int would copy its bits above p (a dense DAG tests a
+        # hundred predecessors a node and keeps three); the bytes cost what the change did
+        view: bytes | None = b""  # covered is empty
         unseen = iter(preds[w])
         count = 0
         for p in unseen:  # latest first: an earlier one may be an ancestor of a later one
             # a covered p's ancestors are covered already: most of a dense DAG's predecessors
-            if not (covered >> (p - base)) & 1:
+            k = p - base
+            if view is None:
+                view = _bytes(covered)
+            if k >> 3 >= len(view) or not view[k >> 3] >> (k & 7) & 1:
                 kept.append((p, w))
                 low, bits = ancestors.get(p, (base, 0))
-                covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << (p - base)
+                covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << k
+                view = None
                 count += 1
                 if count == _FEW:
                     covered = _many_predecessors(w, unseen, base, covered, ancestors, kept)
@@ -254,7 +262,12 @@ def _many_predecessors(w: int, unseen: Iterator[int], base: int, covered: int,
 
 def _bytes_if_wide(bits: int) -> bytes:
     """`bits` in bytes, little end first, once it is wider than _WIDE; else none."""
-    return bits.to_bytes((bits.bit_length() + 7) >> 3, "little") if bits.bit_length() > _WIDE else b""
+    return _bytes(bits) if bits.bit_length() > _WIDE else b""
+
+
+def _bytes(bits: int) -> bytes:
+    """`bits` in bytes, little end first: bit k is byte k >> 3's bit k & 7 (none past the end)."""
+    return bits.to_bytes((bits.bit_length() + 7) >> 3, "little")
 
 
 def _union(sets: list[tuple[int, int]], base: int) -> int:

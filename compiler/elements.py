@@ -10,11 +10,13 @@ exponent 1.8 between 300,000 and 1,000,000 nodes."""
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from functools import cache
 from typing import Any
 
 from .model import Mode
 
 CHUNK = 512  # a chunk splits in two when it holds more than 2 * CHUNK segments
+_FIRST = float("-inf")  # the start of every buffer's first segment, before its elements
 _READ, _WRITE = int(Mode.READ), int(Mode.WRITE)
 # (earlier mode, later mode) -> hazard, on plain ints: this is the compiler's hottest loop.
 HAZARDS = {
@@ -23,6 +25,14 @@ HAZARDS = {
                        "WAR" if earlier & _READ and later & _WRITE else None)
     for earlier in (1, 2, 3) for later in (1, 2, 3)
 }
+
+
+@cache
+def _labels(mode: int, buffer: str) -> tuple[dict[int, tuple[str, str]], tuple[str, str]]:
+    """By a later access's mode: its hazard after a write of each mode, and after a read; one
+    tuple per kind and buffer, shared by every edge it labels (there can be millions), and by
+    every graph body (a step of 10,000 updates has 40,000)."""
+    return {earlier: (HAZARDS[earlier, mode], buffer) for earlier in (2, 3)}, ("WAR", buffer)
 
 
 class Elements:
@@ -35,23 +45,16 @@ class Elements:
         """The buffer as its first access, `node`'s, leaves it: three segments, before, in and
         after [start, stop). Built directly, not by `add` cutting an empty buffer twice: in a
         small graph most accesses are the first to their buffer."""
-        self.starts: list[list[float]] = [[float("-inf"), start, stop]]
+        self.starts: list[list[float]] = [[_FIRST, start, stop]]
         writes = bool(mode & _WRITE)
         self.writers: list[list[list[tuple[int, int]]]] = [[[], [(node, mode)] if writes else [], []]]
         self.readers: list[list[list[int]]] = [[[], [] if writes else [node], []]]
-        self.firsts: list[float] = [float("-inf")]  # starts[c][0] of every chunk c
-        # by a later access's mode: its hazard after a write of each mode, and after a read;
-        # one tuple per kind, shared by every edge it labels (there can be millions)
-        self.labels: dict[int, tuple[dict[int, tuple[str, str]], tuple[str, str]]] = {}
+        self.firsts: list[float] = [_FIRST]  # starts[c][0] of every chunk c
 
     def predecessors(self, start: int, stop: int, mode: int, buffer: str,
                      found: dict[int, tuple[str, str]]) -> None:
         """Add to `found` every node an access to [start, stop) must follow, with its hazard."""
-        labels = self.labels.get(mode)
-        if labels is None:
-            labels = self.labels[mode] = ({earlier: (HAZARDS[earlier, mode], buffer) for earlier in (2, 3)},
-                                          ("WAR", buffer))
-        after_write, after_read = labels
+        after_write, after_read = _labels(mode, buffer)
         for c, i, j in self._runs(start, stop):
             writers, readers = self.writers[c], self.readers[c]
             for k in range(i, j):
@@ -66,14 +69,24 @@ class Elements:
     def add(self, start: int, stop: int, mode: int, node: int, block: int) -> None:
         """Record `node`'s access; `block` is the first node of its parallel block (or itself),
         whose members' entries a write keeps: later nodes follow every member."""
-        self._cut(start)
-        self._cut(stop)
-        runs = self._runs(start, stop)
+        whole = self._segment(start, stop)
+        if whole is None:
+            self._cut(start)
+            self._cut(stop)
+            runs = self._runs(start, stop)
+        else:  # most accesses repeat a range: a whole buffer, a slice read after its write
+            runs = [(whole[0], whole[1], whole[1] + 1)]
         if not mode & _WRITE:
             for c, i, j in runs:
                 for segment in self.readers[c][i:j]:
                     if not segment or segment[-1] != node:
                         segment.append(node)
+            return
+        if node == block:  # outside a parallel block, a write leaves only itself: one segment
+            c, i, _ = runs[0]
+            self.writers[c][i], self.readers[c][i] = [(node, mode)], []
+            if len(runs) > 1 or runs[0][2] > i + 1:
+                self._delete(c, i + 1, runs[-1][0], runs[-1][2])
             return
         writers = [[w for w in self.writers[c][k] if w[0] >= block] + [(node, mode)]
                    for c, i, j in runs for k in range(i, j)]
@@ -88,6 +101,17 @@ class Elements:
             self.writers[c][i:j] = writers[done:done + j - i]
             self.readers[c][i:j] = readers[done:done + j - i]
             done += j - i
+
+    def _segment(self, start: int, stop: int) -> tuple[int, int] | None:
+        """(chunk, index) of the segment that is [start, stop) exactly, None when none is."""
+        c = bisect_right(self.firsts, start) - 1
+        starts = self.starts[c]
+        i = bisect_right(starts, start) - 1
+        if starts[i] != start:
+            return None
+        if i + 1 < len(starts):
+            return (c, i) if starts[i + 1] == stop else None
+        return (c, i) if c + 1 < len(self.starts) and self.starts[c + 1][0] == stop else None
 
     def _runs(self, start: int, stop: int) -> list[tuple[int, int, int]]:
         """(chunk, first, end) per chunk, for the segments that overlap [start, stop)."""

@@ -23,16 +23,20 @@ def _tables(node: LaunchNode) -> set[int]:
 
 def unfollowed_store(node: LaunchNode) -> Site | None:
     """The first store of the launch that could land in any buffer, or None."""
-    tables = _tables(node)
-    through = (p.written_through for p in node.kernel.params if p.written_through and p.index not in tables)
-    return node.kernel.unknown_write or next(through, None)
+    if node.kernel.unknown_write:
+        return node.kernel.unknown_write
+    through = [p for p in node.kernel.params if p.written_through]
+    tables = _tables(node) if through else set()  # most kernels store through no loaded pointer
+    return next((p.written_through for p in through if p.index not in tables), None)
 
 
 def unfollowed_load(node: LaunchNode) -> Site | None:
     """The first load of the launch that could read any buffer, or None."""
-    tables = _tables(node)
-    through = (p.read_through for p in node.kernel.params if p.read_through and p.index not in tables)
-    return node.kernel.unknown_read or next(through, None)
+    if node.kernel.unknown_read:
+        return node.kernel.unknown_read
+    through = [p for p in node.kernel.params if p.read_through]
+    tables = _tables(node) if through else set()  # most kernels load through no loaded pointer
+    return next((p.read_through for p in through if p.index not in tables), None)
 
 
 def entry_accesses(node: LaunchNode, param: Param, table: PointerArg, stop: int) -> tuple[Access, ...]:

@@ -23,6 +23,8 @@ class Intervals:
         # the intervals this one overlaps or touches: [first, last)
         first = bisect.bisect_left(self.stops, start)
         last = bisect.bisect_right(self.starts, stop)
+        if last == first + 1 and self.starts[first] <= start and stop <= self.stops[first]:
+            return  # held already, as most writes are in a step that repeats its updates
         if first < last:
             start, stop = min(start, self.starts[first]), max(stop, self.stops[last - 1])
         self.starts[first:last] = [start]

@@ -202,7 +202,10 @@ class Kernel:
 # --- nodes ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# Access and PointerArg are values, never changed once made, but not `frozen`: a frozen
+# dataclass sets each field through object.__setattr__, which tripled their cost, and a
+# 100,000-node step makes a million of each. Their equality and hash are a frozen one's.
+@dataclass(unsafe_hash=True, slots=True)
 class Access:
     buffer: Buffer
     start: int
@@ -216,7 +219,7 @@ class Access:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(unsafe_hash=True, slots=True)
 class PointerArg:
     buffer: Buffer
     start: int

@@ -24,7 +24,7 @@ def launch_accesses(node: LaunchNode, extents: Extents) -> tuple[Access, ...]:
     A pointer covers its slice; an extent the kernel declares narrows that to the elements
     the kernel actually touches, which sharpens the dependency DAG. A table of addresses is
     read, and so are (or written) the buffers its elements in that range name."""
-    at_launch = extents.of_launch(node, scalar_bindings(node))
+    at_launch = extents.of_launch(node)
     accesses = []
     for param, arg, extent in zip(node.kernel.params, node.args, at_launch):
         if param.kind != "pointer" or not isinstance(arg, PointerArg):
@@ -49,7 +49,8 @@ def scalar_bindings(node: LaunchNode) -> dict[str, Value]:
     return values
 
 
-_UNBOUND = object()  # a name the extent reads that is no scalar bound to a value
+_UNBOUND = object()
+Inputs = tuple[tuple[int, ...], bool, bool]  # positions of the scalars read, gridDim read, blockDim read  # a name the extent reads that is no scalar bound to a value
 
 
 class Extents:
@@ -62,10 +63,13 @@ class Extents:
     def __init__(self) -> None:
         self.values: dict[tuple, tuple[int | None, ...]] = {}
         # by id: the kernel or parameter, held so that its id stays its own while the values
-        # keyed by it live, and the names its extents read
-        self.kernels: dict[int, tuple[Kernel, tuple[str, ...]]] = {}
+        # keyed by it live, and where the scalars its extents read are bound (the names they read)
+        self.kernels: dict[int, tuple[Kernel, tuple[int | None, ...]]] = {}
         self.names: dict[int, tuple[Param, tuple[str, ...]]] = {}
-        self.read_inputs: dict[int, tuple[tuple[int, ...], bool, bool]] = {}  # by id(param)
+        self.read_inputs: dict[int, Inputs] = {}  # by id(param)
+        # by id(kernel): (position, `inputs`) of each pointer parameter with an extent, and what
+        # any of them reads (`inputs` of them all)
+        self.extent_params: dict[int, tuple[Kernel, tuple[tuple[int, Inputs], ...], Inputs]] = {}
 
     def names_read(self, param: Param) -> tuple[str, ...]:
         """The names `param`'s extent reads, found once."""
@@ -75,7 +79,7 @@ class Extents:
             entry = self.names[id(param)] = (param, names_read(param.extent.expr))
         return entry[1]
 
-    def inputs(self, param: Param, kernel: Kernel) -> tuple[tuple[int, ...], bool, bool]:
+    def inputs(self, param: Param, kernel: Kernel) -> Inputs:
         """Which of the kernel's parameters `param`'s extent reads (their positions), and
         whether it reads gridDim and blockDim, found once."""
         found = self.read_inputs.get(id(param))
@@ -85,7 +89,19 @@ class Extents:
             found = self.read_inputs[id(param)] = (positions, "gridDim" in names, "blockDim" in names)
         return found
 
-    def of_launch(self, node: LaunchNode, scalars: dict[str, Value]) -> tuple[int | None, ...]:
+    def pointers_with_extent(self, kernel: Kernel) -> tuple[tuple[tuple[int, Inputs], ...], Inputs]:
+        """The position of each pointer parameter of `kernel` that declares an extent, with its
+        `inputs`, and what any of them reads, found once per kernel."""
+        entry = self.extent_params.get(id(kernel))
+        if entry is None:
+            params = tuple((i, self.inputs(param, kernel)) for i, param in enumerate(kernel.params)
+                           if param.kind == "pointer" and param.extent is not None)
+            union = (tuple(sorted({i for _, (positions, _, _) in params for i in positions})),
+                     any(grid for _, (_, grid, _) in params), any(block for _, (_, _, block) in params))
+            entry = self.extent_params[id(kernel)] = (kernel, params, union)
+        return entry[1], entry[2]
+
+    def of_launch(self, node: LaunchNode) -> tuple[int | None, ...]:
         """extent_value of each of the kernel's parameters at this launch (None for one without
         an extent), computed once per configuration and inputs."""
         kernel = node.kernel
@@ -93,13 +109,24 @@ class Extents:
         if entry is None:
             names = dict.fromkeys(name for param in kernel.params if param.extent is not None
                                   for name in self.names_read(param))
-            entry = self.kernels[id(kernel)] = (kernel, tuple(names))
-        inputs = tuple([scalars.get(name, _UNBOUND) for name in entry[1]])
+            # where each name is a scalar parameter (the last of the name, as scalar_bindings)
+            scalar_at = {param.name: i for i, param in enumerate(kernel.params) if param.kind == "scalar"}
+            entry = self.kernels[id(kernel)] = (kernel, tuple(scalar_at.get(name) for name in names))
+        # scalar_bindings(node)'s values of those names, without the dict of every scalar: the
+        # inputs are looked up at every launch, the extents computed at few
+        inputs = tuple([_bound_value(node, i) for i in entry[1]])
         key = (id(kernel), node.grid, node.block, inputs, tuple(map(type, inputs)))
         if key not in self.values:
+            scalars = scalar_bindings(node)
             self.values[key] = tuple(extent_value(param, node, scalars) if param.extent is not None else None
                                      for param in kernel.params)
         return self.values[key]
+
+
+def _bound_value(node: LaunchNode, position: int | None) -> Value | object:
+    """The value the launch binds at `position`, _UNBOUND where it binds none."""
+    arg = node.args[position] if position is not None and position < len(node.args) else None
+    return arg.value if isinstance(arg, ValueArg) else _UNBOUND
 
 
 def extent_value(param: Param, node: LaunchNode, scalars: dict[str, Value]) -> int | None:

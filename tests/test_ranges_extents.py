@@ -23,7 +23,7 @@ def _extent(text: str) -> Extent:
 
 def _launch(extent: Extent) -> SimpleNamespace:
     kernel = SimpleNamespace(params=(Param(0, "x", "pointer", None, extent=extent),))
-    return SimpleNamespace(kernel=kernel, grid=(1, 1, 1), block=(1, 1, 1))
+    return SimpleNamespace(kernel=kernel, args=(), grid=(1, 1, 1), block=(1, 1, 1))
 
 
 def test_a_kernel_freed_and_its_id_reused_never_gets_the_old_values():
@@ -32,8 +32,8 @@ def test_a_kernel_freed_and_its_id_reused_never_gets_the_old_values():
     for _ in range(20):
         # the only allocations between freeing one kernel and making the next: CPython places
         # the new ones where the old ones were, so the two share ids
-        assert extents.of_launch(_launch(four), {}) == (4,)
-        assert extents.of_launch(_launch(eight), {}) == (8,)
+        assert extents.of_launch(_launch(four)) == (4,)
+        assert extents.of_launch(_launch(eight)) == (8,)
 
 
 @pytest.mark.parametrize("text, value", [

@@ -8,6 +8,8 @@ PC320, a condition that is not one element of an integer buffer, is reported whi
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from ..codes import PC321, PC322, PC403
 from ..diagnostics import Label
 from ..intervals import Intervals
@@ -57,12 +59,12 @@ def unbounded_while(ctx: CheckContext) -> None:
 
 def _writes_in(body: GraphBody) -> dict[str, Intervals]:
     """The elements of each buffer some node of a body (or of its children) writes."""
-    found: dict[str, Intervals] = {}
+    found: defaultdict[str, Intervals] = defaultdict(Intervals)
     for node in body.walk():
         if not isinstance(node, (ConditionalNode, GraphNode)):
             for access in node.accesses:
                 if access.mode & Mode.WRITE:
-                    found.setdefault(access.buffer.name, Intervals()).add(access.start, access.stop)
+                    found[access.buffer.name].add(access.start, access.stop)
     return found
 
 
@@ -87,18 +89,18 @@ def _events(body: GraphBody, branch: ConditionalNode | None, out: list) -> None:
 
 def _always_written(events: list) -> dict[str, Intervals]:
     """The elements of each buffer some node outside every device branch writes, in the step."""
-    always: dict[str, Intervals] = {}
+    always: defaultdict[str, Intervals] = defaultdict(Intervals)
     for node, branch, both in events:
         if branch is not None:
             continue
         if node is None:
             for name, elements in both.items():
                 for start, stop in elements:
-                    always.setdefault(name, Intervals()).add(start, stop)
+                    always[name].add(start, stop)
         else:
             for access in node.accesses:
                 if access.mode & Mode.WRITE:
-                    always.setdefault(access.buffer.name, Intervals()).add(access.start, access.stop)
+                    always[access.buffer.name].add(access.start, access.stop)
     return always
 
 
@@ -119,7 +121,7 @@ def stale_after_branch(ctx: CheckContext) -> None:
     events: list = []
     _events(step, None, events)
     always = _always_written(events)
-    pending: dict[str, Intervals] = {}  # written inside a branch, not yet read after it
+    pending: defaultdict[str, Intervals] = defaultdict(Intervals)  # written inside a branch, not yet read after it
     writes: dict[str, list[tuple[Access, ConditionalNode]]] = {}
     reported: set[str] = set()  # once per buffer
     for node, branch, _ in events:
@@ -130,7 +132,7 @@ def stale_after_branch(ctx: CheckContext) -> None:
             if name in reported or name.startswith(CONTROL_PREFIX):
                 continue
             if branch is not None and access.mode & Mode.WRITE:
-                pending.setdefault(name, Intervals()).add(access.start, access.stop)
+                pending[name].add(access.start, access.stop)
                 writes.setdefault(name, []).append((access, branch))
             elif branch is None and access.mode & Mode.READ and name in pending:
                 known = always.get(name, Intervals())

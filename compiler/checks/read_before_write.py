@@ -5,6 +5,8 @@ what it then reads is no reader of what the buffer held, whatever the binding sa
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 from ..codes import PC401
 from ..diagnostics import Label
 from ..intervals import Intervals
@@ -24,15 +26,20 @@ def _first_reads(node: Node) -> dict[int, Site | None]:
 def read_before_write(ctx: CheckContext) -> None:
     if not ctx.accesses_known:
         return  # a statement or binding with an error may have written the buffer first
-    written: dict[str, Intervals] = {}
+    written: defaultdict[str, Intervals] = defaultdict(Intervals)
     reported: set[str] = set()
     for node in ctx.nodes:
         if isinstance(node, CONTAINERS):
             continue  # its nodes follow in the walk
+        # only `uninit` buffers matter: most nodes touch none, and need neither their first
+        # reads nor their writes recorded
+        uninit = [access for access in node.accesses if access.buffer.init.kind == "uninit"]
+        if not uninit:
+            continue
         first_reads = _first_reads(node)
-        for access in node.accesses:
+        for access in uninit:
             buffer = access.buffer
-            if buffer.init.kind != "uninit" or buffer.name in reported:
+            if buffer.name in reported:
                 continue
             site = first_reads.get(id(access.span))
             if id(access.span) in first_reads and site is None:
@@ -44,6 +51,6 @@ def read_before_write(ctx: CheckContext) -> None:
                              "or give it an initial value instead of `uninit`", label="read",
                              labels=(Label(site.span, "the kernel reads it here"),) + site.trail if site else (),
                              uses=ctx.uses(node))
-        for access in node.accesses:
+        for access in uninit:
             if access.mode & Mode.WRITE:
-                written.setdefault(access.buffer.name, Intervals()).add(access.start, access.stop)
+                written[access.buffer.name].add(access.start, access.stop)

@@ -124,13 +124,15 @@ class Context:
             return expr.value
         if type(expr) is ast.Name and expr.ident.text in env:
             return env[expr.ident.text]
-        key = self._key(module, env, expr)
-        arithmetic = key is None and self.values is not None  # values are kept from then on
-        if arithmetic and (run := self.compiled.get((id(expr), id(module)))) is not None:
+        # plain arithmetic compiled at its first evaluation (a slice bound), before the key
+        # that it has none of
+        if (run := self.compiled.get((id(expr), id(module)))) is not None:
             try:
                 return run(env)
             except NotPlain:
                 pass
+        key = self._key(module, env, expr)
+        arithmetic = key is None and self.values is not None  # values are kept from then on
         if key is not None and key in self.values:
             value, reads = self.values[key], self.reads[key]
         else:

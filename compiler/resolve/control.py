@@ -68,7 +68,7 @@ def _host_if(u: Unroller, f: Frame, stmt: ast.If) -> None:
         u.skipped_branches.add(id(skipped))  # it: its buffers are not unused
         u.names_in_skipped_branches.update(names_read(skipped))
     check_rank_decision(u.ctx.sink, f.module, f.env, stmt.cond, "a condition depends on the rank",
-                        stmt.cond.span, [stmt.then, stmt.orelse])
+                        stmt.cond.span, [stmt.then, stmt.orelse], u.names_read(stmt.cond))
     if isinstance(chosen, ast.If):
         u.statement(f, chosen)
     elif chosen is not None:

@@ -61,10 +61,12 @@ def _no_names(ident: ast.Ident):
     raise ConstError(f"`{ident.text}`: a launcher constant's value names nothing", ident.span, "")
 
 
-def reads_rank(module: LoadedModule, env: dict, expr: ast.Expr) -> bool:
-    """Whether `expr` reads RANK, LOCAL_RANK or a constant computed from them."""
-    # a name directly: the commonest graph argument and bound (`u`, `N`), at each of its uses
-    for name in (expr.ident.text,) if type(expr) is ast.Name else names_read(expr):
+def reads_rank(module: LoadedModule, env: dict, expr: ast.Expr, names: tuple[str, ...] | None = None) -> bool:
+    """Whether `expr` reads RANK, LOCAL_RANK or a constant computed from them; `names`: the
+    names it reads, when known already."""
+    if names is None:  # a name directly: the commonest graph argument and bound (`u`, `N`)
+        names = (expr.ident.text,) if type(expr) is ast.Name else names_read(expr)
+    for name in names:
         symbol = None if name in env else module.scope.get(name)
         if isinstance(symbol, ConstSymbol) and symbol.per_rank:
             return True
@@ -72,11 +74,12 @@ def reads_rank(module: LoadedModule, env: dict, expr: ast.Expr) -> bool:
 
 
 def check_rank_decision(sink: DiagnosticSink, module: LoadedModule, env: dict, decision: ast.Expr | None,
-                        reason: str, span: Span, bodies) -> None:
+                        reason: str, span: Span, bodies, names: tuple[str, ...] | None = None) -> None:
     """PC603 when `decision` (a compile-time condition, loop bound or graph argument) depends
     on the rank and any of `bodies` (statements, blocks) can reach a collective: checked on
-    the syntax, since the branch this rank does not take is never resolved."""
-    if decision is None or not reads_rank(module, env, decision):
+    the syntax, since the branch this rank does not take is never resolved. `names`: the
+    names the decision reads, when known already."""
+    if decision is None or not reads_rank(module, env, decision, names):
         return
     found = first_collective(module, list(bodies), set())
     if found is not None:

@@ -18,7 +18,7 @@ from ..model import (
     Access, Arg, CopyNode, FillNode, GraphBody, GraphNode, LaunchNode, Mode, NullArg, PointerArg, RuntimeValueArg,
     ValueArg,
 )
-from ..ranges import launch_accesses
+from ..ranges import Inputs, launch_accesses
 from . import collectives, control, gemm
 from .context import Env
 from .ranks import check_rank_decision
@@ -28,11 +28,7 @@ from .unroll import Frame, Handler, Unroller
 
 def launch(u: Unroller, f: Frame, stmt: ast.Launch) -> None:
     kernel = u.ctx.symbol(f.module, stmt.kernel, KernelSymbol).kernel
-    grid, grid_live = _dims(u, f, stmt.grid, "grid")
-    block, block_live = _dims(u, f, stmt.block, "block")
-    shared, shared_live = 0, None
-    if stmt.shared_bytes is not None:
-        shared, shared_live = u.ctx.live_integer(f.module, f.env, stmt.shared_bytes, "shared memory")
+    (grid, grid_live), (block, block_live), (shared, shared_live) = _shape(u, f, stmt)
     bound = [_arg(u, f.module, f.env, a) for a in stmt.args]
     args = tuple(arg for arg, _ in bound)
     config_end = stmt.shared_bytes or stmt.block
@@ -48,19 +44,54 @@ def launch(u: Unroller, f: Frame, stmt: ast.Launch) -> None:
     f.body.items.append(node)
 
 
+LaunchShape = tuple[tuple[tuple[int, int, int], tuple[LiveTerm | None, ...]],
+                    tuple[tuple[int, int, int], tuple[LiveTerm | None, ...]], tuple[int, LiveTerm | None]]
+
+
+def _shape(u: Unroller, f: Frame, stmt: ast.Launch) -> LaunchShape:
+    """The launch's grid, block and dynamic shared memory, each with its record form, kept per
+    module and the values of the loop variables and graph parameters they read: most read
+    none, and resolve alike wherever the launch is unrolled (as most arguments do, `_arg`);
+    others repeat with each use of their graph (a tree's levels, `s`, rebuilt per update)."""
+    names = u.shape_names.get(id(stmt))
+    if names is None:
+        exprs = (stmt.grid, stmt.block) + ((stmt.shared_bytes,) if stmt.shared_bytes is not None else ())
+        names = u.shape_names[id(stmt)] = tuple(dict.fromkeys(name for expr in exprs for name in names_read(expr)))
+    # the type too: 1, 1.0 and true are equal keys
+    key = (id(stmt), id(f.module), tuple((type(f.env[n]), f.env[n]) if n in f.env else None for n in names))
+    shape = u.kept_shapes.get(key)
+    if shape is None:
+        grid, block = _dims(u, f, stmt.grid, "grid"), _dims(u, f, stmt.block, "block")
+        shared: tuple[int, LiveTerm | None] = (0, None)
+        if stmt.shared_bytes is not None:
+            shared = u.ctx.live_integer(f.module, f.env, stmt.shared_bytes, "shared memory")
+        shape = u.kept_shapes[key] = grid, block, shared
+    return shape
+
+
 def _extents_read(u: Unroller, node: LaunchNode, stmt: ast.Launch) -> None:
     """The scalar arguments and launch shapes an extent reads (`/// pipec: extent`) set which
     elements the launch touches, its accesses: they are structural."""
-    assert node.live is not None
-    for param, arg in zip(node.kernel.params, node.args):
-        if param.kind != "pointer" or not isinstance(arg, PointerArg) or param.extent is None:
+    live = node.live
+    assert live is not None
+
+    def read(inputs: Inputs) -> list[LiveTerm]:
+        """The terms of what `inputs` names that are not structural yet."""
+        positions, grid, block = inputs
+        terms = [live.args[i] for i in positions if i < len(live.args)]
+        terms += [*live.grid] if grid else []
+        terms += [*live.block] if block else []
+        return [term for term in terms if term is not None and not u.ctx.live.fixed(term.roots)]
+
+    with_extent, any_extent = u.extents.pointers_with_extent(node.kernel)
+    if not read(any_extent):  # the commonest case: an unrolled launch repeats the marks
+        return
+    for position, inputs in with_extent:
+        if position >= len(node.args) or not isinstance(node.args[position], PointerArg):
             continue
-        positions, grid, block = u.extents.inputs(param, node.kernel)
-        read = [node.live.args[i] for i in positions if i < len(node.live.args)]
-        read += [*node.live.grid] if grid else []
-        read += [*node.live.block] if block else []
-        # the words only for a value not yet structural: an unrolled launch repeats the marks
-        terms = [term for term in read if term is not None and not u.ctx.live.fixed(term.roots)]
+        param = node.kernel.params[position]
+        # the words only for a value not yet structural
+        terms = read(inputs)
         if terms:
             use = f"a value that the extent of `{param.name}` in `{node.kernel.name}` reads, which sets the " \
                   "elements the launch touches,"
@@ -148,7 +179,7 @@ def graph_use(u: Unroller, f: Frame, stmt: ast.GraphCall) -> None:
     """A graph's body unrolled with the arguments' values, as a child graph node."""
     for arg in stmt.args:
         check_rank_decision(u.ctx.sink, f.module, f.env, arg, "a graph argument depends on the rank",
-                            arg.span, [stmt])
+                            arg.span, [stmt], u.names_read(arg))
     symbol = u.ctx.symbol(f.module, stmt.name, GraphSymbol)
     decl = symbol.decl
     _check_graph_use(u, f, stmt, decl)
@@ -188,7 +219,7 @@ def unrolled_for(u: Unroller, f: Frame, stmt: ast.For) -> None:
     stop = u.ctx.integer(f.module, f.env, stmt.stop, "a loop bound", "branch")
     for bound in (stmt.start, stmt.stop):
         check_rank_decision(u.ctx.sink, f.module, f.env, bound, "a loop's bounds depend on the rank",
-                            bound.span, [stmt.body])
+                            bound.span, [stmt.body], u.names_read(bound))
     for value in range(start, stop):
         u.block(f.inside(env={**f.env, stmt.var.text: value}), stmt.body)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ...dsl import Span, ast
 from ..codes import PC103
+from ..consteval import names_read
 from ..live import LiveTerm
 from ..model import Arg, Buffer, GraphBody, PointerArg
 from ..ranges import Extents
@@ -66,6 +67,11 @@ class Unroller:
         # id(module)), the argument and its record form
         self.arg_names: dict[int, frozenset[str]] = {}
         self.kept_args: dict[tuple[int, int], tuple[Arg, LiveTerm | None]] = {}
+        # the same for a launch's grid, block and shared memory (statements._shape), by
+        # id(ast.Launch), and by it, id(module) and the values of the names read
+        self.shape_names: dict[int, tuple[str, ...]] = {}
+        self.kept_shapes: dict[tuple, tuple] = {}
+        self.expr_names: dict[int, tuple[ast.Expr, tuple[str, ...]]] = {}  # by id: see names_read
         self.divergence: list[tuple[str, Span]] = []  # the enclosing decisions that may differ
 
     def root(self, name: str, block: ast.Block, module: LoadedModule, *, fits: bool) -> GraphBody:
@@ -92,6 +98,14 @@ class Unroller:
         handler = self.handlers.get(type(stmt))
         if handler is not None:
             handler(self, f, stmt)
+
+    def names_read(self, expr: ast.Expr) -> tuple[str, ...]:
+        """The names `expr` reads, found once per expression of the program: the unrolling
+        meets the same ones at every iteration and use (a condition, a bound, an argument)."""
+        entry = self.expr_names.get(id(expr))
+        if entry is None:  # the expression is held with them, so its id stays its own
+            entry = self.expr_names[id(expr)] = (expr, names_read(expr))
+        return entry[1]
 
     def node_name(self, body: GraphBody, base: str) -> str:
         taken = self.names_taken.setdefault(body.name, {})
