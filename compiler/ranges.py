@@ -49,8 +49,8 @@ def scalar_bindings(node: LaunchNode) -> dict[str, Value]:
     return values
 
 
-_UNBOUND = object()
-Inputs = tuple[tuple[int, ...], bool, bool]  # positions of the scalars read, gridDim read, blockDim read  # a name the extent reads that is no scalar bound to a value
+_UNBOUND = object()  # a name the extent reads that is no scalar bound to a value
+Inputs = tuple[tuple[int, ...], bool, bool]  # positions of the scalars read, gridDim read, blockDim read
 
 
 class Extents:

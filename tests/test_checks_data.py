@@ -14,10 +14,11 @@ from stage_helpers import KERNELS, check_text
 from pipec.compiler.codes import EXAMPLES
 
 CORPUS = Path(__file__).parent / "corpus" / "soundness"
-# three kernels of the soundness corpus, where the programs may import them (a temporary folder)
+# four kernels of the soundness corpus, where the programs may import them (a temporary folder)
 BORROWED = Path(tempfile.mkdtemp(prefix="pipec-data-rules-")) / "borrowed.cu"
 BORROWED.write_text("".join((CORPUS / name).read_text() for name in (
-    "out_read_accumulate.cu", "write_const_raw_addresses.cu", "write_const_loaded_pointer.cu")) + """
+    "out_read_accumulate.cu", "write_const_raw_addresses.cu", "write_const_loaded_pointer.cu",
+    "read_device_table.cu")) + """
 extern "C" __global__ void table_and_raw(const float* const* tensors, const unsigned long long* raw) {
     reinterpret_cast<float*>(raw[0])[threadIdx.x] = tensors[0][threadIdx.x];
 }
@@ -28,7 +29,8 @@ HEADER = (f'from "{KERNELS}" import writer, copier, reader\n'
           'copy_then_double, write_then_cast\n'
           f'from "{EXAMPLES / "table_kernels.cu"}" import sum_squares, sum_squares_raw, scale_all, accumulate, '
           'retarget\n'
-          f'from "{BORROWED}" import accumulate_out, scatter_raw, through_table, table_and_raw\n')
+          f'from "{BORROWED}" import accumulate_out, scatter_raw, through_table, table_and_raw, '
+          'gather_from_device_table\n')
 
 
 def _check(body: str):
@@ -224,6 +226,18 @@ def test_loads_pipec_cannot_follow_are_reported_at_the_launch_with_the_load():
     assert diagnostic.code == "PC324" and diagnostic.span.line == _line(result, "launch sum_squares_raw")
     assert [(label.message, label.span.line) for label in diagnostic.labels] == [
         ("the load pipec cannot follow", _cuda_line(EXAMPLES / "table_kernels.cu", "s += t[i] * t[i]", nth=2))]
+
+
+def test_a_load_of_unknown_origin_is_reported_though_no_parameter_is_loaded_through():
+    # the pointer comes from a __device__ variable: no parameter's memory, so no table could tell
+    result = _check("""
+        buffer y: f32[32]
+        step { launch gather_from_device_table<<<1, 32>>>(out y, 0) }
+    """)
+    (diagnostic,) = result.diagnostics
+    assert diagnostic.code == "PC324" and diagnostic.span.line == _line(result, "launch gather_from_device_table")
+    assert [(label.message, label.span.line) for label in diagnostic.labels] == [
+        ("the load pipec cannot follow", _cuda_line(BORROWED, "sources[slot & 3][threadIdx.x]"))]
 
 
 def test_buffers_named_by_a_bound_table_are_used_even_when_the_kernel_never_loads_through_it():

@@ -336,6 +336,13 @@ def test_every_access_of_a_launch_is_checked():
     assert found == [1]
 
 
+def test_a_launch_that_reads_a_reported_buffer_still_has_its_other_reads_checked():
+    declarations = "buffer u: f32[N] = uninit\nbuffer v: f32[1] = uninit\n"
+    found = lines("PC401", "    launch copy_floats<<<1, N>>>(in u, out y, N)\n"
+                  "    launch scale_by_pointer<<<1, N>>>(in u, out y, in v, N)\n", declarations=declarations)
+    assert found == [1, 2]  # u once, then v, read after u by the same launch
+
+
 @pytest.mark.parametrize("arch, limit", [
     ("sm_70", 98304), ("sm_72", 98304), ("sm_80", 166912), ("sm_86", 101376), ("sm_87", 166912),
     ("sm_89", 101376), ("sm_100", 232448), ("sm_120", 101376),

@@ -39,3 +39,22 @@ def test_strided_slices_then_a_write_over_all_of_them(chunk):
                + [(((0, e, e + 2, 1), (1, e, e + 1, 2)), None) for e in order[:8]]
                + [(((0, 1, 15, 2),), None), (((0, 0, 16, 1),), None), (((0, 3, 4, 3),), None)])
     assert _dag(program, chunk) == _dag(program, 1000)
+
+
+def test_a_members_write_over_two_segments_leaves_one_segment_of_its_own():
+    # a[0:4] and a[4:8] written apart; a member of a parallel block writes a[0:8] (both
+    # segments then hold the same state and become one); a read of a[4:8] follows the member
+    program = [(((0, 0, 4, 2),), None), (((0, 4, 8, 2),), None), (((1, 0, 8, 1),), 1), (((0, 0, 8, 2),), 1),
+               (((0, 4, 8, 1),), None)]
+    edges, hazards, conflicts = _dag(program, 1000)
+    assert edges == [(0, 3), (1, 3), (3, 4)] and hazards[3, 4] == ("RAW", "a") and conflicts == 0
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3])
+def test_a_members_write_over_segments_of_several_chunks_that_stay_apart(chunk):
+    # three writes cut `a` into chunks; a block's first member writes a[1:3], so its second
+    # member's write over a[0:8] leaves segments of one and of two writers, in several chunks;
+    # reads of single elements then follow only the members that wrote there
+    program = [(((0, 0, 2, 2),), None), (((0, 4, 6, 2),), None), (((0, 6, 7, 2),), None),
+               (((0, 1, 3, 2),), 3), (((0, 0, 8, 2),), 3)] + [(((0, e, e + 1, 1),), None) for e in range(9)]
+    assert _dag(program, chunk) == _dag(program, 1000)

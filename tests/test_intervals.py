@@ -37,6 +37,7 @@ def _elements(pieces) -> set[int]:
 @example([(True, (5, 10)), (True, (12, 20))], (6, 15))             # a gap after the first
 @example([(True, (0, 2))], (1, 1))                                # an empty query
 @example([(True, (0, 2)), (True, (5, 8))], (0, 3))                 # an interval after the query
+@example([(True, (0, 2)), (True, (4, 6)), (True, (1, 5))], (0, 8))  # one range joins two, ending in the second
 def test_intervals_are_the_set_of_their_elements(operations, query):
     intervals, elements = _built(operations)
     assert _elements(intervals) == elements

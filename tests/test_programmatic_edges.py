@@ -9,11 +9,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 import pipec
 from fake_cublaslt import FakeCublasLt
 from fake_cuda import FakeCuda, FakeCuda13, fake_driver
 from pipec.compiler.emit import plan_dot
+from pipec.compiler.programmatic_edges import _Ranges
 from pipec import load
 from pipec.runtime import Backends
 
@@ -186,3 +189,23 @@ def test_a_step_repeated_on_the_device_keeps_ordinary_edges():
         kinds = [k for g in plan.graph_tree(plan.step) for k in g.edge_kinds]
         assert kinds and not any(k.programmatic for k in kinds)
         assert pipeline.graph.programmatic_edges == 0 and not driver.cu.named("cuGraphAddDependencies_v2")
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 6)), max_size=8), st.integers(0, 20), st.integers(1, 6))
+@example([(0, 2), (4, 2), (1, 4)], 5, 1)   # one range joins two, ending in the second
+@example([(4, 2)], 2, 3)                    # starts before the only range and ends inside it
+@example([(4, 2)], 2, 2)                    # ends where the range starts
+@example([(4, 2)], 6, 2)                    # starts where the range ends
+@example([(0, 2), (4, 4)], 9, 1)            # after the last of two
+@example([(0, 2), (2, 2), (1, 2)], 3, 1)    # touching ranges join; a range held already
+def test_ranges_overlap_a_range_exactly_where_the_elements_added_do(added, start, length):
+    """The ranges early_hazards keeps of what earlier nodes touch, against sets of integers
+    (callers add and ask only non-empty ranges)."""
+    ranges, elements = _Ranges(), set()
+    for first, count in added:
+        ranges.add(first, first + count)
+        elements |= set(range(first, first + count))
+    starts, stops = ranges.starts, ranges.stops
+    assert {e for a, b in zip(starts, stops) for e in range(a, b)} == elements
+    assert all(a < b for a, b in zip(starts, stops)) and all(b < a for b, a in zip(stops, starts[1:]))
+    assert ranges.overlaps(start, start + length) == bool(elements & set(range(start, start + length)))
