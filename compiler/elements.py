@@ -17,26 +17,20 @@ from .model import Mode
 
 CHUNK = 512  # a chunk splits in two when it holds more than 2 * CHUNK segments
 _FIRST = float("-inf")  # the start of every buffer's first segment, before its elements
-_READ, _WRITE = int(Mode.READ), int(Mode.WRITE)
-# (earlier mode, later mode) -> hazard, on plain ints: this is the compiler's hottest loop.
-HAZARDS = {
-    (earlier, later): ("RAW" if earlier & _WRITE and later & _READ else
-                       "WAW" if earlier & _WRITE and later & _WRITE else
-                       "WAR" if earlier & _READ and later & _WRITE else None)
-    for earlier in (1, 2, 3) for later in (1, 2, 3)
-}
+_READ, _WRITE = int(Mode.READ), int(Mode.WRITE)  # plain ints: this is the compiler's hottest loop
 
 
 @cache
-def _labels(mode: int, buffer: str) -> tuple[dict[int, tuple[str, str]], tuple[str, str]]:
-    """By a later access's mode: its hazard after a write of each mode, and after a read; one
-    tuple per kind and buffer, shared by every edge it labels (there can be millions), and by
-    every graph body (a step of 10,000 updates has 40,000)."""
-    return {earlier: (HAZARDS[earlier, mode], buffer) for earlier in (2, 3)}, ("WAR", buffer)
+def _labels(mode: int, buffer: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """A later access's hazard after a segment's last write and after its reads. After a write
+    it depends on the later access only (a read is RAW, a write WAW, whatever the write was).
+    One tuple per kind and buffer, shared by every edge it labels (there can be millions) and
+    by every graph body (a step of 10,000 updates has 40,000)."""
+    return ("RAW" if mode & _READ else "WAW", buffer), ("WAR", buffer)
 
 
 class Elements:
-    """Per segment: its last write as (node, mode) pairs (several only for members of one
+    """Per segment: the nodes of its last write (several only for members of one
     parallel block) and the nodes that read it since. A later access conflicts with nothing
     older there: every older access is ordered before that last write. Chunk c holds
     segments starts[c][i], each [starts[c][i], the next start)."""
@@ -47,7 +41,7 @@ class Elements:
         small graph most accesses are the first to their buffer."""
         self.starts: list[list[float]] = [[_FIRST, start, stop]]
         writes = bool(mode & _WRITE)
-        self.writers: list[list[list[tuple[int, int]]]] = [[[], [(node, mode)] if writes else [], []]]
+        self.writers: list[list[list[int]]] = [[[], [node] if writes else [], []]]
         self.readers: list[list[list[int]]] = [[[], [] if writes else [node], []]]
         self.firsts: list[float] = [_FIRST]  # starts[c][0] of every chunk c
 
@@ -58,9 +52,9 @@ class Elements:
         for c, i, j in self._runs(start, stop):
             writers, readers = self.writers[c], self.readers[c]
             for k in range(i, j):
-                for node, earlier in writers[k]:
+                for node in writers[k]:
                     if node not in found:
-                        found[node] = after_write[earlier]
+                        found[node] = after_write
                 if mode & _WRITE:
                     for node in readers[k]:
                         if node not in found:
@@ -84,11 +78,11 @@ class Elements:
             return
         if node == block:  # outside a parallel block, a write leaves only itself: one segment
             c, i, _ = runs[0]
-            self.writers[c][i], self.readers[c][i] = [(node, mode)], []
+            self.writers[c][i], self.readers[c][i] = [node], []
             if len(runs) > 1 or runs[0][2] > i + 1:
                 self._delete(c, i + 1, runs[-1][0], runs[-1][2])
             return
-        writers = [[w for w in self.writers[c][k] if w[0] >= block] + [(node, mode)]
+        writers = [[w for w in self.writers[c][k] if w >= block] + [node]
                    for c, i, j in runs for k in range(i, j)]
         readers = [[r for r in self.readers[c][k] if r >= block] for c, i, j in runs for k in range(i, j)]
         if all(w == writers[0] for w in writers) and all(r == readers[0] for r in readers):
