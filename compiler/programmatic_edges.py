@@ -93,25 +93,23 @@ def early_hazards(items: list[Node]) -> dict[int, list[EarlyHazard]]:
     reads: defaultdict[int, _Ranges] = defaultdict(_Ranges)
     writes: defaultdict[int, _Ranges] = defaultdict(_Ranges)
     found: dict[int, list[EarlyHazard]] = {}
-    # what nodes after the last launch that asks touch concerns no launch
+    # what nodes after the last launch that asks touch concerns no launch; every range holds an
+    # element (an empty slice is PC206, an extent narrows to a positive count)
     for index, node in enumerate(items[:max(asking) + 1] if asking else ()):
         if index in asking:
             found[index] = []
             for early, accesses in asking[index]:
                 for access in accesses:
-                    if access.start >= access.stop:  # an empty range touches nothing
-                        continue
                     key, span = id(access.buffer), (access.start, access.stop)
                     written = key in writes and writes[key].overlaps(*span)
                     read = key in reads and reads[key].overlaps(*span)
                     if written or ("w" in early.mode and read):
                         found[index].append(EarlyHazard(early, access, written))
+        # a read-write is kept as a write only: wherever it would make `read` true, so is `written`
         for access in node.accesses:
-            if access.start < access.stop and id(access.buffer) in watched:
+            if id(access.buffer) in watched:
                 ranges = writes if access.mode & Mode.WRITE else reads
                 ranges[id(access.buffer)].add(access.start, access.stop)
-                if access.mode is Mode.READ_WRITE:
-                    reads[id(access.buffer)].add(access.start, access.stop)
     return found
 
 

@@ -209,3 +209,151 @@ def test_ranges_overlap_a_range_exactly_where_the_elements_added_do(added, start
     assert {e for a, b in zip(starts, stops) for e in range(a, b)} == elements
     assert all(a < b for a, b in zip(starts, stops)) and all(b < a for b, a in zip(stops, starts[1:]))
     assert ranges.overlaps(start, start + length) == bool(elements & set(range(start, start + length)))
+
+
+# Kernels whose early accesses and waits the PC323 examples' kernels do not cover.
+MORE_KERNELS = """#include "pdl.cuh"
+
+/// y = 0, then y = x after the wait: a write before the wait.
+/// pipec: extent x = n
+/// pipec: extent y = n
+/// pipec: out y
+extern "C" __global__ void write_early(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 0.0f;
+    pipec_wait_for_producer();
+    if (i < n) y[i] = x[i];
+}
+
+/// y = x, returning before the wait in threads past n: waits on some paths only.
+/// pipec: extent x = n
+/// pipec: extent y = n
+/// pipec: out y
+extern "C" __global__ void wait_unless_past(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    pipec_wait_for_producer();
+    y[i] = x[i];
+}
+
+/// y = x, letting dependents start but never waiting.
+/// pipec: extent x = n
+/// pipec: extent y = n
+/// pipec: out y
+extern "C" __global__ void trigger_only(const float* x, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    pipec_let_dependents_start();
+    if (i < n) y[i] = x[i];
+}
+
+/// y = a or b (by n), read before the wait: an early read from either parameter.
+/// pipec: extent a = n
+/// pipec: extent b = n
+/// pipec: extent y = n
+/// pipec: out y
+extern "C" __global__ void pick_early(const float* a, const float* b, float* y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    const float v = i < n ? (n > 128 ? a : b)[i] : 0.0f;
+    pipec_wait_for_producer();
+    if (i < n) y[i] = v;
+}
+"""
+MORE = HEADER.replace('import add_one, add_one_early', 'import add_one, add_one_early, scale_by_weight') + \
+    'from "more_kernels.cu" import write_early, wait_unless_past, trigger_only, pick_early\nbuffer w: f32[1]\n'
+
+
+def _more(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "more_kernels.cu").write_text(MORE_KERNELS)
+    return _write(tmp_path, MORE + text)
+
+
+def _early_reports(compilation) -> list[str]:
+    return sorted(d.message for d in compilation.diagnostics if d.code == "PC323")
+
+
+def test_an_early_access_goes_through_its_own_pointer_only(tmp_path):
+    """scale_by_weight reads only `w` before its wait: that the launch before writes its `x`
+    binding is no hazard."""
+    path = _more(tmp_path, "step {\n    launch add_one<<<1, N>>>(in x, out y, N)\n"
+                 "    launch scale_by_weight<<<1, N>>>(in y, in w, out z, N)\n}\n")
+    assert _edges(pipec.check(path).plan)["step/add_one", "step/scale_by_weight"] == (True, "")
+
+
+def test_an_early_access_is_bound_past_a_pointer_given_a_value(tmp_path):
+    """`x` given 0 (PC202; the checks still run) has no binding: `w`'s is the launch's
+    first, which the launch before writes."""
+    path = _more(tmp_path, "step {\n    launch add_one<<<1, N>>>(in x, out y, N)\n"
+                 "    launch scale_by_weight<<<1, N>>>(0, in y, out z, N)\n}\n")
+    compilation = pipec.check(path)
+    assert [d.code for d in compilation.diagnostics if d.code != "PC402"] == ["PC202", "PC323"]
+    (report,) = _early_reports(compilation)
+    assert "reads `y`" in report
+
+
+def test_an_earlier_access_to_another_range_of_the_buffer_is_no_hazard(tmp_path):
+    """An early read of y[16:32] after a write of y[0:16]; an early write of u[16:32] after a
+    read of u[0:16]. Each pair is ordered by another buffer, read after the wait."""
+    path = _more(tmp_path, "step {\n"
+                 "    launch add_one<<<1, 16>>>(in x[0:16], out y[0:16], 16)\n"
+                 "    launch add_one_early<<<1, 16>>>(in y[16:32], out x[0:16], 16)\n"
+                 "    launch add_one<<<1, 16>>>(in u[0:16], out z[0:16], 16)\n"
+                 "    launch write_early<<<1, 16>>>(in z[0:16], out u[16:32], 16)\n}\n")
+    compilation = pipec.check(path)
+    edges = _edges(compilation.plan)
+    assert edges["step/add_one", "step/add_one_early"] == (True, "")
+    assert edges["step/add_one#2", "step/write_early"] == (True, "")
+    assert _early_reports(compilation) == []
+
+
+def test_an_early_write_over_what_an_earlier_node_reads_is_a_hazard(tmp_path):
+    path = _more(tmp_path, "step {\n    launch add_one<<<1, N>>>(in u, out z, N)\n"
+                 "    launch write_early<<<1, N>>>(in z, out u, N)\n}\n")
+    compilation = pipec.check(path)
+    assert _edges(compilation.plan)["step/add_one", "step/write_early"] == (
+        False, "`write_early` writes `u` before its wait, and an earlier node reads it")
+    (report,) = _early_reports(compilation)
+    assert "writes `u`" in report and "`step/add_one` reads earlier" in report
+
+
+def test_a_conditional_node_s_bodies_are_checked_down_to_the_innermost(tmp_path):
+    path = _more(tmp_path, "step {\n    if flag[0] {\n"
+                 "        launch add_one<<<1, N>>>(in x, out y, N)\n"
+                 "        launch add_one_early<<<1, N>>>(in y, out z, N)\n"
+                 "        if flag[0] {\n"
+                 "            launch add_one<<<1, N>>>(in z, out u, N)\n"
+                 "            launch add_one_early<<<1, N>>>(in u, out x, N)\n"
+                 "        }\n    }\n}\n")
+    reports = _early_reports(pipec.check(path))
+    assert len(reports) == 2
+    assert "reads `y`" in reports[0] + reports[1] and "reads `u`" in reports[0] + reports[1]
+
+
+def test_a_kernel_that_may_not_wait_gets_no_programmatic_edge_in(tmp_path):
+    path = _more(tmp_path, "step {\n    launch add_one<<<1, N>>>(in x, out y, N)\n"
+                 "    launch wait_unless_past<<<1, N>>>(in y, out z, N)\n"
+                 "    launch trigger_only<<<1, N>>>(in z, out u, N)\n}\n")
+    edges = _edges(pipec.check(path).plan)
+    assert edges["step/add_one", "step/wait_unless_past"] == (
+        False, "`wait_unless_past` does not wait for its predecessor (griddepcontrol.wait) on every path")
+    assert edges["step/wait_unless_past", "step/trigger_only"] == (
+        False, "`trigger_only` does not wait for its predecessor (griddepcontrol.wait) at all")
+
+
+def test_edges_through_empty_child_graphs_stay_ordinary_and_nested_ones_open(tmp_path):
+    """One lane orders every node, so edges run into and out of child graphs without accesses:
+    one empty, one holding only an empty one. A child graph holding one with kernels opens to
+    those kernels."""
+    path = _more(tmp_path, 'option lanes = 1\n'
+                 "graph empty {\n}\ngraph holds_empty {\n    empty\n}\n"
+                 "graph pair {\n    launch add_one<<<1, N>>>(in y, out z, N)\n"
+                 "    launch add_one<<<1, N>>>(in z, out u, N)\n}\n"
+                 "graph wraps_pair {\n    pair\n}\n"
+                 "step {\n    launch add_one<<<1, N>>>(in x, out y, N)\n    empty\n"
+                 "    launch add_one<<<1, N>>>(in x, out y, N)\n    holds_empty\n"
+                 "    launch add_one<<<1, N>>>(in x, out y, N)\n    wraps_pair\n"
+                 "    launch add_one<<<1, N>>>(in u, out x, N)\n}\n")
+    edges = _edges(pipec.check(path).plan)
+    empty = (False, "through an empty child graph")
+    assert edges["step/add_one", "step/empty"] == edges["step/empty", "step/add_one#2"] == empty
+    assert edges["step/add_one#2", "step/holds_empty"] == edges["step/holds_empty", "step/add_one#3"] == empty
+    assert edges["step/add_one#3", "step/wraps_pair"] == edges["step/wraps_pair", "step/add_one#4"] == (True, "")
