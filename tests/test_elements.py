@@ -58,3 +58,12 @@ def test_a_members_write_over_segments_of_several_chunks_that_stay_apart(chunk):
     program = [(((0, 0, 2, 2),), None), (((0, 4, 6, 2),), None), (((0, 6, 7, 2),), None),
                (((0, 1, 3, 2),), 3), (((0, 0, 8, 2),), 3)] + [(((0, e, e + 1, 1),), None) for e in range(9)]
     assert _dag(program, chunk) == _dag(program, 1000)
+
+
+def test_the_hazard_after_a_write_depends_on_the_later_access():
+    # a write after a write is WAW, a read or a read-write after it RAW, a write after a read WAR
+    program = [(((0, 0, 4, 2),), None), (((0, 0, 4, 2),), None), (((0, 0, 4, 3),), None),
+               (((0, 0, 4, 1),), None), (((0, 0, 4, 2),), None)]
+    _, hazards, _ = _dag(program, 1000)
+    assert {pair: kind for pair, (kind, _) in hazards.items()} == {
+        (0, 1): "WAW", (1, 2): "RAW", (2, 3): "RAW", (3, 4): "WAR"}
