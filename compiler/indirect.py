@@ -11,6 +11,8 @@ follow: a store is PC318's (it may write a buffer bound `in`), a load PC324's.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from .model import Access, LaunchNode, Mode, Param, PointerArg, Site
 
 
@@ -23,20 +25,23 @@ def _tables(node: LaunchNode) -> set[int]:
 
 def unfollowed_store(node: LaunchNode) -> Site | None:
     """The first store of the launch that could land in any buffer, or None."""
-    if node.kernel.unknown_write:
-        return node.kernel.unknown_write
-    through = [p for p in node.kernel.params if p.written_through]
-    tables = _tables(node) if through else set()  # most kernels store through no loaded pointer
-    return next((p.written_through for p in through if p.index not in tables), None)
+    return _unfollowed(node, node.kernel.unknown_write, "written_through")
 
 
 def unfollowed_load(node: LaunchNode) -> Site | None:
     """The first load of the launch that could read any buffer, or None."""
-    if node.kernel.unknown_read:
-        return node.kernel.unknown_read
-    through = [p for p in node.kernel.params if p.read_through]
-    tables = _tables(node) if through else set()  # most kernels load through no loaded pointer
-    return next((p.read_through for p in through if p.index not in tables), None)
+    return _unfollowed(node, node.kernel.unknown_read, "read_through")
+
+
+def _unfollowed(node: LaunchNode, unknown: Site | None,
+                through: Literal["written_through", "read_through"]) -> Site | None:
+    """`unknown` (an access through a pointer of unknown origin), else the first access through
+    a pointer loaded from a parameter the launch binds no table to."""
+    if unknown:
+        return unknown
+    sites = [(p.index, site) for p in node.kernel.params if (site := getattr(p, through))]
+    tables = _tables(node) if sites else set()  # most kernels go through no loaded pointer
+    return next((site for index, site in sites if index not in tables), None)
 
 
 def entry_accesses(node: LaunchNode, param: Param, table: PointerArg, stop: int) -> tuple[Access, ...]:
