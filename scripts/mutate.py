@@ -86,8 +86,20 @@ class _Tracer:
             self.lines.add((self._file(frame), frame.f_lineno))
         return self._line
 
+    def _clear_caches(self) -> None:
+        """Empty the caches of the target modules' cached functions (`functools.cache`): a
+        cached body runs only on its first call, so without this its lines would count only
+        for the first test to call it, and a mutant there would run only that test."""
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if path and os.path.realpath(path) in self.files:
+                for value in list(vars(module).values()):
+                    if callable(getattr(value, "cache_clear", None)):
+                        value.cache_clear()
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
+        self._clear_caches()
         self.lines, start = set(), time.perf_counter()
         sys.settrace(self._call)
         threading.settrace(self._call)  # lines run on a test's threads (an abort thread) count too

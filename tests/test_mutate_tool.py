@@ -163,5 +163,40 @@ def test_lines_a_test_runs_on_a_thread_of_its_own_are_covered(tmp_path):
     assert [s for s in result["survivors"] if s["line"] == 5] == []  # `_work` runs only on the thread
 
 
+def test_a_cached_functions_lines_count_for_every_test_that_calls_it(tmp_path):
+    # the first test calls `label` without checking it; the second checks it: without clearing
+    # the cache between tests, the mutant of its body would run the first test only, and survive
+    toy = tmp_path / "toy"
+    (toy / "tests").mkdir(parents=True)
+    (toy / "__init__.py").write_text("")
+    (toy / "pytest.ini").write_text("[pytest]\n")
+    (toy / "labels.py").write_text(textwrap.dedent("""\
+        from functools import cache
+
+
+        @cache
+        def label(mode):
+            return "RAW" if mode & 1 else "WAW"
+        """))
+    (toy / "tests" / "test_labels.py").write_text(textwrap.dedent("""\
+        from toy.labels import label
+
+
+        def test_a_call():
+            label(1), label(2)
+
+
+        def test_the_label():
+            assert label(2) == "WAW" and label(1) == "RAW"
+        """))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    run = subprocess.run([sys.executable, str(SCRIPT), "labels.py", "--root", str(toy), "--package", "toy",
+                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads((tmp_path / "out.json").read_text())["modules"]["labels.py"]
+    assert result["total"] > 0 and result["survivors"] == []
+
+
 def test_a_constant_too_large_to_change_by_one_is_left_alone():
     assert [m.mutated for m in mutate.generate("x = 1e300\n", "m.py")] == []
