@@ -79,8 +79,7 @@ class Elements:
         if node == block:  # outside a parallel block, a write leaves only itself: one segment
             c, i, _ = runs[0]
             self.writers[c][i], self.readers[c][i] = [node], []
-            if len(runs) > 1 or runs[0][2] > i + 1:
-                self._delete(c, i + 1, runs[-1][0], runs[-1][2])
+            self._delete(c, i + 1, runs[-1][0], runs[-1][2])
             return
         writers = [[w for w in self.writers[c][k] if w >= block] + [node]
                    for c, i, j in runs for k in range(i, j)]
@@ -129,8 +128,9 @@ class Elements:
         if starts[i] == at:
             return
         starts.insert(i + 1, at)
-        self.writers[c].insert(i + 1, list(self.writers[c][i]))
-        self.readers[c].insert(i + 1, list(self.readers[c][i]))
+        # both halves hold what the segment held: a copy of its lists goes in before them
+        self.writers[c].insert(i, list(self.writers[c][i]))
+        self.readers[c].insert(i, list(self.readers[c][i]))
         if len(starts) > 2 * CHUNK:
             for lists in self._chunked():
                 lists.insert(c + 1, lists[c][CHUNK:])
@@ -142,8 +142,9 @@ class Elements:
         return self.starts, self.writers, self.readers
 
     def _delete(self, c: int, i: int, last: int, end: int) -> None:
-        """Delete the segments from chunk c's i-th up to chunk `last`'s end-th (excluded);
-        chunk c keeps its segments before i, so it stays non-empty when i > 0."""
+        """Delete the segments from chunk c's i-th up to chunk `last`'s end-th (excluded), none
+        when they are the same. Both chunks stay non-empty: c keeps its segments before i (i > 0),
+        and `last` the segment starting at the access's stop, which every write has cut."""
         for lists in self._chunked():
             if c == last:
                 del lists[c][i:end]
@@ -152,9 +153,4 @@ class Elements:
                 del lists[c + 1:last]
         if c != last:
             del self.firsts[c + 1:last]
-            follow = c + 1  # what was chunk `last`
-            if self.starts[follow]:
-                self.firsts[follow] = self.starts[follow][0]
-            else:
-                for lists in (*self._chunked(), self.firsts):
-                    del lists[follow]
+            self.firsts[c + 1] = self.starts[c + 1][0]  # chunk `last`, now next to c
