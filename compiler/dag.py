@@ -148,11 +148,11 @@ def build_dag(body: GraphBody) -> Dag:
         # both in order: one walk finds each kept predecessor's hazard, on a node that keeps
         # a hundred thousand as on one that keeps one
         latest_first, kinds = preds[b]
-        i = len(latest_first) - 1
+        earliest_first = zip(reversed(latest_first), reversed(kinds))
         for a in kept:
-            while latest_first[i] != a:
-                i -= 1
-            label = kinds[i]
+            for p, label in earliest_first:
+                if p == a:
+                    break
             found[a, b] = labels.get(label) or labels.setdefault(label, Hazard(*label))
     return Dag(body, reduced, {edge: found[edge] for edge in reduced}, conflicts, in_part)
 
@@ -209,14 +209,16 @@ def _reduce(preds: Sequence[list[int]]) -> list[tuple[int, int]]:
             k = p - base
             if view is None:
                 view = _bytes(covered)
-            if k >> 3 >= len(view) or not view[k >> 3] >> (k & 7) & 1:
+            # once a predecessor is kept, view holds its bit, above every earlier one's
+            if not view or not view[k >> 3] >> (k & 7) & 1:
                 kept.append((p, w))
                 low, bits = ancestors.get(p, (base, 0))
-                covered |= (bits << (low - base) if low >= base else bits >> (base - low)) | 1 << k
+                covered |= _shifted(bits, low, base) | 1 << k
                 view = None
                 count += 1
-                if count == _FEW:
+                if count == _FEW:  # the rest are _many_predecessors'
                     covered = _many_predecessors(w, unseen, base, covered, ancestors, kept)
+                    break
         for p in last_users[w]:
             ancestors.pop(p, None)
         if last_use[w] >= 0 and (bits := covered >> (lowest[w] - base)):
@@ -247,8 +249,8 @@ def _many_predecessors(w: int, unseen: Iterator[int], base: int, covered: int,
             waiting, reach = [], -1
             wide = _bytes_if_wide(covered)
         k = p - base
-        if wide:
-            if k >> 3 < len(wide) and wide[k >> 3] >> (k & 7) & 1:
+        if wide:  # holding the bit of the main loop's last kept predecessor, above p's
+            if wide[k >> 3] >> (k & 7) & 1:
                 continue
         elif covered >> k & 1:
             continue
@@ -274,15 +276,19 @@ def _union(sets: list[tuple[int, int]], base: int) -> int:
     """The union of node sets (low, bits), as bits from node `base` (lower nodes dropped),
     merged pairwise in order of `low`: k sets spread over a width W cost about W log k, not
     the k W of adding each to the whole."""
-    if len(sets) > 1:
-        sets = sorted(sets)
-        while len(sets) > 1:
-            merged = [(low, bits | more << (other - low))
-                      for (low, bits), (other, more) in zip(sets[::2], sets[1::2])]
-            sets = merged + sets[-1:] if len(sets) % 2 else merged
-    elif not sets:
+    if not sets:
         return 0
+    sets = sorted(sets)
+    while len(sets) > 1:
+        merged = [(low, bits | more << (other - low))
+                  for (low, bits), (other, more) in zip(sets[::2], sets[1::2])]
+        sets = merged + sets[-1:] if len(sets) % 2 else merged
     low, bits = sets[0]
+    return _shifted(bits, low, base)
+
+
+def _shifted(bits: int, low: int, base: int) -> int:
+    """A node set as bits from node `low`, as bits from node `base` (lower nodes dropped)."""
     return bits << (low - base) if low >= base else bits >> (base - low)
 
 

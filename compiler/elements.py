@@ -79,7 +79,8 @@ class Elements:
         if node == block:  # outside a parallel block, a write leaves only itself: one segment
             c, i, _ = runs[0]
             self.writers[c][i], self.readers[c][i] = [node], []
-            self._delete(c, i + 1, runs[-1][0], runs[-1][2])
+            if whole is None:  # a repeat of one segment has nothing to delete (and is the most common)
+                self._delete(c, i + 1, runs[-1][0], runs[-1][2])
             return
         writers = [[w for w in self.writers[c][k] if w >= block] + [node]
                    for c, i, j in runs for k in range(i, j)]
@@ -128,7 +129,7 @@ class Elements:
         if starts[i] == at:
             return
         starts.insert(i + 1, at)
-        # both halves hold what the segment held: a copy of its lists goes in before them
+        # both halves hold what the segment held: the first gets a copy of its lists, the second them
         self.writers[c].insert(i, list(self.writers[c][i]))
         self.readers[c].insert(i, list(self.readers[c][i]))
         if len(starts) > 2 * CHUNK:

@@ -71,6 +71,7 @@ class _Tracer:
         self.files, self.real = files, {}
         self.lines: set = set()
         self.tests: dict[str, dict] = {}
+        self.at_import: list = []  # lines run while the tests were collected (imports, decorators)
 
     def _file(self, frame):
         name = frame.f_code.co_filename
@@ -96,6 +97,16 @@ class _Tracer:
                 for value in list(vars(module).values()):
                     if callable(getattr(value, "cache_clear", None)):
                         value.cache_clear()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_collection(self, session):
+        self.lines = set()
+        sys.settrace(self._call)
+        try:
+            yield
+        finally:
+            sys.settrace(None)
+            self.at_import = sorted(self.lines)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item, nextitem):
@@ -177,7 +188,8 @@ def baseline(root: Path, package: str, targets: list[Path], tests: list[str], sc
         modules = sorted(name for name, m in sys.modules.items()
                          if "." not in name and not name.startswith("_") and name != package
                          and not os.path.realpath(getattr(m, "__file__", None) or "/").startswith(f"{root}/"))
-        result.write_text(json.dumps({"status": int(status), "tests": tracer.tests, "modules": modules}))
+        result.write_text(json.dumps({"status": int(status), "tests": tracer.tests, "modules": modules,
+                                      "at_import": tracer.at_import}))
         return 0
     pid = _fork(root, scratch / "baseline.log", body)
     try:
@@ -298,7 +310,8 @@ def run_mutants(root: Path, package: str, jobs: list[tuple[Mutant, list[str], fl
 class _Coverage:
     """Which passing tests ran which lines, and the order in which to try them on a mutant."""
 
-    def __init__(self, tests: dict[str, dict]) -> None:
+    def __init__(self, tests: dict[str, dict], at_import: list) -> None:
+        self.at_import = {(file, line) for file, line in at_import}
         self.seconds = {name: test["seconds"] for name, test in tests.items()}
         self.lines: dict[str, dict[str, set[int]]] = {}  # test: file: lines it ran
         self.runs: dict[tuple[str, int], int] = {}  # (file, line): how many tests ran it
@@ -310,15 +323,18 @@ class _Coverage:
         self._rarity: dict[tuple, float] = {}
 
     def tests_for(self, mutant: Mutant, path: Path, most: int) -> list[str]:
-        """The tests that ran the mutated line (any line of the module, for import-time code).
+        """The tests that ran the mutated line (any line of the module, for code that runs at
+        import: module-level code, and lines that ran while the tests were collected, such as a
+        decorator's body).
         Those in a file named after the module or its package come first (tests/test_dag*.py
         for dag.py, tests/test_checks*.py for checks/*.py), all of them; then, at most `most`
         (0: all) others, those that ran the rarest lines of the enclosing function first (they
         take the branches few tests take, so they are likelier to notice a changed condition),
         then the fastest."""
         file = str(path)
+        at_import = mutant.module_level or (file, mutant.line) in self.at_import
         tests = [name for name, files in self.lines.items()
-                 if (files.get(file) if mutant.module_level else mutant.line in files.get(file, ()))]
+                 if (files.get(file) if at_import else mutant.line in files.get(file, ()))]
 
         tests.sort(key=lambda name: (-self.rarity(name, file, mutant.scope), self.seconds[name]))
         prefixes = (f"test_{path.stem}", f"test_{path.parent.name}")  # dag.py; or checks/*.py
@@ -411,7 +427,7 @@ def _plan(base: dict, mutants: list[Mutant], root: Path, args) -> tuple[list, li
     if failing:
         print(f"mutate: left out {len(failing)} test(s) failing without mutants: {', '.join(failing[:5])}",
               file=sys.stderr)
-    coverage = _Coverage(passing)
+    coverage = _Coverage(passing, base.get("at_import", []))
     jobs, uncovered = [], []
     for m in mutants:
         tests = coverage.tests_for(m, root / m.path, args.max_tests)

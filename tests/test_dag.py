@@ -224,6 +224,33 @@ def test_transitive_reduction_of_a_node_that_keeps_hundreds_of_predecessors(monk
     assert set(transitive_reduction(n, edges)) == set(nx.transitive_reduction(_graph(n, edges)).edges)
 
 
+@st.composite
+def dense_dags(draw, max_nodes=30):
+    """DAGs whose nodes follow many earlier ones, near and far: with `_FEW` lowered, most
+    nodes go through `_many_predecessors`, covered and kept predecessors interleaved, and
+    later nodes look up what those found."""
+    n = draw(st.integers(2, max_nodes))
+    follows = draw(st.lists(st.booleans(), min_size=n * (n - 1) // 2, max_size=n * (n - 1) // 2))
+    return n, [edge for edge, chosen in zip(((a, b) for b in range(n) for a in range(b)), follows) if chosen]
+
+
+@settings(max_examples=200)
+@given(dense_dags(), st.sampled_from([1, 2, 3]), st.sampled_from([0, 8, 1 << 12]))
+# 5 keeps 4, then 3 and 2 past `_FEW`; 1 is covered through 2's ancestors, and 0 still kept
+@example((6, [(1, 2), (0, 5), (1, 5), (2, 5), (3, 5), (4, 5)]), 1, 1 << 12)
+def test_the_reduction_of_nodes_with_many_predecessors_matches_networkx(dag, few, wide):
+    """`_many_predecessors`, `_union`, `_bits` and the covered set tested in its bytes, on
+    every node that keeps more than `few` predecessors (`wide` 0: in bytes from the start)."""
+    n, edges = dag
+    saved = dag_module._FEW, dag_module._WIDE
+    dag_module._FEW, dag_module._WIDE = few, wide
+    try:
+        reduced = transitive_reduction(n, edges)
+    finally:
+        dag_module._FEW, dag_module._WIDE = saved
+    assert set(reduced) == set(nx.transitive_reduction(_graph(n, edges)).edges)
+
+
 @settings(max_examples=300)
 @given(dags(max_nodes=14), st.integers(1, 5))
 @example((6, [(0, 2), (1, 3), (2, 3), (2, 4)]), 3)  # greedy chains once needed a 4th lane here

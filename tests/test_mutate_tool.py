@@ -198,5 +198,35 @@ def test_a_cached_functions_lines_count_for_every_test_that_calls_it(tmp_path):
     assert result["total"] > 0 and result["survivors"] == []
 
 
+def test_a_line_that_runs_at_import_counts_for_the_tests_of_the_module(tmp_path):
+    # a decorator's body runs when the module is imported, while pytest collects the tests:
+    # its mutant (`return run` -> `return None`) must run them, not be left uncovered
+    toy = tmp_path / "toy"
+    (toy / "tests").mkdir(parents=True)
+    (toy / "__init__.py").write_text("")
+    (toy / "pytest.ini").write_text("[pytest]\n")
+    (toy / "deco.py").write_text(textwrap.dedent("""\
+        def logged(function):
+            def run(x):
+                return function(x)
+            return run
+
+
+        @logged
+        def double(x):
+            return 2 * x
+        """))
+    (toy / "tests" / "test_deco.py").write_text("from toy.deco import double\n\n\n"
+                                                "def test_double():\n    assert double(3) == 6\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    run = subprocess.run([sys.executable, str(SCRIPT), "deco.py", "--root", str(toy), "--package", "toy",
+                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    result = json.loads((tmp_path / "out.json").read_text())["modules"]["deco.py"]
+    assert [s for s in result["survivors"] if s["line"] == 4] == []
+    assert result["uncovered"] == 0
+
+
 def test_a_constant_too_large_to_change_by_one_is_left_alone():
     assert [m.mutated for m in mutate.generate("x = 1e300\n", "m.py")] == []
