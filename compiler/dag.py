@@ -209,7 +209,7 @@ def _reduce(preds: Sequence[list[int]]) -> list[tuple[int, int]]:
             k = p - base
             if view is None:
                 view = _bytes(covered)
-            # once a predecessor is kept, view holds its bit, above every earlier one's
+            # once a predecessor is kept, view holds its bit, above those of the ones still to test
             if not view or not view[k >> 3] >> (k & 7) & 1:
                 kept.append((p, w))
                 low, bits = ancestors.get(p, (base, 0))
