@@ -83,13 +83,25 @@ def test_module_names_follow_the_package_root(tmp_path):
     assert mutate.module_name(tmp_path / "compiler" / "__init__.py", tmp_path, "pipec") == "pipec.compiler"
 
 
-def test_a_run_kills_and_keeps_mutants_and_leaves_the_file_unchanged(tmp_path):
+def _run_toy(tmp_path: Path, module: str, source: str, tests: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """scripts/mutate.py over a package `toy` of one module and one test file: the run, and
+    the module's entry in its JSON."""
     toy = tmp_path / "toy"
     (toy / "tests").mkdir(parents=True)
     (toy / "__init__.py").write_text("")
     (toy / "pytest.ini").write_text("[pytest]\n")
-    calc = toy / "calc.py"
-    calc.write_text(textwrap.dedent("""\
+    (toy / module).write_text(textwrap.dedent(source))
+    (toy / "tests" / f"test_{Path(module).stem}.py").write_text(textwrap.dedent(tests))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    run = subprocess.run([sys.executable, str(SCRIPT), module, "--root", str(toy), "--package", "toy",
+                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return run, json.loads((tmp_path / "out.json").read_text())["modules"][module]
+
+
+def test_a_run_kills_and_keeps_mutants_and_leaves_the_file_unchanged(tmp_path):
+    source = """\
         def clamp(x, low, high):
             if x < low:
                 return low
@@ -100,8 +112,8 @@ def test_a_run_kills_and_keeps_mutants_and_leaves_the_file_unchanged(tmp_path):
 
         def unused(x):
             return x + 1
-        """))
-    (toy / "tests" / "test_calc.py").write_text(textwrap.dedent("""\
+        """
+    tests = """\
         from toy.calc import clamp
 
 
@@ -109,15 +121,9 @@ def test_a_run_kills_and_keeps_mutants_and_leaves_the_file_unchanged(tmp_path):
             assert clamp(-1, 0, 10) == 0
             assert clamp(11, 0, 10) == 10
             assert clamp(5, 0, 10) == 5
-        """))
-    before = calc.read_bytes()
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    run = subprocess.run([sys.executable, str(SCRIPT), "calc.py", "--root", str(toy), "--package", "toy",
-                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert calc.read_bytes() == before
-    result = json.loads((tmp_path / "out.json").read_text())["modules"]["calc.py"]
+        """
+    run, result = _run_toy(tmp_path, "calc.py", source, tests)
+    assert (tmp_path / "toy" / "calc.py").read_text() == textwrap.dedent(source)
     survivors = {(s["line"], s["original"], s["mutated"], s["status"]) for s in result["survivors"]}
     assert survivors == {
         (2, "x < low", "x <= low", "survived"),  # equivalent: clamp(low) is low either way
@@ -133,11 +139,7 @@ def test_a_run_kills_and_keeps_mutants_and_leaves_the_file_unchanged(tmp_path):
 
 
 def test_lines_a_test_runs_on_a_thread_of_its_own_are_covered(tmp_path):
-    toy = tmp_path / "toy"
-    (toy / "tests").mkdir(parents=True)
-    (toy / "__init__.py").write_text("")
-    (toy / "pytest.ini").write_text("[pytest]\n")
-    (toy / "worker.py").write_text(textwrap.dedent("""\
+    _, result = _run_toy(tmp_path, "worker.py", """\
         import threading
 
 
@@ -151,34 +153,21 @@ def test_lines_a_test_runs_on_a_thread_of_its_own_are_covered(tmp_path):
             thread.start()
             thread.join()
             return out[0]
-        """))
-    (toy / "tests" / "test_worker.py").write_text("from toy.worker import double\n\n\n"
-                                                  "def test_double():\n    assert double(3) == 6\n")
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    run = subprocess.run([sys.executable, str(SCRIPT), "worker.py", "--root", str(toy), "--package", "toy",
-                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    result = json.loads((tmp_path / "out.json").read_text())["modules"]["worker.py"]
+        """, "from toy.worker import double\n\n\ndef test_double():\n    assert double(3) == 6\n")
     assert [s for s in result["survivors"] if s["line"] == 5] == []  # `_work` runs only on the thread
 
 
 def test_a_cached_functions_lines_count_for_every_test_that_calls_it(tmp_path):
     # the first test calls `label` without checking it; the second checks it: without clearing
     # the cache between tests, the mutant of its body would run the first test only, and survive
-    toy = tmp_path / "toy"
-    (toy / "tests").mkdir(parents=True)
-    (toy / "__init__.py").write_text("")
-    (toy / "pytest.ini").write_text("[pytest]\n")
-    (toy / "labels.py").write_text(textwrap.dedent("""\
+    _, result = _run_toy(tmp_path, "labels.py", """\
         from functools import cache
 
 
         @cache
         def label(mode):
             return "RAW" if mode & 1 else "WAW"
-        """))
-    (toy / "tests" / "test_labels.py").write_text(textwrap.dedent("""\
+        """, """\
         from toy.labels import label
 
 
@@ -188,24 +177,14 @@ def test_a_cached_functions_lines_count_for_every_test_that_calls_it(tmp_path):
 
         def test_the_label():
             assert label(2) == "WAW" and label(1) == "RAW"
-        """))
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    run = subprocess.run([sys.executable, str(SCRIPT), "labels.py", "--root", str(toy), "--package", "toy",
-                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    result = json.loads((tmp_path / "out.json").read_text())["modules"]["labels.py"]
+        """)
     assert result["total"] > 0 and result["survivors"] == []
 
 
 def test_a_line_that_runs_at_import_counts_for_the_tests_of_the_module(tmp_path):
     # a decorator's body runs when the module is imported, while pytest collects the tests:
     # its mutant (`return run` -> `return None`) must run them, not be left uncovered
-    toy = tmp_path / "toy"
-    (toy / "tests").mkdir(parents=True)
-    (toy / "__init__.py").write_text("")
-    (toy / "pytest.ini").write_text("[pytest]\n")
-    (toy / "deco.py").write_text(textwrap.dedent("""\
+    _, result = _run_toy(tmp_path, "deco.py", """\
         def logged(function):
             def run(x):
                 return function(x)
@@ -215,15 +194,7 @@ def test_a_line_that_runs_at_import_counts_for_the_tests_of_the_module(tmp_path)
         @logged
         def double(x):
             return 2 * x
-        """))
-    (toy / "tests" / "test_deco.py").write_text("from toy.deco import double\n\n\n"
-                                                "def test_double():\n    assert double(3) == 6\n")
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    run = subprocess.run([sys.executable, str(SCRIPT), "deco.py", "--root", str(toy), "--package", "toy",
-                          "--jobs", "2", "--json", str(tmp_path / "out.json")],
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    result = json.loads((tmp_path / "out.json").read_text())["modules"]["deco.py"]
+        """, "from toy.deco import double\n\n\ndef test_double():\n    assert double(3) == 6\n")
     assert [s for s in result["survivors"] if s["line"] == 4] == []
     assert result["uncovered"] == 0
 
