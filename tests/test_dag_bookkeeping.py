@@ -30,12 +30,13 @@ def test_a_dag_is_built_with_the_cycle_collector_off_and_left_as_it_was(monkeypa
 
     monkeypatch.setattr(dag, "hazard_predecessors", spy)
     program = [(((0, 0, 8, 2),), None), (((0, 0, 8, 1),), None)]
+    was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     try:
         built = dag.build_dag(GraphBody("step", "step", SPAN, _items(program)))
         assert gc.isenabled() == enabled
     finally:
-        gc.enable()
+        (gc.enable if was else gc.disable)()
     assert seen == [False] and built.edges == [(0, 1)]
 
 
